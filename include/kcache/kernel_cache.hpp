@@ -1,0 +1,206 @@
+// The in-process kernel cache: a caller's key -> a loaded kernel, compiled once per arch, handed
+// out as handles that launch with no further lookup.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kcache/function_ref.hpp"
+#include "kcache/launch.hpp"
+#include "kcache/result.hpp"
+#include "kcache/source.hpp"
+
+namespace kcache {
+
+namespace driver {
+class Driver;
+}
+namespace cache {
+class Entry;
+struct ResolvedKernel;
+class CacheCore;
+}  // namespace cache
+
+struct CacheOptions {
+    // Loaded (key, arch) entries kept in the map; the least recently used go beyond it. An
+    // evicted entry's library stays loaded while a handle to it lives. 0 is taken as 1.
+    std::size_t max_entries = 1024;
+    // On every hit, run the source generator again and compare fingerprints: a key reused for
+    // different source is then an error naming the key, never a silently wrong kernel.
+    bool verify = false;
+    // Null: the process's CUDA driver (libcuda.so.1, loaded at run time).
+    std::shared_ptr<driver::Driver> driver;
+
+    // Defaults, overridden by KCACHE_MAX_ENTRIES and KCACHE_VERIFY; a bad value is an error.
+    static Result<CacheOptions> from_env();
+};
+
+struct CacheStats {
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
+    std::uint64_t compiles = 0;          // sources compiled and loaded successfully
+    std::uint64_t compile_failures = 0;  // never cached
+    std::uint64_t compile_ns = 0;        // time spent compiling, failures included
+    std::uint64_t waits = 0;             // lookups that waited for another thread's compile
+    std::uint64_t evictions = 0;
+    std::uint64_t verify_failures = 0;
+    std::uint64_t entries = 0;           // entries in the map now
+    std::uint64_t loaded_libraries = 0;  // loaded now, evicted-but-still-held ones included
+};
+
+// The seed's per-thread counters: hits and misses of the calling thread only, across caches,
+// since its last reset. Another thread's work never shows here.
+struct ThreadStats {
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
+};
+ThreadStats thread_stats() noexcept;
+void reset_thread_stats() noexcept;
+
+class KernelHandle;
+
+// A reference to one loaded module (one cache entry). While any handle lives, its library stays
+// loaded, through clear() and eviction alike. Copying is cheap and touches no shared cache line.
+class ModuleHandle {
+public:
+    ModuleHandle() = default;
+    ModuleHandle(const ModuleHandle& other) noexcept;
+    ModuleHandle(ModuleHandle&& other) noexcept;
+    ModuleHandle& operator=(ModuleHandle other) noexcept;
+    ~ModuleHandle();
+
+    explicit operator bool() const noexcept { return entry_ != nullptr; }
+    const std::string& key() const noexcept;
+    int arch() const noexcept;
+    std::string fingerprint() const;  // hex XXH3-128 of what the module was built from
+
+    Result<KernelHandle> kernel(std::string_view name) const;
+
+private:
+    friend class KernelCache;
+    friend class cache::CacheCore;
+    ModuleHandle(cache::Entry* entry, std::uint32_t stripe) noexcept  // adopts a reference
+        : entry_(entry), stripe_(stripe) {}
+
+    cache::Entry* entry_ = nullptr;
+    std::uint32_t stripe_ = 0;  // which of the entry's reference stripes this handle counts on
+};
+
+// One kernel of a loaded module, ready to launch in the calling thread's current context (any
+// context on a device of the module's arch).
+class KernelHandle {
+public:
+    KernelHandle() = default;
+
+    explicit operator bool() const noexcept { return kernel_ != nullptr; }
+    std::string_view name() const noexcept;
+    // Parameter count as the driver reports it; -1 if the driver cannot tell.
+    int param_count() const noexcept;
+    const ModuleHandle& module() const noexcept { return module_; }
+
+    // Checks the argument count against the kernel's parameters, then launches.
+    Result<void> launch(const LaunchConfig& config, std::span<void* const> args) const;
+
+    // Typed launch: also checks each argument's size against the parameter's size.
+    template <class... Args>
+    Result<void> launch_with(const LaunchConfig& config, Args&... args) const {
+        void* pointers[] = {static_cast<void*>(&args)..., nullptr};
+        const std::size_t sizes[] = {sizeof(Args)..., 0};
+        return launch_sized(config, pointers, sizes, sizeof...(Args));
+    }
+
+private:
+    friend class ModuleHandle;
+    friend class cache::CacheCore;
+    KernelHandle(ModuleHandle module, const cache::ResolvedKernel* kernel) noexcept
+        : module_(std::move(module)), kernel_(kernel) {}
+    Result<void> launch_sized(const LaunchConfig& config, void** args, const std::size_t* sizes,
+                              std::size_t count) const;
+
+    ModuleHandle module_;
+    const cache::ResolvedKernel* kernel_ = nullptr;  // owned by the entry module_ keeps alive
+};
+
+class KernelCache;
+
+// Holds off every clear() of one cache (the seed's kernel_cache_exclusive): a compile-then-hit
+// sequence run under it cannot be split by a clear from another thread.
+class ExclusiveGuard {
+public:
+    void clear();  // empties the cache without giving up exclusivity
+
+private:
+    friend class KernelCache;
+    ExclusiveGuard(KernelCache& cache, std::unique_lock<std::mutex> lock)
+        : cache_(&cache), lock_(std::move(lock)) {}
+    KernelCache* cache_;
+    std::unique_lock<std::mutex> lock_;
+};
+
+class KernelCache {
+public:
+    explicit KernelCache(CacheOptions options = {});
+    ~KernelCache();
+    KernelCache(const KernelCache&) = delete;
+    KernelCache& operator=(const KernelCache&) = delete;
+
+    // The process-wide cache, configured from the environment; never destroyed.
+    static KernelCache& global();
+
+    // Looks up `key` for the current context's arch. On a miss (only), calls make_source() —
+    // returning Source or Result<Source> — and compiles it once however many threads ask.
+    // A failed compile is returned to every waiting thread and is not cached.
+    template <class MakeSource>
+    Result<KernelHandle> kernel(std::string_view key, MakeSource&& make_source,
+                                std::string_view kernel_name) {
+        auto generate = [&]() -> Result<Source> { return make_source(); };
+        return kernel_impl(key, generate, kernel_name);
+    }
+
+    template <class MakeSource>
+    Result<ModuleHandle> module(std::string_view key, MakeSource&& make_source) {
+        auto generate = [&]() -> Result<Source> { return make_source(); };
+        return module_impl(key, generate);
+    }
+
+    // Look up or compile, then launch in the current context.
+    template <class MakeSource>
+    Result<void> launch(std::string_view key, MakeSource&& make_source,
+                        std::string_view kernel_name, const LaunchConfig& config,
+                        std::span<void* const> args) {
+        auto handle = kernel(key, make_source, kernel_name);
+        if (!handle) return std::move(handle).error();
+        return handle->launch(config, args);
+    }
+
+    // The seed's calls: PTX given up front.
+    Result<ModuleHandle> get_or_compile(std::string_view key, std::string_view ptx);
+    Result<void> compile_lock_launch(std::string_view key, std::string_view ptx,
+                                     std::string_view kernel_name, const LaunchConfig& config,
+                                     std::span<void* const> args);
+
+    // Empties the map and resets the calling thread's stats (as the seed did). Live handles keep
+    // working; their libraries are unloaded when the last one goes. Waits for exclusive holders.
+    void clear();
+    [[nodiscard]] ExclusiveGuard exclusive();
+
+    CacheStats stats() const;
+    std::size_t size() const;
+    const CacheOptions& options() const noexcept;
+
+private:
+    friend class ExclusiveGuard;
+    using SourceFn = FunctionRef<Result<Source>()>;
+    Result<KernelHandle> kernel_impl(std::string_view key, SourceFn make_source,
+                                     std::string_view kernel_name);
+    Result<ModuleHandle> module_impl(std::string_view key, SourceFn make_source);
+
+    std::unique_ptr<cache::CacheCore> core_;
+};
+
+}  // namespace kcache

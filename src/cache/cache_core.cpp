@@ -1,0 +1,253 @@
+#include "cache/cache_core.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "cache/thread_counters.hpp"
+#include "util/epoch.hpp"
+#include "util/fingerprint.hpp"
+#include "util/log.hpp"
+
+namespace kcache::cache {
+namespace {
+
+std::string describe_key(std::string_view key, int arch) {
+    return std::string(key) + " (sm_" + std::to_string(arch) + ")";
+}
+
+// Single-flight identity: key and arch, NUL-separated (keys are text; a NUL in one is harmless).
+std::string flight_id(std::string_view key, int arch) {
+    std::string id(key);
+    id.push_back('\0');
+    id += std::to_string(arch);
+    return id;
+}
+
+}  // namespace
+
+CacheCore::CacheCore(CacheOptions options_in)
+    : options(std::move(options_in)),
+      driver_(options.driver ? options.driver : driver::default_driver()),
+      library_counters_(std::make_shared<LibraryCounters>()),
+      table_(new EntryTable({})) {}
+
+CacheCore::~CacheCore() {
+    std::lock_guard lock(clear_mutex);
+    clear_locked();
+    // No reader can be pinned on a cache being destroyed, but retired snapshots of it may wait
+    // in the domain; they own nothing of ours, so leaving them to the domain is fine.
+    delete table_.load(std::memory_order_acquire);
+}
+
+std::optional<ModuleHandle> CacheCore::probe(std::string_view key, int arch,
+                                             std::uint64_t hash) noexcept {
+    auto guard = util::EpochDomain::global().pin();
+    Entry* entry = table_.load(std::memory_order_acquire)->find(key, arch, hash);
+    if (entry == nullptr) return std::nullopt;
+    const std::uint32_t stripe = util::my_stripe();
+    if (!entry->try_acquire(stripe)) return std::nullopt;
+    const std::uint64_t now = tick_.load(std::memory_order_relaxed);
+    if (entry->last_used.load(std::memory_order_relaxed) != now) {
+        entry->last_used.store(now, std::memory_order_relaxed);
+    }
+    return ModuleHandle(entry, stripe);
+}
+
+std::optional<KernelHandle> CacheCore::find_kernel(std::string_view key, int arch,
+                                                   std::string_view kernel_name) noexcept {
+    auto guard = util::EpochDomain::global().pin();
+    auto module = probe(key, arch, util::hash_key(key, arch));
+    if (!module) return std::nullopt;
+    const ResolvedKernel* kernel = module->entry_->find_kernel(kernel_name);
+    if (kernel == nullptr) return std::nullopt;
+    hits.add();
+    thread_counters().hits++;
+    return KernelHandle(std::move(*module), kernel);
+}
+
+Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
+                                            FunctionRef<Result<Source>()> make, int arch) {
+    if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
+    const std::uint64_t hash = util::hash_key(key, arch);
+    bool counted_miss = false;
+    for (;;) {
+        if (auto module = probe(key, arch, hash)) {
+            if (options.verify) {
+                auto source = make();
+                if (!source) {
+                    return Error(Errc::kSourceFailed, "key '" + std::string(key) +
+                                                          "': source generator failed: " +
+                                                          source.error().message());
+                }
+                auto now = util::source_fingerprint(*source, arch);
+                if (now != module->entry_->fingerprint) {
+                    verify_failures_.fetch_add(1, std::memory_order_relaxed);
+                    std::string message = "key '" + std::string(key) + "' (sm_" +
+                                          std::to_string(arch) +
+                                          ") is cached for different source: cached "
+                                          "fingerprint " +
+                                          module->entry_->fingerprint.hex() + ", this source " +
+                                          now.hex();
+                    util::log_line(util::LogLevel::kInfo, message);
+                    return Error(Errc::kKeyConflict, message);
+                }
+            }
+            if (!counted_miss) {
+                hits.add();
+                thread_counters().hits++;
+            }
+            return std::move(*module);
+        }
+        if (!counted_miss) {
+            counted_miss = true;
+            misses_.fetch_add(1, std::memory_order_relaxed);
+            thread_counters().misses++;
+        }
+
+        const std::string id = flight_id(key, arch);
+        auto ticket = flights_.join(id);
+        if (!ticket.leader) {
+            waits_.fetch_add(1, std::memory_order_relaxed);
+            if (auto error = ticket.flight->wait()) return *error;
+            continue;  // the leader published; look again
+        }
+        // The previous flight may have published between our probe and our join.
+        if (auto module = probe(key, arch, hash)) {
+            flights_.finish(id, ticket.flight, std::nullopt);
+            return std::move(*module);
+        }
+        auto source = make();
+        if (!source) {
+            Error error(Errc::kSourceFailed, "key '" + std::string(key) +
+                                                 "': source generator failed: " +
+                                                 source.error().message(),
+                        source.error().log());
+            flights_.finish(id, ticket.flight, error);
+            return error;
+        }
+        auto module = compile(key, arch, hash, *source);
+        flights_.finish(id, ticket.flight,
+                        module ? std::nullopt : std::optional<Error>(module.error()));
+        return module;
+    }
+}
+
+Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uint64_t hash,
+                                        const Source& source) {
+    if (source.bytes.empty()) {
+        return Error(Errc::kInvalidArgument,
+                     "key '" + std::string(key) + "': the source generator returned no bytes");
+    }
+    util::log_line(util::LogLevel::kInfo, "miss " + describe_key(key, arch) + ": compiling " +
+                                              source_kind_name(source.kind) + ", " +
+                                              std::to_string(source.bytes.size()) + " bytes");
+    const auto start = std::chrono::steady_clock::now();
+    auto library = driver_->load_library(source);
+    const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+    compile_ns_.fetch_add(static_cast<std::uint64_t>(elapsed), std::memory_order_relaxed);
+    if (!library) {
+        compile_failures_.fetch_add(1, std::memory_order_relaxed);
+        Error error = std::move(library).error();
+        util::log_line(util::LogLevel::kInfo,
+                       "compile of " + describe_key(key, arch) + " failed: " + error.message());
+        return Error(error.code(), "key '" + std::string(key) + "': " + error.message(),
+                     error.log());
+    }
+    compiles_.fetch_add(1, std::memory_order_relaxed);
+    if (util::log_enabled(util::LogLevel::kInfo)) {
+        char ms[32];
+        std::snprintf(ms, sizeof ms, "%.2f ms", static_cast<double>(elapsed) / 1e6);
+        util::log_line(util::LogLevel::kInfo, "compiled " + describe_key(key, arch) + " in " + ms);
+    }
+
+    auto* entry = new Entry(std::string(key), arch, hash, util::source_fingerprint(source, arch),
+                            source.bytes.size(), *library, driver_, library_counters_);
+    // Our reference is taken before the entry is published, so eviction cannot unload it under
+    // the caller.
+    const std::uint32_t stripe = util::my_stripe();
+    entry->add_ref(stripe);
+    ModuleHandle module(entry, stripe);
+    {
+        std::lock_guard lock(write_mutex_);
+        publish(entry);
+    }
+    return module;
+}
+
+void CacheCore::publish(Entry* entry) {
+    const EntryTable* old = table_.load(std::memory_order_relaxed);
+    std::vector<Entry*> entries = old->entries();
+    entries.push_back(entry);
+    entry->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed) + 1,
+                           std::memory_order_relaxed);
+    replace_table(new EntryTable(entries));
+    evict_over_budget();
+}
+
+void CacheCore::evict_over_budget() {
+    const std::size_t budget = std::max<std::size_t>(1, options.max_entries);
+    const EntryTable* table = table_.load(std::memory_order_relaxed);
+    if (table->size() <= budget) return;
+
+    // Least recently used first, and among those, entries no handle holds: evicting a held one
+    // frees nothing until its handles go.
+    std::vector<Entry*> order = table->entries();
+    std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+        const bool held_a = a->referenced();
+        const bool held_b = b->referenced();
+        if (held_a != held_b) return !held_a;
+        return a->last_used.load(std::memory_order_relaxed) <
+               b->last_used.load(std::memory_order_relaxed);
+    });
+    const std::size_t excess = order.size() - budget;
+    std::vector<Entry*> victims(order.begin(), order.begin() + static_cast<long>(excess));
+    std::vector<Entry*> kept(order.begin() + static_cast<long>(excess), order.end());
+    replace_table(new EntryTable(kept));
+    for (Entry* victim : victims) {
+        evictions_.fetch_add(1, std::memory_order_relaxed);
+        util::log_line(util::LogLevel::kInfo, "evicted " + describe_key(victim->key, victim->arch));
+        victim->retire();
+    }
+}
+
+void CacheCore::replace_table(EntryTable* table) {
+    const EntryTable* old = table_.exchange(table, std::memory_order_acq_rel);
+    util::EpochDomain::global().retire([old] { delete old; });
+}
+
+void CacheCore::clear_locked() {
+    std::vector<Entry*> victims;
+    {
+        std::lock_guard lock(write_mutex_);
+        victims = table_.load(std::memory_order_relaxed)->entries();
+        replace_table(new EntryTable({}));
+    }
+    for (Entry* victim : victims) victim->retire();
+    thread_counters() = {};
+}
+
+std::size_t CacheCore::size() const {
+    auto guard = util::EpochDomain::global().pin();
+    return table_.load(std::memory_order_acquire)->size();
+}
+
+CacheStats CacheCore::stats() const {
+    CacheStats s;
+    s.hits = hits.sum();
+    s.misses = misses_.load(std::memory_order_relaxed);
+    s.compiles = compiles_.load(std::memory_order_relaxed);
+    s.compile_failures = compile_failures_.load(std::memory_order_relaxed);
+    s.compile_ns = compile_ns_.load(std::memory_order_relaxed);
+    s.waits = waits_.load(std::memory_order_relaxed);
+    s.evictions = evictions_.load(std::memory_order_relaxed);
+    s.verify_failures = verify_failures_.load(std::memory_order_relaxed);
+    s.entries = size();
+    s.loaded_libraries = library_counters_->loaded.load(std::memory_order_relaxed) -
+                         library_counters_->unloaded.load(std::memory_order_relaxed);
+    return s;
+}
+
+}  // namespace kcache::cache

@@ -1,0 +1,65 @@
+// The state behind a KernelCache: the published map, single flight, eviction and counters.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cache/entry.hpp"
+#include "cache/entry_table.hpp"
+#include "cache/single_flight.hpp"
+#include "kcache/kernel_cache.hpp"
+#include "util/striped_counter.hpp"
+
+namespace kcache::cache {
+
+class CacheCore {
+public:
+    explicit CacheCore(CacheOptions options);
+    ~CacheCore();
+
+    // The hit path: no lock, no shared write. Null if the key (or the kernel name) is not there
+    // yet; the slow path then sorts it out.
+    std::optional<KernelHandle> find_kernel(std::string_view key, int arch,
+                                            std::string_view kernel_name) noexcept;
+    // Everything else: verification, single flight, compile, publish, name resolution.
+    Result<ModuleHandle> module_slow(std::string_view key, FunctionRef<Result<Source>()> make,
+                                     int arch);
+
+    void clear_locked();  // caller holds clear_mutex
+    CacheStats stats() const;
+    std::size_t size() const;
+
+    // Never null; a raw reference so the hit path copies no shared_ptr.
+    driver::Driver& driver() const noexcept { return *driver_; }
+
+    const CacheOptions options;
+    std::mutex clear_mutex;  // held by clear() and ExclusiveGuard
+
+    util::StripedCounter hits;  // striped: bumped on every hit by every thread
+
+private:
+    std::optional<ModuleHandle> probe(std::string_view key, int arch, std::uint64_t hash) noexcept;
+    Result<ModuleHandle> compile(std::string_view key, int arch, std::uint64_t hash,
+                                 const Source& source);
+    void publish(Entry* entry);  // requires write_mutex_
+    void evict_over_budget();    // requires write_mutex_
+    void replace_table(EntryTable* table);  // requires write_mutex_
+
+    std::shared_ptr<driver::Driver> driver_;
+    std::shared_ptr<LibraryCounters> library_counters_;
+
+    std::atomic<const EntryTable*> table_;  // written under write_mutex_, read pinned
+    std::mutex write_mutex_;                // serialises table writers
+    std::atomic<std::uint64_t> tick_{1};    // insertion clock for LRU; bumped under write_mutex_
+    SingleFlight flights_;
+
+    std::atomic<std::uint64_t> misses_{0}, compiles_{0}, compile_failures_{0}, compile_ns_{0};
+    std::atomic<std::uint64_t> waits_{0}, evictions_{0}, verify_failures_{0};
+};
+
+}  // namespace kcache::cache

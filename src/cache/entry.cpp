@@ -1,0 +1,114 @@
+#include "cache/entry.hpp"
+
+#include "util/epoch.hpp"
+#include "util/log.hpp"
+
+namespace kcache::cache {
+
+Entry::Entry(std::string key_in, int arch_in, std::uint64_t hash_in,
+             util::Fingerprint fingerprint_in, std::size_t source_bytes_in,
+             driver::LibraryId library, std::shared_ptr<driver::Driver> driver,
+             std::shared_ptr<LibraryCounters> counters)
+    : key(std::move(key_in)),
+      arch(arch_in),
+      hash(hash_in),
+      fingerprint(fingerprint_in),
+      source_bytes(source_bytes_in),
+      library_(library),
+      driver_(std::move(driver)),
+      counters_(std::move(counters)) {
+    counters_->loaded.fetch_add(1, std::memory_order_relaxed);
+}
+
+Entry::~Entry() {
+    const ResolvedKernel* kernel = kernels_.load(std::memory_order_acquire);
+    while (kernel != nullptr) {
+        const ResolvedKernel* next = kernel->next;
+        delete kernel;
+        kernel = next;
+    }
+}
+
+bool Entry::try_acquire(std::uint32_t stripe) noexcept {
+    refs_[stripe].count.fetch_add(1, std::memory_order_seq_cst);
+    if (retired_.load(std::memory_order_seq_cst)) {
+        release(stripe);
+        return false;
+    }
+    return true;
+}
+
+void Entry::add_ref(std::uint32_t stripe) noexcept {
+    refs_[stripe].count.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Entry::release(std::uint32_t stripe) noexcept {
+    auto guard = util::EpochDomain::global().pin();
+    refs_[stripe].count.fetch_sub(1, std::memory_order_seq_cst);
+    if (retired_.load(std::memory_order_seq_cst)) try_unload();
+}
+
+void Entry::retire() noexcept {
+    auto guard = util::EpochDomain::global().pin();
+    retired_.store(true, std::memory_order_seq_cst);
+    try_unload();
+}
+
+bool Entry::referenced() const noexcept { return sum_refs() != 0; }
+
+std::int64_t Entry::sum_refs() const noexcept {
+    std::int64_t total = 0;
+    for (const auto& stripe : refs_) total += stripe.count.load(std::memory_order_seq_cst);
+    return total;
+}
+
+void Entry::try_unload() noexcept {
+    if (sum_refs() != 0) return;
+    bool expected = false;
+    if (!unloaded_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return;
+    driver_->unload_library(library_);
+    counters_->unloaded.fetch_add(1, std::memory_order_relaxed);
+    if (util::log_enabled(util::LogLevel::kDebug)) {
+        util::log_line(util::LogLevel::kDebug,
+                       "unloaded " + key + " (sm_" + std::to_string(arch) + ")");
+    }
+    // Readers pinned now may still be looking at this entry (to find it retired).
+    util::EpochDomain::global().retire([this] { delete this; });
+}
+
+const ResolvedKernel* Entry::find_kernel(std::string_view name) const noexcept {
+    for (const ResolvedKernel* k = kernels_.load(std::memory_order_acquire); k != nullptr;
+         k = k->next) {
+        if (k->name == name) return k;
+    }
+    return nullptr;
+}
+
+Result<const ResolvedKernel*> Entry::resolve(std::string_view name) {
+    if (const ResolvedKernel* found = find_kernel(name)) return found;
+    std::lock_guard lock(resolve_mutex_);
+    if (const ResolvedKernel* found = find_kernel(name)) return found;
+
+    auto kernel = std::make_unique<ResolvedKernel>();
+    kernel->name = std::string(name);
+    kernel->driver = driver_.get();
+    auto id = driver_->get_kernel(library_, kernel->name);
+    if (!id) {
+        Error error = std::move(id).error();
+        return Error(error.code(), "key '" + key + "': " + error.message(), error.log());
+    }
+    kernel->id = *id;
+    auto params = driver_->kernel_params(kernel->id);
+    if (params) {
+        kernel->params_known = true;
+        for (const auto& param : *params) kernel->param_sizes.push_back(param.size);
+    } else if (params.error().code() != Errc::kUnsupported) {
+        return params.error();
+    }
+    kernel->next = kernels_.load(std::memory_order_relaxed);
+    const ResolvedKernel* published = kernel.release();
+    kernels_.store(published, std::memory_order_release);
+    return published;
+}
+
+}  // namespace kcache::cache

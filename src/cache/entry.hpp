@@ -1,0 +1,93 @@
+// One cache entry: a library loaded for one (key, arch), the kernels resolved from it, and the
+// reference count that keeps it loaded while handles use it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "driver/driver.hpp"
+#include "util/fingerprint.hpp"
+#include "util/striped_counter.hpp"
+
+namespace kcache::cache {
+
+// Counters an entry updates after its cache may be gone (a handle outliving the cache).
+struct LibraryCounters {
+    std::atomic<std::uint64_t> loaded{0};
+    std::atomic<std::uint64_t> unloaded{0};
+};
+
+struct ResolvedKernel {
+    std::string name;
+    driver::KernelId id = nullptr;
+    driver::Driver* driver = nullptr;  // the entry's, kept alive by it
+    std::vector<std::size_t> param_sizes;
+    bool params_known = false;
+    const ResolvedKernel* next = nullptr;  // immutable once published
+};
+
+class Entry {
+public:
+    Entry(std::string key, int arch, std::uint64_t hash, util::Fingerprint fingerprint,
+          std::size_t source_bytes, driver::LibraryId library,
+          std::shared_ptr<driver::Driver> driver, std::shared_ptr<LibraryCounters> counters);
+    ~Entry();
+    Entry(const Entry&) = delete;
+    Entry& operator=(const Entry&) = delete;
+
+    const std::string key;
+    const int arch;
+    const std::uint64_t hash;  // util::hash_key(key, arch)
+    const util::Fingerprint fingerprint;
+    const std::size_t source_bytes;
+
+    // Recency for LRU: the cache's insertion tick when last used. Written without a lock and
+    // only when it changes, so steady hits do not bounce the line between cores.
+    std::atomic<std::uint64_t> last_used{0};
+
+    // Reference counting, striped so that threads on different stripes never share a line.
+    //
+    // Protocol (all seq_cst): a reader that found the entry in the map (while pinned in the epoch
+    // domain) increments its stripe, then reads `retired_`; if set, it backs out with release().
+    // Eviction or clear first unlinks the entry from the map, then sets `retired_`, then sums the
+    // stripes. Either the retirer sees the increment (and leaves the library loaded), or the
+    // reader sees `retired_` (and does not use it). A live handle's +1 stays on one stripe
+    // (copies count on the source's stripe), so a sum of zero proves no handle exists.
+    // The library is unloaded once: by whoever first sees "retired and zero" and wins the CAS on
+    // `unloaded_`. The Entry's memory is then freed through the epoch domain, which is why
+    // release() pins before it decrements.
+    bool try_acquire(std::uint32_t stripe) noexcept;
+    void add_ref(std::uint32_t stripe) noexcept;  // from a reference already held
+    void release(std::uint32_t stripe) noexcept;
+    void retire() noexcept;  // the entry is no longer reachable from the map
+    bool referenced() const noexcept;
+
+    // Finds a resolved kernel without locking; resolve() asks the driver on first use.
+    const ResolvedKernel* find_kernel(std::string_view name) const noexcept;
+    Result<const ResolvedKernel*> resolve(std::string_view name);
+
+private:
+    void try_unload() noexcept;
+    std::int64_t sum_refs() const noexcept;
+
+    struct alignas(util::kCacheLine) RefStripe {
+        std::atomic<std::int64_t> count{0};
+    };
+    RefStripe refs_[util::kStripes];
+    std::atomic<bool> retired_{false};
+    std::atomic<bool> unloaded_{false};
+
+    const driver::LibraryId library_;
+    const std::shared_ptr<driver::Driver> driver_;
+    const std::shared_ptr<LibraryCounters> counters_;
+
+    std::mutex resolve_mutex_;  // serialises resolve(); readers use kernels_ without it
+    std::atomic<const ResolvedKernel*> kernels_{nullptr};  // push-front list, release/acquire
+};
+
+}  // namespace kcache::cache

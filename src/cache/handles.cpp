@@ -1,0 +1,97 @@
+// ModuleHandle and KernelHandle: reference counting on the entry's stripes, and the checked
+// launch.
+#include <string>
+
+#include "cache/entry.hpp"
+#include "kcache/kernel_cache.hpp"
+
+namespace kcache {
+
+ModuleHandle::ModuleHandle(const ModuleHandle& other) noexcept
+    : entry_(other.entry_), stripe_(other.stripe_) {
+    // Counted on the source's stripe: see Entry's protocol comment.
+    if (entry_ != nullptr) entry_->add_ref(stripe_);
+}
+
+ModuleHandle::ModuleHandle(ModuleHandle&& other) noexcept
+    : entry_(other.entry_), stripe_(other.stripe_) {
+    other.entry_ = nullptr;
+}
+
+ModuleHandle& ModuleHandle::operator=(ModuleHandle other) noexcept {
+    std::swap(entry_, other.entry_);
+    std::swap(stripe_, other.stripe_);
+    return *this;
+}
+
+ModuleHandle::~ModuleHandle() {
+    if (entry_ != nullptr) entry_->release(stripe_);
+}
+
+const std::string& ModuleHandle::key() const noexcept {
+    static const std::string empty;
+    return entry_ != nullptr ? entry_->key : empty;
+}
+
+int ModuleHandle::arch() const noexcept { return entry_ != nullptr ? entry_->arch : 0; }
+
+std::string ModuleHandle::fingerprint() const {
+    return entry_ != nullptr ? entry_->fingerprint.hex() : std::string();
+}
+
+Result<KernelHandle> ModuleHandle::kernel(std::string_view name) const {
+    if (entry_ == nullptr) return Error(Errc::kInvalidArgument, "empty ModuleHandle");
+    auto kernel = entry_->resolve(name);
+    if (!kernel) return std::move(kernel).error();
+    return KernelHandle(*this, *kernel);
+}
+
+std::string_view KernelHandle::name() const noexcept {
+    return kernel_ != nullptr ? std::string_view(kernel_->name) : std::string_view();
+}
+
+int KernelHandle::param_count() const noexcept {
+    if (kernel_ == nullptr || !kernel_->params_known) return -1;
+    return static_cast<int>(kernel_->param_sizes.size());
+}
+
+namespace {
+
+Error count_mismatch(const KernelHandle& handle, std::size_t expected, std::size_t given) {
+    return Error(Errc::kArgumentMismatch,
+                 "kernel '" + std::string(handle.name()) + "' (key '" + handle.module().key() +
+                     "') takes " + std::to_string(expected) + " parameters, launch passed " +
+                     std::to_string(given));
+}
+
+}  // namespace
+
+Result<void> KernelHandle::launch(const LaunchConfig& config, std::span<void* const> args) const {
+    if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "launch of an empty KernelHandle");
+    if (kernel_->params_known && args.size() != kernel_->param_sizes.size()) {
+        return count_mismatch(*this, kernel_->param_sizes.size(), args.size());
+    }
+    // The driver does not write through the argument array; its C signature is just not const.
+    return kernel_->driver->launch(kernel_->id, config, const_cast<void**>(args.data()));
+}
+
+Result<void> KernelHandle::launch_sized(const LaunchConfig& config, void** args,
+                                        const std::size_t* sizes, std::size_t count) const {
+    if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "launch of an empty KernelHandle");
+    if (kernel_->params_known) {
+        if (count != kernel_->param_sizes.size()) {
+            return count_mismatch(*this, kernel_->param_sizes.size(), count);
+        }
+        for (std::size_t i = 0; i < count; ++i) {
+            if (sizes[i] != kernel_->param_sizes[i]) {
+                return Error(Errc::kArgumentMismatch,
+                             "kernel '" + kernel_->name + "' parameter " + std::to_string(i) +
+                                 " is " + std::to_string(kernel_->param_sizes[i]) +
+                                 " bytes, launch passed " + std::to_string(sizes[i]) + " bytes");
+            }
+        }
+    }
+    return kernel_->driver->launch(kernel_->id, config, args);
+}
+
+}  // namespace kcache

@@ -1,0 +1,90 @@
+// KernelCache: the public face of CacheCore, plus configuration and the per-thread counters.
+#include "kcache/kernel_cache.hpp"
+
+#include "cache/cache_core.hpp"
+#include "cache/thread_counters.hpp"
+#include "driver/driver.hpp"
+#include "util/env.hpp"
+#include "util/log.hpp"
+
+namespace kcache {
+
+Result<CacheOptions> CacheOptions::from_env() {
+    CacheOptions options;
+    auto max_entries = util::env_uint("KCACHE_MAX_ENTRIES");
+    if (!max_entries) return max_entries.error();
+    if (*max_entries) options.max_entries = static_cast<std::size_t>(**max_entries);
+    auto verify = util::env_bool("KCACHE_VERIFY");
+    if (!verify) return verify.error();
+    if (*verify) options.verify = **verify;
+    return options;
+}
+
+ThreadStats thread_stats() noexcept { return cache::thread_counters(); }
+void reset_thread_stats() noexcept { cache::thread_counters() = {}; }
+
+KernelCache::KernelCache(CacheOptions options)
+    : core_(std::make_unique<cache::CacheCore>(std::move(options))) {}
+
+KernelCache::~KernelCache() = default;
+
+KernelCache& KernelCache::global() {
+    // Leaked on purpose: kernels may be launched from static destructors, after which unloading
+    // libraries from a dying CUDA context would only add failures.
+    static KernelCache* cache = [] {
+        auto options = CacheOptions::from_env();
+        if (!options) {
+            util::log_line(util::LogLevel::kInfo, "ignoring the environment: " +
+                                                      options.error().message());
+            return new KernelCache(CacheOptions{});
+        }
+        return new KernelCache(std::move(options).value());
+    }();
+    return *cache;
+}
+
+Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn make_source,
+                                              std::string_view kernel_name) {
+    auto arch = core_->driver().current_arch();
+    if (!arch) return std::move(arch).error();
+    if (!core_->options.verify) {
+        if (auto handle = core_->find_kernel(key, *arch, kernel_name)) return std::move(*handle);
+    }
+    auto module = core_->module_slow(key, make_source, *arch);
+    if (!module) return std::move(module).error();
+    return module->kernel(kernel_name);
+}
+
+Result<ModuleHandle> KernelCache::module_impl(std::string_view key, SourceFn make_source) {
+    auto arch = core_->driver().current_arch();
+    if (!arch) return std::move(arch).error();
+    return core_->module_slow(key, make_source, *arch);
+}
+
+Result<ModuleHandle> KernelCache::get_or_compile(std::string_view key, std::string_view ptx) {
+    return module(key, [&] { return Source::ptx(std::string(ptx)); });
+}
+
+Result<void> KernelCache::compile_lock_launch(std::string_view key, std::string_view ptx,
+                                              std::string_view kernel_name,
+                                              const LaunchConfig& config,
+                                              std::span<void* const> args) {
+    return launch(key, [&] { return Source::ptx(std::string(ptx)); }, kernel_name, config, args);
+}
+
+void KernelCache::clear() {
+    std::lock_guard lock(core_->clear_mutex);
+    core_->clear_locked();
+}
+
+ExclusiveGuard KernelCache::exclusive() {
+    return ExclusiveGuard(*this, std::unique_lock(core_->clear_mutex));
+}
+
+void ExclusiveGuard::clear() { cache_->core_->clear_locked(); }
+
+CacheStats KernelCache::stats() const { return core_->stats(); }
+std::size_t KernelCache::size() const { return core_->size(); }
+const CacheOptions& KernelCache::options() const noexcept { return core_->options; }
+
+}  // namespace kcache

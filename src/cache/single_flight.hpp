@@ -1,0 +1,52 @@
+// Single flight: of all threads that miss one key at once, one (the leader) compiles; the others
+// wait for its outcome. The lock is never held during the compile (librtcx's placeholder-future
+// pattern).
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "kcache/result.hpp"
+
+namespace kcache::cache {
+
+class SingleFlight {
+public:
+    class Flight {
+    public:
+        // Blocks until the leader finishes; the leader's error if it failed.
+        std::optional<Error> wait();
+
+    private:
+        friend class SingleFlight;
+        std::mutex mutex_;
+        std::condition_variable done_cv_;
+        bool done_ = false;           // guarded by mutex_
+        std::optional<Error> error_;  // guarded by mutex_
+    };
+
+    struct Ticket {
+        std::shared_ptr<Flight> flight;
+        bool leader = false;
+    };
+
+    // Joins the flight for `id`, starting one (and becoming its leader) if none is in the air.
+    Ticket join(const std::string& id);
+
+    // Leader only: lands the flight. Waiters wake with `error` (nullopt: success, look again).
+    // A later join() for `id` starts a new flight, so a failure is never cached.
+    void finish(const std::string& id, const std::shared_ptr<Flight>& flight,
+                std::optional<Error> error);
+
+    std::size_t in_flight() const;
+
+private:
+    mutable std::mutex mutex_;
+    std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;  // guarded by mutex_
+};
+
+}  // namespace kcache::cache

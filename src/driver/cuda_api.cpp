@@ -1,0 +1,81 @@
+#include "driver/cuda_api.hpp"
+
+#include <dlfcn.h>
+
+#include <cstring>
+
+namespace kcache::driver {
+namespace {
+
+using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                    CUdriverProcAddressQueryResult*);
+
+// Functions kcache can do without on older drivers.
+bool optional_function(const char* name) {
+    return std::strcmp(name, "cuKernelGetParamInfo") == 0;
+}
+
+Result<const CudaApi*> load() {
+    void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+        const char* why = dlerror();
+        return Error(Errc::kNoDriver,
+                     std::string("no CUDA driver: ") + (why != nullptr ? why : "dlopen failed"));
+    }
+    auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(handle, "cuGetProcAddress_v2"));
+    if (get_proc == nullptr) {
+        return Error(Errc::kNoDriver,
+                     "no CUDA driver: libcuda.so.1 lacks cuGetProcAddress_v2 (driver older than "
+                     "CUDA 12.5); kcache needs a CUDA 12.5 or newer driver");
+    }
+    auto* api = new CudaApi();  // lives for the process: kernels may launch during exit
+    std::string missing;
+#define KCACHE_CUDA_LOAD(name)                                                              \
+    {                                                                                       \
+        void* fn = nullptr;                                                                 \
+        CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;                \
+        CUresult rc = get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status); \
+        if (rc == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && fn != nullptr) { \
+            api->name = reinterpret_cast<decltype(api->name)>(fn);                          \
+        } else if (!optional_function(#name)) {                                            \
+            missing += missing.empty() ? #name : ", " #name;                                 \
+        }                                                                                   \
+    }
+    KCACHE_CUDA_FUNCTIONS(KCACHE_CUDA_LOAD)
+#undef KCACHE_CUDA_LOAD
+    if (!missing.empty()) {
+        delete api;
+        return Error(Errc::kNoDriver, "no CUDA driver: libcuda.so.1 lacks " + missing);
+    }
+    CUresult rc = api->cuInit(0);
+    if (rc != CUDA_SUCCESS) {
+        Error error = api->error(Errc::kNoDriver, "no CUDA driver: cuInit failed", rc);
+        delete api;
+        return error;
+    }
+    api->cuDriverGetVersion(&api->driver_version);
+    return static_cast<const CudaApi*>(api);
+}
+
+}  // namespace
+
+std::string CudaApi::describe(CUresult result) const {
+    const char* name = nullptr;
+    const char* text = nullptr;
+    if (cuGetErrorName != nullptr) cuGetErrorName(result, &name);
+    if (cuGetErrorString != nullptr) cuGetErrorString(result, &text);
+    std::string out = name != nullptr ? name : "CUDA error " + std::to_string(result);
+    if (text != nullptr) out += std::string(" (") + text + ")";
+    return out;
+}
+
+Error CudaApi::error(Errc code, const std::string& what, CUresult result) const {
+    return Error(code, what + ": " + describe(result));
+}
+
+const Result<const CudaApi*>& cuda_api() {
+    static const Result<const CudaApi*> api = load();
+    return api;
+}
+
+}  // namespace kcache::driver

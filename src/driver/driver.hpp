@@ -1,0 +1,58 @@
+// The seam between the cache and CUDA: everything the cache needs from a GPU driver, with no
+// CUDA type in sight. CudaDriver implements it over libcuda (loaded at run time); FakeDriver
+// implements it in memory for tests.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kcache/launch.hpp"
+#include "kcache/result.hpp"
+#include "kcache/source.hpp"
+
+namespace kcache::driver {
+
+// Opaque driver handles: a CUlibrary and a CUkernel for the real driver.
+using LibraryId = void*;
+using KernelId = void*;
+
+struct KernelParam {
+    std::size_t offset = 0;
+    std::size_t size = 0;
+};
+
+class Driver {
+public:
+    virtual ~Driver() = default;
+
+    // "CUDA driver 13.0", "fake driver"; for logs and the demo.
+    virtual std::string describe() const = 0;
+
+    // Compute capability of the calling thread's current context as major*10+minor (90 for
+    // sm_90). kNoContext when the thread has none. Called on every cache hit: must be cheap.
+    virtual Result<int> current_arch() = 0;
+
+    // Loads code into every context of the process (context-independent loading). A JIT or load
+    // failure comes back as kCompileFailed with the JIT's log.
+    virtual Result<LibraryId> load_library(const Source& source) = 0;
+    virtual void unload_library(LibraryId library) noexcept = 0;
+
+    // Resolves a kernel by name and makes sure it is loadable in the current context, so that a
+    // deferred JIT failure surfaces here rather than at the first launch.
+    virtual Result<KernelId> get_kernel(LibraryId library, const std::string& name) = 0;
+
+    // The kernel's parameter layout; kUnsupported where the driver cannot tell.
+    virtual Result<std::vector<KernelParam>> kernel_params(KernelId kernel) = 0;
+
+    // Launches in the calling thread's current context.
+    virtual Result<void> launch(KernelId kernel, const LaunchConfig& config, void** args) = 0;
+};
+
+// The process's CUDA driver if libcuda.so.1 loads and initialises; otherwise a driver whose every
+// call fails with kNoDriver and says why. Loaded once, shared by every cache.
+std::shared_ptr<Driver> default_driver();
+
+}  // namespace kcache::driver

@@ -1,0 +1,206 @@
+#include "driver/fake_driver.hpp"
+
+#include <cctype>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace kcache::driver {
+
+struct FakeDriver::FakeKernel {
+    std::string name;
+    std::vector<KernelParam> params;
+    const FakeLibrary* library = nullptr;
+};
+
+struct FakeDriver::FakeLibrary {
+    std::vector<std::unique_ptr<FakeKernel>> kernels;
+    std::atomic<bool> unloaded{false};
+};
+
+namespace {
+
+thread_local int t_scoped_arch = -1;  // -1: no ScopedContext on this thread
+
+std::size_t param_type_size(std::string_view type) {
+    if (type.ends_with("64")) return 8;
+    if (type.ends_with("32")) return 4;
+    if (type.ends_with("16")) return 2;
+    return 1;  // .b8/.u8/.s8
+}
+
+// Parses ".param .u64 name" / ".param .align 8 .b8 name[16]" declarations between parentheses.
+std::vector<KernelParam> parse_params(std::string_view list) {
+    std::vector<KernelParam> params;
+    std::size_t offset = 0;
+    std::size_t pos = 0;
+    while ((pos = list.find(".param", pos)) != std::string_view::npos) {
+        pos += 6;
+        std::size_t end = list.find_first_of(",)", pos);
+        std::string_view decl = list.substr(pos, end == std::string_view::npos ? end : end - pos);
+        std::size_t align = 0;
+        std::size_t size = 0;
+        std::size_t cursor = 0;
+        while (cursor < decl.size()) {
+            while (cursor < decl.size() && std::isspace(static_cast<unsigned char>(decl[cursor])))
+                ++cursor;
+            std::size_t word_end = cursor;
+            while (word_end < decl.size() &&
+                   !std::isspace(static_cast<unsigned char>(decl[word_end])))
+                ++word_end;
+            std::string_view word = decl.substr(cursor, word_end - cursor);
+            if (word == ".align") {
+                cursor = word_end;
+                while (cursor < decl.size() &&
+                       std::isspace(static_cast<unsigned char>(decl[cursor])))
+                    ++cursor;
+                align = std::strtoul(decl.data() + cursor, nullptr, 10);
+                while (cursor < decl.size() &&
+                       std::isdigit(static_cast<unsigned char>(decl[cursor])))
+                    ++cursor;
+                continue;
+            }
+            if (word.starts_with(".") && size == 0) {
+                size = param_type_size(word);
+            } else if (auto bracket = word.find('['); bracket != std::string_view::npos) {
+                size *= std::strtoul(word.data() + bracket + 1, nullptr, 10);
+            }
+            cursor = word_end;
+        }
+        if (align == 0) align = size;
+        if (align > 0) offset = (offset + align - 1) / align * align;
+        params.push_back({offset, size});
+        offset += size;
+    }
+    return params;
+}
+
+}  // namespace
+
+FakeDriver::FakeDriver(int default_arch) : default_arch_(default_arch) {}
+FakeDriver::~FakeDriver() = default;
+
+FakeDriver::ScopedContext::ScopedContext(int arch) : previous_(t_scoped_arch) {
+    t_scoped_arch = arch;
+}
+FakeDriver::ScopedContext::~ScopedContext() { t_scoped_arch = previous_; }
+
+Result<int> FakeDriver::current_arch() {
+    arch_queries_.fetch_add(1, std::memory_order_relaxed);
+    int arch = t_scoped_arch >= 0 ? t_scoped_arch : default_arch_;
+    if (arch == 0) return Error(Errc::kNoContext, "no current CUDA context on this thread (fake)");
+    return arch;
+}
+
+Result<LibraryId> FakeDriver::load_library(const Source& source) {
+    attempts_.fetch_add(1);
+    if (auto delay = load_delay_ms_.load(); delay > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    }
+    int remaining = fail_next_loads_.load();
+    while (remaining > 0 && !fail_next_loads_.compare_exchange_weak(remaining, remaining - 1)) {
+    }
+    if (remaining > 0) {
+        return Error(Errc::kCompileFailed, "fake JIT failure (injected)",
+                     "ptxas fatal   : injected failure");
+    }
+    if (source.bytes.find("FAKE_JIT_ERROR") != std::string::npos) {
+        return Error(Errc::kCompileFailed, "fake JIT rejected the source",
+                     "ptxas application ptx input, line 1; error   : FAKE_JIT_ERROR found");
+    }
+    if (source.kind == SourceKind::kCubin && !source.bytes.starts_with("\x7f" "ELF")) {
+        return Error(Errc::kCompileFailed, "not a cubin: missing ELF header");
+    }
+
+    auto library = std::make_unique<FakeLibrary>();
+    std::string_view text = source.bytes;
+    std::size_t pos = 0;
+    while ((pos = text.find(".entry", pos)) != std::string_view::npos) {
+        pos += 6;
+        while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
+        std::size_t name_end = pos;
+        while (name_end < text.size() &&
+               (std::isalnum(static_cast<unsigned char>(text[name_end])) || text[name_end] == '_'))
+            ++name_end;
+        auto kernel = std::make_unique<FakeKernel>();
+        kernel->name = std::string(text.substr(pos, name_end - pos));
+        kernel->library = library.get();
+        std::size_t open = text.find('(', name_end);
+        std::size_t brace = text.find('{', name_end);
+        if (open != std::string_view::npos && open < brace) {
+            std::size_t close = text.find(')', open);
+            kernel->params = parse_params(text.substr(open, close - open + 1));
+        }
+        library->kernels.push_back(std::move(kernel));
+        pos = name_end;
+    }
+    if (library->kernels.empty()) {
+        return Error(Errc::kCompileFailed, "fake JIT found no .entry in the source",
+                     "ptxas fatal   : no kernel entry found");
+    }
+
+    std::lock_guard lock(mutex_);
+    loads_.fetch_add(1);
+    FakeLibrary* raw = library.get();
+    live_.insert(raw);
+    all_.push_back(std::move(library));
+    return static_cast<LibraryId>(raw);
+}
+
+void FakeDriver::unload_library(LibraryId id) noexcept {
+    auto* library = static_cast<FakeLibrary*>(id);
+    std::lock_guard lock(mutex_);
+    if (live_.erase(library) == 0) {
+        use_after_unload_.fetch_add(1);  // double unload
+        return;
+    }
+    library->unloaded.store(true);
+    unloads_.fetch_add(1);
+}
+
+int FakeDriver::live_libraries() const {
+    std::lock_guard lock(mutex_);
+    return static_cast<int>(live_.size());
+}
+
+Result<KernelId> FakeDriver::get_kernel(LibraryId id, const std::string& name) {
+    auto* library = static_cast<FakeLibrary*>(id);
+    if (library->unloaded.load()) {
+        use_after_unload_.fetch_add(1);
+        return Error(Errc::kDriverError, "library used after unload (fake)");
+    }
+    for (auto& kernel : library->kernels) {
+        if (kernel->name == name) return static_cast<KernelId>(kernel.get());
+    }
+    return Error(Errc::kKernelNotFound, "no kernel named '" + name + "' in the module");
+}
+
+Result<std::vector<KernelParam>> FakeDriver::kernel_params(KernelId id) {
+    if (!params_supported_.load()) {
+        return Error(Errc::kUnsupported, "parameter info not supported (fake)");
+    }
+    return static_cast<FakeKernel*>(id)->params;
+}
+
+Result<void> FakeDriver::launch(KernelId id, const LaunchConfig& config, void** /*args*/) {
+    auto* kernel = static_cast<FakeKernel*>(id);
+    if (kernel->library->unloaded.load()) {
+        use_after_unload_.fetch_add(1);
+        return Error(Errc::kDriverError, "kernel launched after its library was unloaded (fake)");
+    }
+    if (config.grid.x == 0 || config.block.x == 0) {
+        return Error(Errc::kDriverError, "CUDA_ERROR_INVALID_VALUE (fake): zero grid or block");
+    }
+    launches_.fetch_add(1);
+    std::lock_guard lock(mutex_);
+    ++launch_counts_[kernel->name];
+    return ok();
+}
+
+int FakeDriver::launches_of(const std::string& kernel_name) const {
+    std::lock_guard lock(mutex_);
+    auto it = launch_counts_.find(kernel_name);
+    return it == launch_counts_.end() ? 0 : it->second;
+}
+
+}  // namespace kcache::driver

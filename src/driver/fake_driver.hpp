@@ -1,0 +1,79 @@
+// An in-memory driver for CPU tests: "loads" PTX by parsing its .entry declarations, counts
+// loads, unloads and launches, and can be told to fail or to be slow.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/driver.hpp"
+
+namespace kcache::driver {
+
+class FakeDriver final : public Driver {
+public:
+    // Threads with no ScopedContext see a context of this arch; 0 means "no context".
+    explicit FakeDriver(int default_arch = 90);
+    ~FakeDriver() override;
+
+    // Makes a context of `arch` current on the calling thread for the scope's lifetime.
+    class ScopedContext {
+    public:
+        explicit ScopedContext(int arch);
+        ~ScopedContext();
+        ScopedContext(const ScopedContext&) = delete;
+        ScopedContext& operator=(const ScopedContext&) = delete;
+
+    private:
+        int previous_;
+    };
+
+    std::string describe() const override { return "fake driver"; }
+    Result<int> current_arch() override;
+    Result<LibraryId> load_library(const Source& source) override;
+    void unload_library(LibraryId library) noexcept override;
+    Result<KernelId> get_kernel(LibraryId library, const std::string& name) override;
+    Result<std::vector<KernelParam>> kernel_params(KernelId kernel) override;
+    Result<void> launch(KernelId kernel, const LaunchConfig& config, void** args) override;
+
+    // Fault injection. A source containing "FAKE_JIT_ERROR" always fails to load.
+    void fail_next_loads(int count) { fail_next_loads_.store(count); }
+    void set_load_delay(std::chrono::milliseconds delay) { load_delay_ms_.store(delay.count()); }
+    void set_params_supported(bool supported) { params_supported_.store(supported); }
+
+    int loads() const { return loads_.load(); }          // successful loads
+    int load_attempts() const { return attempts_.load(); }
+    int unloads() const { return unloads_.load(); }
+    int live_libraries() const;
+    int launches() const { return launches_.load(); }
+    int launches_of(const std::string& kernel_name) const;
+    // Launches or lookups that reached a library after it was unloaded: must stay 0.
+    int use_after_unload() const { return use_after_unload_.load(); }
+    int arch_queries() const { return arch_queries_.load(); }
+
+private:
+    struct FakeKernel;
+    struct FakeLibrary;
+
+    const int default_arch_;
+    std::atomic<int> fail_next_loads_{0};
+    std::atomic<long long> load_delay_ms_{0};
+    std::atomic<bool> params_supported_{true};
+
+    std::atomic<int> loads_{0}, attempts_{0}, unloads_{0}, launches_{0}, use_after_unload_{0};
+    std::atomic<int> arch_queries_{0};
+
+    mutable std::mutex mutex_;                  // guards the members below
+    std::set<const FakeLibrary*> live_;         // libraries loaded and not yet unloaded
+    // Every library ever loaded, kept until the driver goes so that a use after unload is
+    // counted rather than undefined.
+    std::vector<std::unique_ptr<FakeLibrary>> all_;
+    std::map<std::string, int> launch_counts_;  // by kernel name
+};
+
+}  // namespace kcache::driver

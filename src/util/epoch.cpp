@@ -1,0 +1,131 @@
+#include "util/epoch.hpp"
+
+#include <thread>
+
+#include "util/striped_counter.hpp"
+
+namespace kcache::util {
+
+struct alignas(kCacheLine) ThreadRecord {
+    // 0 while the thread is outside every read section; otherwise the epoch it pinned.
+    std::atomic<std::uint64_t> epoch{0};
+    std::atomic<bool> in_use{true};
+    ThreadRecord* next = nullptr;  // immutable once the record is published
+    std::uint32_t nesting = 0;  // touched by the owning thread only
+};
+
+namespace {
+
+// Gives the record back when its thread ends; the record stays in the list for reuse.
+struct RecordLease {
+    ThreadRecord* record = nullptr;
+    ~RecordLease() {
+        if (record != nullptr) {
+            record->epoch.store(0, std::memory_order_release);
+            record->in_use.store(false, std::memory_order_release);
+        }
+    }
+};
+
+}  // namespace
+
+EpochDomain& EpochDomain::global() {
+    static EpochDomain* domain = new EpochDomain();  // leaked on purpose, see header
+    return *domain;
+}
+
+ThreadRecord* EpochDomain::my_record() {
+    // There is one domain per process (global()), so one thread_local slot suffices.
+    thread_local RecordLease lease;
+    if (lease.record != nullptr) return lease.record;
+
+    ThreadRecord* found = nullptr;
+    for (ThreadRecord* r = records_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+        bool expected = false;
+        if (r->in_use.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+            found = r;
+            break;
+        }
+    }
+    if (found == nullptr) {
+        found = new ThreadRecord();  // lives as long as the domain: records are reused
+        ThreadRecord* head = records_.load(std::memory_order_relaxed);
+        do {
+            found->next = head;
+        } while (!records_.compare_exchange_weak(head, found, std::memory_order_release,
+                                                 std::memory_order_relaxed));
+    }
+    lease.record = found;
+    return found;
+}
+
+EpochDomain::Guard::Guard(EpochDomain& domain) noexcept : record_(domain.my_record()) {
+    if (record_->nesting++ == 0) {
+        // Acquire: everything unlinked before the epoch we see began is invisible to us.
+        record_->epoch.store(domain.epoch_.load(std::memory_order_acquire),
+                             std::memory_order_relaxed);
+        // Orders the publication above before this reader's loads of shared pointers; pairs with
+        // the fence in try_advance().
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+}
+
+EpochDomain::Guard::~Guard() {
+    if (--record_->nesting == 0) record_->epoch.store(0, std::memory_order_release);
+}
+
+bool EpochDomain::try_advance() {
+    const std::uint64_t current = epoch_.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (ThreadRecord* r = records_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+        const std::uint64_t seen = r->epoch.load(std::memory_order_acquire);
+        if (seen != 0 && seen != current) return false;
+    }
+    epoch_.store(current + 1, std::memory_order_release);
+    return true;
+}
+
+void EpochDomain::retire(std::function<void()> deleter) {
+    {
+        std::lock_guard lock(mutex_);
+        retired_.push_back({epoch_.load(std::memory_order_relaxed), std::move(deleter)});
+    }
+    collect();
+}
+
+void EpochDomain::collect() {
+    std::vector<Retired> ready;
+    {
+        std::lock_guard lock(mutex_);
+        if (retired_.empty()) return;
+        try_advance();
+        try_advance();
+        const std::uint64_t now = epoch_.load(std::memory_order_relaxed);
+        auto keep = retired_.begin();
+        for (auto it = retired_.begin(); it != retired_.end(); ++it) {
+            if (it->epoch + 2 <= now) {
+                ready.push_back(std::move(*it));
+            } else {
+                if (keep != it) *keep = std::move(*it);
+                ++keep;
+            }
+        }
+        retired_.erase(keep, retired_.end());
+    }
+    // Deleters run outside the lock: they may unload CUDA libraries or retire more objects.
+    for (auto& item : ready) item.deleter();
+}
+
+void EpochDomain::synchronize() {
+    while (pending() > 0) {
+        collect();
+        if (pending() > 0) std::this_thread::yield();
+    }
+}
+
+std::size_t EpochDomain::pending() const {
+    std::lock_guard lock(mutex_);
+    return retired_.size();
+}
+
+}  // namespace kcache::util

@@ -1,0 +1,53 @@
+// XXH3 is compiled inline (XXH_INLINE_ALL) so that kcache carries no run-time libxxhash
+// dependency onto machines that only have the CUDA driver.
+#include "util/fingerprint.hpp"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <cstdio>
+
+namespace kcache::util {
+
+std::string Fingerprint::hex() const {
+    char text[33];
+    std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(high),
+                  static_cast<unsigned long long>(low));
+    return text;
+}
+
+FingerprintBuilder::FingerprintBuilder() : state_(XXH3_createState()) {
+    XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+
+FingerprintBuilder::~FingerprintBuilder() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+
+FingerprintBuilder& FingerprintBuilder::add(std::string_view field) {
+    add(static_cast<std::uint64_t>(field.size()));
+    XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), field.data(), field.size());
+    return *this;
+}
+
+FingerprintBuilder& FingerprintBuilder::add(std::uint64_t field) {
+    XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), &field, sizeof field);
+    return *this;
+}
+
+Fingerprint FingerprintBuilder::finish() const {
+    XXH128_hash_t digest = XXH3_128bits_digest(static_cast<XXH3_state_t*>(state_));
+    return {digest.high64, digest.low64};
+}
+
+Fingerprint source_fingerprint(const Source& source, int arch) {
+    FingerprintBuilder builder;
+    builder.add(static_cast<std::uint64_t>(source.kind))
+        .add(static_cast<std::uint64_t>(arch))
+        .add(source.bytes);
+    return builder.finish();
+}
+
+std::uint64_t hash_key(std::string_view key, int arch) noexcept {
+    return XXH3_64bits_withSeed(key.data(), key.size(), static_cast<XXH64_hash_t>(arch));
+}
+
+}  // namespace kcache::util

@@ -1,0 +1,44 @@
+// Content fingerprints: XXH3-128 over everything that determines a compiled kernel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kcache/source.hpp"
+
+namespace kcache::util {
+
+struct Fingerprint {
+    std::uint64_t high = 0;
+    std::uint64_t low = 0;
+
+    bool operator==(const Fingerprint&) const = default;
+    // 32 lowercase hex digits, high word first.
+    std::string hex() const;
+};
+
+// Incremental XXH3-128. Each field is length-prefixed so that ("ab","c") and ("a","bc") differ.
+class FingerprintBuilder {
+public:
+    FingerprintBuilder();
+    ~FingerprintBuilder();
+    FingerprintBuilder(const FingerprintBuilder&) = delete;
+    FingerprintBuilder& operator=(const FingerprintBuilder&) = delete;
+
+    FingerprintBuilder& add(std::string_view field);
+    FingerprintBuilder& add(std::uint64_t field);
+    Fingerprint finish() const;
+
+private:
+    void* state_;  // XXH3_state_t, kept opaque so xxhash.h stays out of this header
+};
+
+// What the in-memory cache records for an entry: the kind of source, its bytes and the arch it
+// was loaded for.
+Fingerprint source_fingerprint(const Source& source, int arch);
+
+// 64-bit hash of a caller's key, for the lookup table.
+std::uint64_t hash_key(std::string_view key, int arch) noexcept;
+
+}  // namespace kcache::util
