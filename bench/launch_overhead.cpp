@@ -1,1 +1,156 @@
+// Launch cost on a real GPU: a raw cuLaunchKernel against launching through a KernelHandle, by
+// key through kcache, and through the seed model (module mutex held through the launch).
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <thread>
 
+#include "bench/bench.hpp"
+#include "bench/seed_model.hpp"
+#include "driver/cuda_api.hpp"
+#include "driver/device_memory.hpp"
+#include "kcache/kernel_cache.hpp"
+#include "ptx_kernels.hpp"
+
+namespace kcache::bench {
+namespace {
+
+double median(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return values[values.size() / 2];
+}
+
+}  // namespace
+
+std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks, std::vector<int> threads,
+                                           std::string& note) {
+    const auto& api_result = driver::cuda_api();
+    if (!api_result) {
+        note = api_result.error().message();
+        return {};
+    }
+    const driver::CudaApi& cu = *api_result.value();
+    auto context = driver::PrimaryContext::open(0);
+    if (!context) {
+        note = context.error().message();
+        return {};
+    }
+    const std::string ptx = examples::residual_add_ptx();
+    const std::string key = "residual_add:0";
+
+    // Raw: the caller holds a CUfunction from a module it loaded itself.
+    CUmodule module = nullptr;
+    CUfunction raw = nullptr;
+    if (cu.cuModuleLoadData(&module, ptx.c_str()) != CUDA_SUCCESS ||
+        cu.cuModuleGetFunction(&raw, module, "residual_add") != CUDA_SUCCESS) {
+        note = "raw module load failed";
+        return {};
+    }
+    KernelCache cache(CacheOptions{});
+    auto make = [&] { return Source::ptx(ptx); };
+    auto handle = cache.kernel(key, make, "residual_add");
+    SeedModelCache seed(driver::default_driver());
+    if (!handle) {
+        note = handle.error().describe();
+        return {};
+    }
+
+    // n = 0: every launch is real but does no work, so host-side cost dominates.
+    std::uint64_t out = 0, a = 0, b = 0;
+    std::uint32_t n = 0;
+    void* args[] = {&out, &a, &b, &n};
+    LaunchConfig config;
+    config.block.x = 32;
+
+    auto raw_launch = [&](CUstream stream) {
+        return cu.cuLaunchKernel(raw, 1, 1, 1, 32, 1, 1, 0, stream, args, nullptr) ==
+               CUDA_SUCCESS;
+    };
+    auto handle_launch = [&](CUstream stream) {
+        LaunchConfig c = config;
+        c.stream = stream;
+        return handle->launch(c, args).ok();
+    };
+    auto key_launch = [&](CUstream stream) {
+        LaunchConfig c = config;
+        c.stream = stream;
+        return cache.launch(key, make, "residual_add", c, args).ok();
+    };
+    auto seed_launch = [&](CUstream stream) {
+        LaunchConfig c = config;
+        c.stream = stream;
+        return seed.compile_lock_launch(key, ptx, "residual_add", c, args).ok();
+    };
+    struct Method {
+        const char* name;
+        std::function<bool(CUstream)> launch;
+    };
+    const std::vector<Method> methods = {{"raw cuLaunchKernel", raw_launch},
+                                         {"KernelHandle::launch", handle_launch},
+                                         {"kcache launch by key", key_launch},
+                                         {"seed model compile_lock_launch", seed_launch}};
+    for (const auto& m : methods) {  // warm every path once
+        if (!m.launch(nullptr)) {
+            note = std::string("launch failed: ") + m.name;
+            return {};
+        }
+    }
+    cu.cuCtxSynchronize();
+
+    std::vector<LaunchRow> rows;
+    for (int t : threads) {
+        std::vector<std::vector<double>> samples(methods.size());
+        for (int block = 0; block < blocks; ++block) {
+            // Interleaved: every method gets the same conditions, block by block.
+            for (std::size_t m = 0; m < methods.size(); ++m) {
+                std::barrier start(t + 1);
+                std::vector<std::thread> pool;
+                std::vector<double> per_thread(static_cast<std::size_t>(t));
+                for (int i = 0; i < t; ++i) {
+                    pool.emplace_back([&, i] {
+                        (void)context->make_current();
+                        CUstream stream = nullptr;
+                        cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+                        start.arrive_and_wait();
+                        const auto begin = std::chrono::steady_clock::now();
+                        for (int k = 0; k < per_block; ++k) methods[m].launch(stream);
+                        const auto end = std::chrono::steady_clock::now();
+                        per_thread[static_cast<std::size_t>(i)] =
+                            std::chrono::duration<double, std::nano>(end - begin).count() /
+                            per_block;
+                        cu.cuStreamSynchronize(stream);
+                        cu.cuStreamDestroy(stream);
+                    });
+                }
+                start.arrive_and_wait();
+                for (auto& thread : pool) thread.join();
+                double sum = 0;
+                for (double v : per_thread) sum += v;
+                samples[m].push_back(sum / t);
+            }
+        }
+        const double base = median(samples[0]);
+        for (std::size_t m = 0; m < methods.size(); ++m) {
+            const double value = median(samples[m]);
+            rows.push_back({methods[m].name, t, value, value / base, methods[0].name});
+        }
+    }
+    cu.cuModuleUnload(module);
+    return rows;
+}
+
+std::string format_launch(const std::vector<LaunchRow>& rows) {
+    if (rows.empty()) return "launch: no result\n";
+    std::string out =
+        "| threads | method | ns per launch (host) | vs raw cuLaunchKernel |\n|---:|---|---:|---:|\n";
+    for (const auto& row : rows) {
+        char line[200];
+        std::snprintf(line, sizeof line, "| %d | %s | %.1f | %.3fx |\n", row.threads,
+                      row.method.c_str(), row.ns_per_launch, row.ratio);
+        out += line;
+    }
+    return out;
+}
+
+}  // namespace kcache::bench

@@ -108,8 +108,9 @@ public:
 
     // Typed launch: also checks each argument's size against the parameter's size.
     template <class... Args>
-    Result<void> launch_with(const LaunchConfig& config, Args&... args) const {
-        void* pointers[] = {static_cast<void*>(&args)..., nullptr};
+    Result<void> launch_with(const LaunchConfig& config, const Args&... args) const {
+        // The driver only reads the argument values; its C signature is just not const.
+        void* pointers[] = {const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
         const std::size_t sizes[] = {sizeof(Args)..., 0};
         return launch_sized(config, pointers, sizes, sizeof...(Args));
     }

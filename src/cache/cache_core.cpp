@@ -56,7 +56,6 @@ std::optional<ModuleHandle> CacheCore::probe(std::string_view key, int arch,
 
 std::optional<KernelHandle> CacheCore::find_kernel(std::string_view key, int arch,
                                                    std::string_view kernel_name) noexcept {
-    auto guard = util::EpochDomain::global().pin();
     auto module = probe(key, arch, util::hash_key(key, arch));
     if (!module) return std::nullopt;
     const ResolvedKernel* kernel = module->entry_->find_kernel(kernel_name);

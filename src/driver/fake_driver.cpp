@@ -86,7 +86,6 @@ FakeDriver::ScopedContext::ScopedContext(int arch) : previous_(t_scoped_arch) {
 FakeDriver::ScopedContext::~ScopedContext() { t_scoped_arch = previous_; }
 
 Result<int> FakeDriver::current_arch() {
-    arch_queries_.fetch_add(1, std::memory_order_relaxed);
     int arch = t_scoped_arch >= 0 ? t_scoped_arch : default_arch_;
     if (arch == 0) return Error(Errc::kNoContext, "no current CUDA context on this thread (fake)");
     return arch;

@@ -54,7 +54,6 @@ public:
     int launches_of(const std::string& kernel_name) const;
     // Launches or lookups that reached a library after it was unloaded: must stay 0.
     int use_after_unload() const { return use_after_unload_.load(); }
-    int arch_queries() const { return arch_queries_.load(); }
 
 private:
     struct FakeKernel;
@@ -66,7 +65,6 @@ private:
     std::atomic<bool> params_supported_{true};
 
     std::atomic<int> loads_{0}, attempts_{0}, unloads_{0}, launches_{0}, use_after_unload_{0};
-    std::atomic<int> arch_queries_{0};
 
     mutable std::mutex mutex_;                  // guards the members below
     std::set<const FakeLibrary*> live_;         // libraries loaded and not yet unloaded

@@ -16,6 +16,10 @@ struct alignas(kCacheLine) ThreadRecord {
 
 namespace {
 
+// The calling thread's record. A plain pointer (trivially destructible, so reading it costs no
+// TLS wrapper call); RecordLease gives the record back when the thread ends.
+thread_local ThreadRecord* t_record = nullptr;
+
 // Gives the record back when its thread ends; the record stays in the list for reuse.
 struct RecordLease {
     ThreadRecord* record = nullptr;
@@ -36,8 +40,8 @@ EpochDomain& EpochDomain::global() {
 
 ThreadRecord* EpochDomain::my_record() {
     // There is one domain per process (global()), so one thread_local slot suffices.
+    if (t_record != nullptr) return t_record;
     thread_local RecordLease lease;
-    if (lease.record != nullptr) return lease.record;
 
     ThreadRecord* found = nullptr;
     for (ThreadRecord* r = records_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
@@ -56,6 +60,7 @@ ThreadRecord* EpochDomain::my_record() {
                                                  std::memory_order_relaxed));
     }
     lease.record = found;
+    t_record = found;
     return found;
 }
 

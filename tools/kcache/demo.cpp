@@ -1,1 +1,206 @@
+#include "tools/kcache/demo.hpp"
 
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "driver/device_memory.hpp"
+#include "kcache/kernel_cache.hpp"
+#include "ptx_kernels.hpp"
+
+namespace kcache::tool {
+namespace {
+
+struct Shape {
+    int rows;
+    int cols;
+};
+
+// Shapes an inference engine would meet: short rows, a long row, an odd width.
+const Shape kShapes[] = {{64, 32}, {16, 1000}, {8, 1500}};
+
+struct PassResult {
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
+    int launches = 0;
+    double milliseconds = 0;
+};
+
+LaunchConfig linear(std::uint32_t threads) {
+    LaunchConfig config;
+    config.block.x = 128;
+    config.grid.x = (threads + 127) / 128;
+    return config;
+}
+
+// One "layer" per shape: y = softmax(x) row-wise, g = gelu(y), out = g + x.
+Result<void> run_layer(KernelCache& cache, const Shape& shape, driver::DeviceBuffer& x,
+                       driver::DeviceBuffer& y, driver::DeviceBuffer& out, int& launches) {
+    const std::uint32_t n = static_cast<std::uint32_t>(shape.rows * shape.cols);
+    const std::uint32_t rows = static_cast<std::uint32_t>(shape.rows);
+    std::uint64_t px = x.address(), py = y.address(), pout = out.address();
+
+    const std::string softmax_key = "softmax:" + std::to_string(shape.cols);
+    auto softmax = cache.kernel(
+        softmax_key, [&] { return Source::ptx(examples::softmax_rows_ptx(shape.cols)); },
+        "softmax_rows");
+    if (!softmax) return softmax.error();
+    if (auto r = softmax->launch_with(linear(rows), py, px, rows); !r) return r;
+
+    auto gelu = cache.kernel("gelu:" + std::to_string(n),
+                             [] { return Source::ptx(examples::gelu_ptx()); }, "gelu");
+    if (!gelu) return gelu.error();
+    if (auto r = gelu->launch_with(linear(n), py, py, n); !r) return r;
+
+    auto add = cache.kernel("residual_add:" + std::to_string(n),
+                            [] { return Source::ptx(examples::residual_add_ptx()); },
+                            "residual_add");
+    if (!add) return add.error();
+    if (auto r = add->launch_with(linear(n), pout, py, px, n); !r) return r;
+    launches += 3;
+    return ok();
+}
+
+std::vector<float> reference(const std::vector<float>& x, const Shape& shape) {
+    auto y = examples::softmax_rows_ref(x, shape.rows, shape.cols);
+    auto g = examples::gelu_ref(y);
+    return examples::residual_add_ref(g, x);
+}
+
+double max_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+    double worst = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        double err = std::fabs(double(got[i]) - want[i]) / (std::fabs(double(want[i])) + 1e-6);
+        if (!(err <= worst)) worst = err;  // NaN propagates as "worst"
+    }
+    return worst;
+}
+
+}  // namespace
+
+int run_demo(const DemoOptions& options) {
+    auto devices = driver::device_count();
+    if (!devices) {
+        if (options.json) {
+            std::printf("{\"gpu\": false, \"reason\": \"%s\", \"launched\": 0}\n",
+                        devices.error().message().c_str());
+        } else {
+            std::printf(
+                "kcache demo: no GPU here (%s).\n"
+                "The demo compiles, loads and launches kernels, which needs a CUDA device; "
+                "nothing was run.\n",
+                devices.error().message().c_str());
+        }
+        return 0;
+    }
+    auto context = driver::PrimaryContext::open(0);
+    if (!context) {
+        std::fprintf(stderr, "kcache demo: %s\n", context.error().describe().c_str());
+        return 1;
+    }
+    auto cache_options = CacheOptions::from_env();
+    if (!cache_options) {
+        std::fprintf(stderr, "kcache demo: %s\n", cache_options.error().message().c_str());
+        return 1;
+    }
+    KernelCache cache(std::move(cache_options).value());
+
+    // Inputs, buffers and CPU references per shape.
+    std::mt19937 rng(1234);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    struct Buffers {
+        std::vector<float> x;
+        driver::DeviceBuffer dx, dy, dout;
+    };
+    std::vector<Buffers> buffers;
+    for (const Shape& shape : kShapes) {
+        std::vector<float> x(static_cast<std::size_t>(shape.rows * shape.cols));
+        for (float& v : x) v = normal(rng);
+        const std::size_t bytes = x.size() * sizeof(float);
+        auto dx = driver::DeviceBuffer::allocate(bytes);
+        auto dy = driver::DeviceBuffer::allocate(bytes);
+        auto dout = driver::DeviceBuffer::allocate(bytes);
+        if (!dx || !dy || !dout) {
+            std::fprintf(stderr, "kcache demo: device allocation failed\n");
+            return 1;
+        }
+        if (auto r = dx->upload(x); !r) {
+            std::fprintf(stderr, "kcache demo: %s\n", r.error().describe().c_str());
+            return 1;
+        }
+        buffers.push_back({std::move(x), std::move(*dx), std::move(*dy), std::move(*dout)});
+    }
+
+    if (!options.json) {
+        std::printf("kcache demo on %s (sm_%d): %d passes over %zu layers\n",
+                    context->info().name.c_str(), context->info().arch, options.passes,
+                    std::size(kShapes));
+    }
+    std::vector<PassResult> passes;
+    for (int pass = 0; pass < options.passes; ++pass) {
+        reset_thread_stats();
+        PassResult result;
+        const auto start = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < std::size(kShapes); ++i) {
+            auto r = run_layer(cache, kShapes[i], buffers[i].dx, buffers[i].dy, buffers[i].dout,
+                               result.launches);
+            if (!r) {
+                std::fprintf(stderr, "kcache demo: %s\n", r.error().describe().c_str());
+                return 1;
+            }
+        }
+        if (auto r = context->synchronize(); !r) {
+            std::fprintf(stderr, "kcache demo: %s\n", r.error().describe().c_str());
+            return 1;
+        }
+        result.milliseconds = std::chrono::duration<double, std::milli>(
+                                  std::chrono::steady_clock::now() - start)
+                                  .count();
+        result.hits = thread_stats().hits;
+        result.misses = thread_stats().misses;
+        passes.push_back(result);
+        if (!options.json) {
+            std::printf("  pass %d: %2d launches, %2llu compiled, %2llu hits, %8.2f ms\n",
+                        pass + 1, result.launches, static_cast<unsigned long long>(result.misses),
+                        static_cast<unsigned long long>(result.hits), result.milliseconds);
+        }
+    }
+
+    double worst = 0;
+    for (std::size_t i = 0; i < std::size(kShapes); ++i) {
+        auto got = buffers[i].dout.download_floats();
+        if (!got) {
+            std::fprintf(stderr, "kcache demo: %s\n", got.error().describe().c_str());
+            return 1;
+        }
+        worst = std::max(worst, max_relative_error(*got, reference(buffers[i].x, kShapes[i])));
+    }
+    const bool correct = worst <= 1e-3;
+    const CacheStats stats = cache.stats();
+    int launched = 0;
+    for (const auto& p : passes) launched += p.launches;
+    if (options.json) {
+        std::printf(
+            "{\"gpu\": true, \"device\": \"%s\", \"arch\": %d, \"passes\": %d, \"launched\": %d, "
+            "\"compiles\": %llu, \"hits\": %llu, \"misses\": %llu, \"compile_seconds\": %.6f, "
+            "\"max_relative_error\": %.3g, \"correct\": %s}\n",
+            context->info().name.c_str(), context->info().arch, options.passes, launched,
+            static_cast<unsigned long long>(stats.compiles),
+            static_cast<unsigned long long>(stats.hits),
+            static_cast<unsigned long long>(stats.misses), double(stats.compile_ns) / 1e9, worst,
+            correct ? "true" : "false");
+    } else {
+        std::printf("  %llu kernels compiled once (%.1f ms of JIT), %llu hits, results %s "
+                    "(max relative error %.2g against the CPU reference)\n",
+                    static_cast<unsigned long long>(stats.compiles), double(stats.compile_ns) / 1e6,
+                    static_cast<unsigned long long>(stats.hits),
+                    correct ? "match" : "DO NOT MATCH", worst);
+    }
+    return correct ? 0 : 1;
+}
+
+}  // namespace kcache::tool

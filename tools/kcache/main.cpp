@@ -1,1 +1,31 @@
+// The kcache command. Subcommands grow with the tiers; today: demo.
+#include <CLI/CLI.hpp>
 
+#include "tools/kcache/demo.hpp"
+
+int main(int argc, char** argv) {
+    CLI::App app{"kcache: compile a CUDA kernel once, never again"};
+    app.set_version_flag("--version", "kcache 0.1.0");
+    app.require_subcommand(1);
+
+    kcache::tool::DemoOptions demo;
+    auto* demo_cmd = app.add_subcommand(
+        "demo", "Run an inference-like loop of shape-keyed kernels: compiles on the first pass, "
+                "hits after. Without a GPU, says so and exits 0.");
+    demo_cmd->add_option("--passes", demo.passes, "Passes over the layers")
+        ->check(CLI::Range(1, 1000));
+    demo_cmd->add_flag("--json", demo.json, "Print a JSON summary instead of the table");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        // CLI11 returns 0 for --help/--version; bad flags and values exit 2 with one line.
+        if (e.get_exit_code() != 0) {
+            std::fprintf(stderr, "kcache: %s\n", e.what());
+            return 2;
+        }
+        return app.exit(e);
+    }
+    if (*demo_cmd) return kcache::tool::run_demo(demo);
+    return 0;
+}

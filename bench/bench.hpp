@@ -1,0 +1,48 @@
+// Benchmark programs for kcache: side-by-side comparisons in one run, printed as tables.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/driver.hpp"
+
+namespace kcache::bench {
+
+template <class T>
+inline void keep(const T& value) {
+    asm volatile("" : : "r"(&value) : "memory");
+}
+
+struct HitPathOptions {
+    std::vector<int> threads = {1, 2, 4, 8, 16};
+    int milliseconds = 300;  // per measurement
+    int repeats = 3;         // median of
+    std::shared_ptr<driver::Driver> driver;
+    std::function<void()> thread_setup;  // e.g. make a CUDA context current
+};
+
+struct HitPathRow {
+    int threads = 0;
+    double seed_ns = 0;    // per lookup, as each thread sees it
+    double kcache_ns = 0;  // per lookup returning a KernelHandle
+};
+
+std::vector<HitPathRow> run_hit_path(const HitPathOptions& options);
+std::string format_hit_path(const std::vector<HitPathRow>& rows);
+
+struct LaunchRow {
+    std::string method;
+    int threads = 0;
+    double ns_per_launch = 0;
+    double ratio = 0;  // against the row's baseline
+    std::string baseline;
+};
+
+// Needs a GPU: empty-kernel launches, host time per launch. `note` receives failures.
+std::vector<LaunchRow> run_launch_overhead(int launches_per_block, int blocks,
+                                           std::vector<int> threads, std::string& note);
+std::string format_launch(const std::vector<LaunchRow>& rows);
+
+}  // namespace kcache::bench

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds the GPU-facing binaries here (Release) into .gpu-bin/, which the device tool carries to
+# the GPU machine, where scripts/gpu-check.sh runs them. The GPU machine lacks some of our build
+# dependencies (CLI11, xxhash headers); binaries built here run there unchanged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-gpu -j"$(nproc)" --target kcache_tool kcache_bench kcache_gpu_tests kcache_cpu_tests
+rm -rf .gpu-bin && mkdir -p .gpu-bin
+cp build-gpu/kcache build-gpu/kcache_bench build-gpu/kcache_gpu_tests build-gpu/kcache_cpu_tests .gpu-bin/
+echo "built into .gpu-bin/: $(ls .gpu-bin | tr '\n' ' ')"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the build dependencies from Debian's packages (idempotent: quick when all present).
+# The CUDA toolkit (cuda.h) is expected at /usr/local/cuda, as on the project's machines;
+# libcuda itself is optional (loaded at run time).
+set -euo pipefail
+packages=(cmake g++ make libgtest-dev libxxhash-dev libcli11-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if [ ! -f /usr/local/cuda/include/cuda.h ] && [ -z "${CUDAToolkit_ROOT:-}" ]; then
+  echo "install-deps: no CUDA toolkit at /usr/local/cuda (cuda.h is needed to build)" >&2
+  exit 1
+fi

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command: installs what the build needs, builds, runs every test (GPU tests skip
+# without a GPU) under ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+export PATH="/usr/local/cuda/bin:$PATH"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)"
+ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 300

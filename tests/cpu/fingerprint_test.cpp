@@ -1,0 +1,91 @@
+// util::source_fingerprint and FingerprintBuilder: what identifies a compiled module.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdint>
+#include <string>
+
+#include "kcache/source.hpp"
+#include "ptx_kernels.hpp"
+#include "util/fingerprint.hpp"
+
+namespace kcache::util {
+namespace {
+
+TEST(Fingerprint, EqualForEqualSourceAndArch) {
+    const Source a = Source::ptx(examples::residual_add_ptx());
+    const Source b = Source::ptx(examples::residual_add_ptx());
+    EXPECT_EQ(source_fingerprint(a, 90), source_fingerprint(b, 90));
+}
+
+TEST(Fingerprint, DiffersForDifferentBytes) {
+    EXPECT_NE(source_fingerprint(Source::ptx(examples::softmax_rows_ptx(32)), 90),
+              source_fingerprint(Source::ptx(examples::softmax_rows_ptx(33)), 90));
+}
+
+TEST(Fingerprint, DiffersForOneFlippedByte) {
+    std::string text = examples::residual_add_ptx();
+    const Fingerprint before = source_fingerprint(Source::ptx(text), 90);
+    text[text.size() / 2] ^= 1;
+    EXPECT_NE(source_fingerprint(Source::ptx(text), 90), before);
+}
+
+TEST(Fingerprint, DiffersForDifferentKind) {
+    const std::string bytes = examples::residual_add_ptx();
+    EXPECT_NE(source_fingerprint(Source::ptx(bytes), 90),
+              source_fingerprint(Source::fatbin(bytes), 90));
+}
+
+TEST(Fingerprint, DiffersForDifferentArch) {
+    const Source source = Source::ptx(examples::residual_add_ptx());
+    EXPECT_NE(source_fingerprint(source, 80), source_fingerprint(source, 90));
+}
+
+TEST(Fingerprint, HexIs32LowercaseHexDigits) {
+    const std::string hex = source_fingerprint(Source::ptx(examples::gelu_ptx()), 90).hex();
+    ASSERT_EQ(hex.size(), 32u);
+    for (char c : hex) {
+        EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'))
+            << "not a lowercase hex digit: '" << c << "' in " << hex;
+    }
+}
+
+TEST(Fingerprint, HexWritesHighWordFirstZeroPadded) {
+    const Fingerprint fingerprint{0x1, 0xabc};
+    EXPECT_EQ(fingerprint.hex(), "0000000000000001" "0000000000000abc");
+}
+
+TEST(FingerprintBuilder, FieldBoundariesArePartOfTheHash) {
+    FingerprintBuilder ab_c;
+    ab_c.add("ab").add("c");
+    FingerprintBuilder a_bc;
+    a_bc.add("a").add("bc");
+    EXPECT_NE(ab_c.finish(), a_bc.finish());
+}
+
+TEST(FingerprintBuilder, SameFieldsGiveSameFingerprint) {
+    FingerprintBuilder first;
+    first.add("key").add(std::uint64_t{90});
+    FingerprintBuilder second;
+    second.add("key").add(std::uint64_t{90});
+    EXPECT_EQ(first.finish(), second.finish());
+}
+
+TEST(FingerprintBuilder, EmptyFieldStillCounts) {
+    FingerprintBuilder with_empty;
+    with_empty.add("a").add("");
+    FingerprintBuilder without;
+    without.add("a");
+    EXPECT_NE(with_empty.finish(), without.finish());
+}
+
+TEST(HashKey, DiffersForDifferentArch) {
+    EXPECT_NE(hash_key("softmax:32", 80), hash_key("softmax:32", 90));
+}
+
+TEST(HashKey, EqualForEqualKeyAndArch) {
+    EXPECT_EQ(hash_key("softmax:32", 90), hash_key(std::string("softmax:") + "32", 90));
+}
+
+}  // namespace
+}  // namespace kcache::util

@@ -1,0 +1,84 @@
+// Helpers shared by the CPU tests: a cache over a FakeDriver, realistic PTX sources from
+// examples/, and launch arguments that match the example kernels' parameter lists.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "driver/fake_driver.hpp"
+#include "kcache/kcache.hpp"
+#include "ptx_kernels.hpp"
+
+namespace kcache::test {
+
+inline CacheOptions fake_options(std::shared_ptr<driver::FakeDriver> fake,
+                                 std::size_t max_entries = 1024, bool verify = false) {
+    CacheOptions options;
+    options.max_entries = max_entries;
+    options.verify = verify;
+    options.driver = std::move(fake);
+    return options;
+}
+
+inline Source residual_add_source() { return Source::ptx(examples::residual_add_ptx()); }
+inline Source scale_source() { return Source::ptx(examples::scale_ptx()); }
+
+// A distinct module per column count: the seed's "softmax:<cols>" keys.
+inline std::string softmax_key(int cols) { return "softmax:" + std::to_string(cols); }
+inline Source softmax_source(int cols) { return Source::ptx(examples::softmax_rows_ptx(cols)); }
+inline constexpr const char* kSoftmax = "softmax_rows";
+
+// PTX the fake JIT rejects, with a real kernel in it so that only the injected error fails it.
+inline Source broken_source() {
+    return Source::ptx(examples::residual_add_ptx() + "\n// FAKE_JIT_ERROR\n");
+}
+
+inline LaunchConfig one_block() {
+    LaunchConfig config;
+    config.grid = {1, 1, 1};
+    config.block = {128, 1, 1};
+    return config;
+}
+
+// residual_add(out, a, b, n): three device pointers and a count. The fake never dereferences
+// them; only the shape of the argument array matters.
+struct ResidualAddArgs {
+    std::uint64_t out = 0;
+    std::uint64_t a = 0;
+    std::uint64_t b = 0;
+    std::uint32_t n = 0;
+    std::array<void*, 4> pointers() { return {&out, &a, &b, &n}; }
+};
+
+// softmax_rows(out, in, rows)
+struct SoftmaxArgs {
+    std::uint64_t out = 0;
+    std::uint64_t in = 0;
+    std::uint32_t rows = 0;
+    std::array<void*, 3> pointers() { return {&out, &in, &rows}; }
+};
+
+// Launches a handle to softmax_rows with correctly shaped arguments.
+inline Result<void> launch_softmax(const KernelHandle& handle) {
+    SoftmaxArgs args;
+    auto pointers = args.pointers();
+    return handle.launch(one_block(), pointers);
+}
+
+inline Result<void> launch_residual_add(const KernelHandle& handle) {
+    ResidualAddArgs args;
+    auto pointers = args.pointers();
+    return handle.launch(one_block(), pointers);
+}
+
+inline double elapsed_ms(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+}
+
+}  // namespace kcache::test
