@@ -7,10 +7,13 @@
 namespace kcache::driver {
 namespace {
 
-using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
-                                    CUdriverProcAddressQueryResult*);
+// The exported name of a function as cuda.h declares it: cuda.h maps cuMemAlloc to
+// cuMemAlloc_v2 and so on, so expanding the macro first gives the symbol whose ABI matches the
+// declaration we call through. (cuGetProcAddress with CUDA_VERSION would instead return the
+// newest version, whose signature can differ: cuCtxSynchronize_v2 takes a context.)
+#define KCACHE_SYMBOL_NAME(name) KCACHE_SYMBOL_TEXT(name)
+#define KCACHE_SYMBOL_TEXT(name) #name
 
-// Functions kcache can do without on older drivers.
 bool optional_function(const char* name) {
     return std::strcmp(name, "cuKernelGetParamInfo") == 0;
 }
@@ -22,24 +25,13 @@ Result<const CudaApi*> load() {
         return Error(Errc::kNoDriver,
                      std::string("no CUDA driver: ") + (why != nullptr ? why : "dlopen failed"));
     }
-    auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(handle, "cuGetProcAddress_v2"));
-    if (get_proc == nullptr) {
-        return Error(Errc::kNoDriver,
-                     "no CUDA driver: libcuda.so.1 lacks cuGetProcAddress_v2 (driver older than "
-                     "CUDA 12.5); kcache needs a CUDA 12.5 or newer driver");
-    }
     auto* api = new CudaApi();  // lives for the process: kernels may launch during exit
     std::string missing;
-#define KCACHE_CUDA_LOAD(name)                                                              \
-    {                                                                                       \
-        void* fn = nullptr;                                                                 \
-        CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;                \
-        CUresult rc = get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status); \
-        if (rc == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && fn != nullptr) { \
-            api->name = reinterpret_cast<decltype(api->name)>(fn);                          \
-        } else if (!optional_function(#name)) {                                            \
-            missing += missing.empty() ? #name : ", " #name;                                 \
-        }                                                                                   \
+#define KCACHE_CUDA_LOAD(name)                                                     \
+    if (void* fn = dlsym(handle, KCACHE_SYMBOL_NAME(name)); fn != nullptr) {               \
+        api->name = reinterpret_cast<decltype(api->name)>(fn);                             \
+    } else if (!optional_function(#name)) {                                               \
+        missing += missing.empty() ? KCACHE_SYMBOL_NAME(name) : ", " KCACHE_SYMBOL_NAME(name); \
     }
     KCACHE_CUDA_FUNCTIONS(KCACHE_CUDA_LOAD)
 #undef KCACHE_CUDA_LOAD

@@ -1,5 +1,4 @@
-// The CUDA driver entry points kcache uses, resolved at run time from libcuda.so.1 through
-// cuGetProcAddress, so that kcache builds and runs on machines without a driver. Only src/driver
+// The CUDA driver entry points kcache uses, resolved at run time from libcuda.so.1 with dlsym, so that kcache builds and runs on machines without a driver. Only src/driver
 // and GPU-only tests/benchmarks include this header.
 #pragma once
 
@@ -11,8 +10,8 @@
 
 namespace kcache::driver {
 
-// Each entry is looked up by its base name; cuGetProcAddress picks the version matching the
-// CUDA_VERSION this file was compiled against (so cuMemAlloc resolves to cuMemAlloc_v2).
+// Each entry is looked up under the exact symbol cuda.h declares (cuMemAlloc -> cuMemAlloc_v2),
+// so the pointer's ABI is the declaration's.
 #define KCACHE_CUDA_FUNCTIONS(X)                                                        \
     X(cuInit)                                                                           \
     X(cuDriverGetVersion)                                                               \
@@ -33,6 +32,8 @@ namespace kcache::driver {
     X(cuLibraryLoadData)                                                                \
     X(cuLibraryUnload)                                                                  \
     X(cuLibraryGetKernel)                                                               \
+    X(cuLibraryGetKernelCount)                                                          \
+    X(cuLibraryEnumerateKernels)                                                        \
     X(cuKernelGetFunction)                                                              \
     X(cuKernelGetParamInfo)                                                             \
     X(cuModuleLoadData)                                                                 \

@@ -88,6 +88,16 @@ public:
                                     rc);
             return Error(Errc::kCompileFailed, base.message(), wrapper->logs());
         }
+        // With lazy loading (the default) the driver defers the JIT to the first use in a
+        // context, so a bad PTX would "load" fine and fail later, after being cached. Resolving
+        // one kernel in the current context forces the JIT now, while the caller can be told.
+        if (auto forced = force_load(*wrapper); !forced) {
+            (void)api_.cuLibraryUnload(wrapper->library);
+            return Error(Errc::kCompileFailed,
+                         std::string("compiling ") + source_kind_name(source.kind) +
+                             " for the current context: " + forced.error().message(),
+                         wrapper->logs());
+        }
         return static_cast<LibraryId>(wrapper.release());
     }
 
@@ -149,6 +159,22 @@ public:
     }
 
 private:
+    Result<void> force_load(const CudaLibrary& wrapper) {
+        unsigned int count = 0;
+        CUresult rc = api_.cuLibraryGetKernelCount(&count, wrapper.library);
+        if (rc != CUDA_SUCCESS) return api_.error(Errc::kCompileFailed, "cuLibraryGetKernelCount", rc);
+        if (count == 0) return ok();
+        CUkernel first = nullptr;
+        rc = api_.cuLibraryEnumerateKernels(&first, 1, wrapper.library);
+        if (rc != CUDA_SUCCESS) {
+            return api_.error(Errc::kCompileFailed, "cuLibraryEnumerateKernels", rc);
+        }
+        CUfunction function = nullptr;
+        rc = api_.cuKernelGetFunction(&function, first);
+        if (rc != CUDA_SUCCESS) return api_.error(Errc::kCompileFailed, "cuKernelGetFunction", rc);
+        return ok();
+    }
+
     const CudaApi& api_;
 };
 
