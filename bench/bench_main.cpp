@@ -81,12 +81,10 @@ int main(int argc, char** argv) {
         hit.driver = driver::default_driver();
         hit.thread_setup = [&] { (void)context->make_current(); };
         report += "device: " + context->info().name + " (sm_" +
-                  std::to_string(context->info().arch) + "), " +
-                  hit.driver->describe() + "\n\n";
+                  std::to_string(context->info().arch) + "), " + hit.driver->describe() + "\n\n";
     } else {
         hit.driver = std::make_shared<driver::FakeDriver>();
-        report += std::string("device: none (") +
-                  (devices ? "--fake" : devices.error().message()) +
+        report += std::string("device: none (") + (devices ? "--fake" : devices.error().message()) +
                   "); hit path over the fake driver, launch benchmark skipped\n\n";
     }
 
@@ -101,8 +99,8 @@ int main(int argc, char** argv) {
         report += "\n## Launch cost: residual_add with n = 0, " + std::to_string(launches) +
                   " launches per block, median of " + std::to_string(blocks) +
                   " interleaved blocks, one stream per thread\n\n";
-        report += rows.empty() ? "launch benchmark failed: " + note + "\n"
-                               : bench::format_launch(rows);
+        report +=
+            rows.empty() ? "launch benchmark failed: " + note + "\n" : bench::format_launch(rows);
     }
     std::fputs(report.c_str(), stdout);
     if (!out_path.empty()) std::ofstream(out_path) << report;

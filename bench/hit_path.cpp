@@ -15,9 +15,9 @@ namespace kcache::bench {
 namespace {
 
 // Keys as the seed's callers write them; eight of them, looked up round robin.
-const char* const kKeys[] = {"softmax:32",          "softmax:1000",     "softmax_long_row:1500",
-                             "residual_add:1024",   "residual_add:4096", "gelu:16",
-                             "gelu:4096",           "gemm_tiled:64x64x64"};
+const char* const kKeys[] = {"softmax:32",        "softmax:1000",       "softmax_long_row:1500",
+                             "residual_add:1024", "residual_add:4096",  "gelu:16",
+                             "gelu:4096",         "gemm_tiled:64x64x64"};
 constexpr int kKeyCount = 8;
 
 // Runs `body(thread_index, stop)` on `threads` threads for `ms` milliseconds; returns the mean
@@ -40,9 +40,8 @@ double measure(int threads, int ms, const std::function<void()>& setup, Body bod
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     stop.store(true);
     for (auto& thread : pool) thread.join();
-    const double elapsed = std::chrono::duration<double, std::nano>(
-                               std::chrono::steady_clock::now() - begin)
-                               .count();
+    const double elapsed =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - begin).count();
     std::uint64_t total = 0;
     for (auto n : ops) total += n;
     return elapsed * threads / static_cast<double>(total);
@@ -62,7 +61,8 @@ std::vector<HitPathRow> run_hit_path(const HitPathOptions& options) {
     if (options.thread_setup) options.thread_setup();
     // Warm both caches so that every measured lookup is a hit.
     for (const char* key : kKeys) {
-        auto handle = cache.kernel(key, [&] { return Source::ptx(ptx); }, "residual_add");
+        auto handle = cache.kernel(
+            key, [&] { return Source::ptx(ptx); }, "residual_add");
         auto module = seed.get_or_compile(key, ptx);
         if (!handle || !module) {
             std::fprintf(stderr, "hit path warm-up failed: %s\n",
@@ -75,25 +75,22 @@ std::vector<HitPathRow> run_hit_path(const HitPathOptions& options) {
     for (int threads : options.threads) {
         std::vector<double> seed_runs, kcache_runs;
         for (int r = 0; r < options.repeats; ++r) {
-            seed_runs.push_back(measure(threads, options.milliseconds, options.thread_setup,
-                                        [&](std::atomic<bool>& stop) {
-                                            std::uint64_t n = 0;
-                                            while (!stop.load(std::memory_order_relaxed)) {
-                                                auto m = seed.get_or_compile(
-                                                    kKeys[n % kKeyCount], ptx);
-                                                keep(m);
-                                                ++n;
-                                            }
-                                            return n;
-                                        }));
+            seed_runs.push_back(measure(
+                threads, options.milliseconds, options.thread_setup, [&](std::atomic<bool>& stop) {
+                    std::uint64_t n = 0;
+                    while (!stop.load(std::memory_order_relaxed)) {
+                        auto m = seed.get_or_compile(kKeys[n % kKeyCount], ptx);
+                        keep(m);
+                        ++n;
+                    }
+                    return n;
+                }));
             kcache_runs.push_back(measure(
-                threads, options.milliseconds, options.thread_setup,
-                [&](std::atomic<bool>& stop) {
+                threads, options.milliseconds, options.thread_setup, [&](std::atomic<bool>& stop) {
                     std::uint64_t n = 0;
                     while (!stop.load(std::memory_order_relaxed)) {
                         auto h = cache.kernel(
-                            kKeys[n % kKeyCount], [&] { return Source::ptx(ptx); },
-                            "residual_add");
+                            kKeys[n % kKeyCount], [&] { return Source::ptx(ptx); }, "residual_add");
                         keep(h);
                         ++n;
                     }
@@ -114,8 +111,7 @@ std::string format_hit_path(const std::vector<HitPathRow>& rows) {
     for (const auto& row : rows) {
         char line[200];
         std::snprintf(line, sizeof line, "| %d | %.1f | %.1f | %.1fx | %.2fx |\n", row.threads,
-                      row.seed_ns, row.kcache_ns, row.seed_ns / row.kcache_ns,
-                      row.kcache_ns / one);
+                      row.seed_ns, row.kcache_ns, row.seed_ns / row.kcache_ns, row.kcache_ns / one);
         out += line;
     }
     return out;

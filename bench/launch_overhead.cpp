@@ -64,8 +64,7 @@ std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks, std::vecto
     config.block.x = 32;
 
     auto raw_launch = [&](CUstream stream) {
-        return cu.cuLaunchKernel(raw, 1, 1, 1, 32, 1, 1, 0, stream, args, nullptr) ==
-               CUDA_SUCCESS;
+        return cu.cuLaunchKernel(raw, 1, 1, 1, 32, 1, 1, 0, stream, args, nullptr) == CUDA_SUCCESS;
     };
     auto handle_launch = [&](CUstream stream) {
         LaunchConfig c = config;
@@ -143,7 +142,8 @@ std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks, std::vecto
 std::string format_launch(const std::vector<LaunchRow>& rows) {
     if (rows.empty()) return "launch: no result\n";
     std::string out =
-        "| threads | method | ns per launch (host) | vs raw cuLaunchKernel |\n|---:|---|---:|---:|\n";
+        "| threads | method | ns per launch (host) | vs raw cuLaunchKernel "
+        "|\n|---:|---|---:|---:|\n";
     for (const auto& row : rows) {
         char line[200];
         std::snprintf(line, sizeof line, "| %d | %s | %.1f | %.3fx |\n", row.threads,

@@ -13,11 +13,11 @@ class FunctionRef;
 
 template <class R, class... Args>
 class FunctionRef<R(Args...)> {
-public:
+  public:
     template <class F>
-        requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> &&
-                 std::is_invocable_r_v<R, F&, Args...>)
-    FunctionRef(F&& f) noexcept  // NOLINT: implicit, like a plain function pointer
+    requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> &&
+             std::is_invocable_r_v<R, F&, Args...>) FunctionRef(F&& f)
+    noexcept  // NOLINT: implicit, like a plain function pointer
         : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
           call_([](void* object, Args... args) -> R {
               return (*static_cast<std::remove_reference_t<F>*>(object))(
@@ -26,7 +26,7 @@ public:
 
     R operator()(Args... args) const { return call_(object_, std::forward<Args>(args)...); }
 
-private:
+  private:
     void* object_;
     R (*call_)(void*, Args...);
 };

@@ -75,19 +75,18 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
             if (options.verify) {
                 auto source = make();
                 if (!source) {
-                    return Error(Errc::kSourceFailed, "key '" + std::string(key) +
-                                                          "': source generator failed: " +
-                                                          source.error().message());
+                    return Error(Errc::kSourceFailed,
+                                 "key '" + std::string(key) +
+                                     "': source generator failed: " + source.error().message());
                 }
                 auto now = util::source_fingerprint(*source, arch);
                 if (now != module->entry_->fingerprint) {
                     verify_failures_.fetch_add(1, std::memory_order_relaxed);
-                    std::string message = "key '" + std::string(key) + "' (sm_" +
-                                          std::to_string(arch) +
-                                          ") is cached for different source: cached "
-                                          "fingerprint " +
-                                          module->entry_->fingerprint.hex() + ", this source " +
-                                          now.hex();
+                    std::string message =
+                        "key '" + std::string(key) + "' (sm_" + std::to_string(arch) +
+                        ") is cached for different source: cached "
+                        "fingerprint " +
+                        module->entry_->fingerprint.hex() + ", this source " + now.hex();
                     util::log_line(util::LogLevel::kInfo, message);
                     return Error(Errc::kKeyConflict, message);
                 }
@@ -118,9 +117,9 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
         }
         auto source = make();
         if (!source) {
-            Error error(Errc::kSourceFailed, "key '" + std::string(key) +
-                                                 "': source generator failed: " +
-                                                 source.error().message(),
+            Error error(Errc::kSourceFailed,
+                        "key '" + std::string(key) +
+                            "': source generator failed: " + source.error().message(),
                         source.error().log());
             flights_.finish(id, ticket.flight, error);
             return error;

@@ -18,7 +18,7 @@
 namespace kcache::cache {
 
 class CacheCore {
-public:
+  public:
     explicit CacheCore(CacheOptions options);
     ~CacheCore();
 
@@ -42,12 +42,12 @@ public:
 
     util::StripedCounter hits;  // striped: bumped on every hit by every thread
 
-private:
+  private:
     std::optional<ModuleHandle> probe(std::string_view key, int arch, std::uint64_t hash) noexcept;
     Result<ModuleHandle> compile(std::string_view key, int arch, std::uint64_t hash,
                                  const Source& source);
-    void publish(Entry* entry);  // requires write_mutex_
-    void evict_over_budget();    // requires write_mutex_
+    void publish(Entry* entry);             // requires write_mutex_
+    void evict_over_budget();               // requires write_mutex_
     void replace_table(EntryTable* table);  // requires write_mutex_
 
     std::shared_ptr<driver::Driver> driver_;

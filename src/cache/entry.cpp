@@ -54,7 +54,9 @@ void Entry::retire() noexcept {
     try_unload();
 }
 
-bool Entry::referenced() const noexcept { return sum_refs() != 0; }
+bool Entry::referenced() const noexcept {
+    return sum_refs() != 0;
+}
 
 std::int64_t Entry::sum_refs() const noexcept {
     std::int64_t total = 0;

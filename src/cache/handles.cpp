@@ -33,7 +33,9 @@ const std::string& ModuleHandle::key() const noexcept {
     return entry_ != nullptr ? entry_->key : empty;
 }
 
-int ModuleHandle::arch() const noexcept { return entry_ != nullptr ? entry_->arch : 0; }
+int ModuleHandle::arch() const noexcept {
+    return entry_ != nullptr ? entry_->arch : 0;
+}
 
 std::string ModuleHandle::fingerprint() const {
     return entry_ != nullptr ? entry_->fingerprint.hex() : std::string();

@@ -20,8 +20,12 @@ Result<CacheOptions> CacheOptions::from_env() {
     return options;
 }
 
-ThreadStats thread_stats() noexcept { return cache::thread_counters(); }
-void reset_thread_stats() noexcept { cache::thread_counters() = {}; }
+ThreadStats thread_stats() noexcept {
+    return cache::thread_counters();
+}
+void reset_thread_stats() noexcept {
+    cache::thread_counters() = {};
+}
 
 KernelCache::KernelCache(CacheOptions options)
     : core_(std::make_unique<cache::CacheCore>(std::move(options))) {}
@@ -34,8 +38,8 @@ KernelCache& KernelCache::global() {
     static KernelCache* cache = [] {
         auto options = CacheOptions::from_env();
         if (!options) {
-            util::log_line(util::LogLevel::kInfo, "ignoring the environment: " +
-                                                      options.error().message());
+            util::log_line(util::LogLevel::kInfo,
+                           "ignoring the environment: " + options.error().message());
             return new KernelCache(CacheOptions{});
         }
         return new KernelCache(std::move(options).value());
@@ -69,7 +73,8 @@ Result<void> KernelCache::compile_lock_launch(std::string_view key, std::string_
                                               std::string_view kernel_name,
                                               const LaunchConfig& config,
                                               std::span<void* const> args) {
-    return launch(key, [&] { return Source::ptx(std::string(ptx)); }, kernel_name, config, args);
+    return launch(
+        key, [&] { return Source::ptx(std::string(ptx)); }, kernel_name, config, args);
 }
 
 void KernelCache::clear() {
@@ -81,10 +86,18 @@ ExclusiveGuard KernelCache::exclusive() {
     return ExclusiveGuard(*this, std::unique_lock(core_->clear_mutex));
 }
 
-void ExclusiveGuard::clear() { cache_->core_->clear_locked(); }
+void ExclusiveGuard::clear() {
+    cache_->core_->clear_locked();
+}
 
-CacheStats KernelCache::stats() const { return core_->stats(); }
-std::size_t KernelCache::size() const { return core_->size(); }
-const CacheOptions& KernelCache::options() const noexcept { return core_->options; }
+CacheStats KernelCache::stats() const {
+    return core_->stats();
+}
+std::size_t KernelCache::size() const {
+    return core_->size();
+}
+const CacheOptions& KernelCache::options() const noexcept {
+    return core_->options;
+}
 
 }  // namespace kcache

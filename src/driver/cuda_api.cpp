@@ -27,10 +27,10 @@ Result<const CudaApi*> load() {
     }
     auto* api = new CudaApi();  // lives for the process: kernels may launch during exit
     std::string missing;
-#define KCACHE_CUDA_LOAD(name)                                                     \
-    if (void* fn = dlsym(handle, KCACHE_SYMBOL_NAME(name)); fn != nullptr) {               \
-        api->name = reinterpret_cast<decltype(api->name)>(fn);                             \
-    } else if (!optional_function(#name)) {                                               \
+#define KCACHE_CUDA_LOAD(name)                                                                 \
+    if (void* fn = dlsym(handle, KCACHE_SYMBOL_NAME(name)); fn != nullptr) {                   \
+        api->name = reinterpret_cast<decltype(api->name)>(fn);                                 \
+    } else if (!optional_function(#name)) {                                                    \
         missing += missing.empty() ? KCACHE_SYMBOL_NAME(name) : ", " KCACHE_SYMBOL_NAME(name); \
     }
     KCACHE_CUDA_FUNCTIONS(KCACHE_CUDA_LOAD)

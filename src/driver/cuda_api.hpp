@@ -1,5 +1,6 @@
-// The CUDA driver entry points kcache uses, resolved at run time from libcuda.so.1 with dlsym, so that kcache builds and runs on machines without a driver. Only src/driver
-// and GPU-only tests/benchmarks include this header.
+// The CUDA driver entry points kcache uses, resolved at run time from libcuda.so.1 with dlsym, so
+// that kcache builds and runs on machines without a driver. Only src/driver and GPU-only
+// tests/benchmarks include this header.
 #pragma once
 
 #include <cuda.h>
@@ -12,45 +13,45 @@ namespace kcache::driver {
 
 // Each entry is looked up under the exact symbol cuda.h declares (cuMemAlloc -> cuMemAlloc_v2),
 // so the pointer's ABI is the declaration's.
-#define KCACHE_CUDA_FUNCTIONS(X)                                                        \
-    X(cuInit)                                                                           \
-    X(cuDriverGetVersion)                                                               \
-    X(cuGetErrorName)                                                                   \
-    X(cuGetErrorString)                                                                 \
-    X(cuDeviceGetCount)                                                                 \
-    X(cuDeviceGet)                                                                      \
-    X(cuDeviceGetAttribute)                                                             \
-    X(cuDeviceGetName)                                                                  \
-    X(cuDevicePrimaryCtxRetain)                                                         \
-    X(cuDevicePrimaryCtxRelease)                                                        \
-    X(cuCtxCreate)                                                                      \
-    X(cuCtxDestroy)                                                                     \
-    X(cuCtxSetCurrent)                                                                  \
-    X(cuCtxGetCurrent)                                                                  \
-    X(cuCtxGetDevice)                                                                   \
-    X(cuCtxSynchronize)                                                                 \
-    X(cuLibraryLoadData)                                                                \
-    X(cuLibraryUnload)                                                                  \
-    X(cuLibraryGetKernel)                                                               \
-    X(cuLibraryGetKernelCount)                                                          \
-    X(cuLibraryEnumerateKernels)                                                        \
-    X(cuKernelGetFunction)                                                              \
-    X(cuKernelGetParamInfo)                                                             \
-    X(cuModuleLoadData)                                                                 \
-    X(cuModuleUnload)                                                                   \
-    X(cuModuleGetFunction)                                                              \
-    X(cuLaunchKernel)                                                                   \
-    X(cuMemAlloc)                                                                       \
-    X(cuMemFree)                                                                        \
-    X(cuMemcpyHtoD)                                                                     \
-    X(cuMemcpyDtoH)                                                                     \
-    X(cuStreamCreate)                                                                   \
-    X(cuStreamDestroy)                                                                  \
-    X(cuStreamSynchronize)                                                              \
-    X(cuEventCreate)                                                                    \
-    X(cuEventRecord)                                                                    \
-    X(cuEventSynchronize)                                                               \
-    X(cuEventElapsedTime)                                                               \
+#define KCACHE_CUDA_FUNCTIONS(X) \
+    X(cuInit)                    \
+    X(cuDriverGetVersion)        \
+    X(cuGetErrorName)            \
+    X(cuGetErrorString)          \
+    X(cuDeviceGetCount)          \
+    X(cuDeviceGet)               \
+    X(cuDeviceGetAttribute)      \
+    X(cuDeviceGetName)           \
+    X(cuDevicePrimaryCtxRetain)  \
+    X(cuDevicePrimaryCtxRelease) \
+    X(cuCtxCreate)               \
+    X(cuCtxDestroy)              \
+    X(cuCtxSetCurrent)           \
+    X(cuCtxGetCurrent)           \
+    X(cuCtxGetDevice)            \
+    X(cuCtxSynchronize)          \
+    X(cuLibraryLoadData)         \
+    X(cuLibraryUnload)           \
+    X(cuLibraryGetKernel)        \
+    X(cuLibraryGetKernelCount)   \
+    X(cuLibraryEnumerateKernels) \
+    X(cuKernelGetFunction)       \
+    X(cuKernelGetParamInfo)      \
+    X(cuModuleLoadData)          \
+    X(cuModuleUnload)            \
+    X(cuModuleGetFunction)       \
+    X(cuLaunchKernel)            \
+    X(cuMemAlloc)                \
+    X(cuMemFree)                 \
+    X(cuMemcpyHtoD)              \
+    X(cuMemcpyDtoH)              \
+    X(cuStreamCreate)            \
+    X(cuStreamDestroy)           \
+    X(cuStreamSynchronize)       \
+    X(cuEventCreate)             \
+    X(cuEventRecord)             \
+    X(cuEventSynchronize)        \
+    X(cuEventElapsedTime)        \
     X(cuEventDestroy)
 
 struct CudaApi {

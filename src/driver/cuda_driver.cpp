@@ -26,7 +26,7 @@ struct CudaLibrary {
 };
 
 class CudaDriver final : public Driver {
-public:
+  public:
     explicit CudaDriver(const CudaApi& api) : api_(api) {}
 
     std::string describe() const override {
@@ -78,14 +78,14 @@ public:
             wrapper->info_log.data(),
             reinterpret_cast<void*>(static_cast<std::uintptr_t>(wrapper->info_log.size() - 1))};
         // PTX must reach the driver NUL-terminated; std::string guarantees that.
-        CUresult rc = api_.cuLibraryLoadData(&wrapper->library, source.bytes.c_str(),
-                                             options.data(), values.data(), options.size(),
-                                             nullptr, nullptr, 0);
+        CUresult rc =
+            api_.cuLibraryLoadData(&wrapper->library, source.bytes.c_str(), options.data(),
+                                   values.data(), options.size(), nullptr, nullptr, 0);
         if (rc != CUDA_SUCCESS) {
-            Error base = api_.error(Errc::kCompileFailed,
-                                    std::string("loading ") + source_kind_name(source.kind) +
-                                        " with cuLibraryLoadData",
-                                    rc);
+            Error base = api_.error(
+                Errc::kCompileFailed,
+                std::string("loading ") + source_kind_name(source.kind) + " with cuLibraryLoadData",
+                rc);
             return Error(Errc::kCompileFailed, base.message(), wrapper->logs());
         }
         // With lazy loading (the default) the driver defers the JIT to the first use in a
@@ -137,8 +137,8 @@ public:
         std::vector<KernelParam> params;
         for (std::size_t index = 0;; ++index) {
             KernelParam param;
-            CUresult rc = api_.cuKernelGetParamInfo(static_cast<CUkernel>(id), index,
-                                                    &param.offset, &param.size);
+            CUresult rc = api_.cuKernelGetParamInfo(static_cast<CUkernel>(id), index, &param.offset,
+                                                    &param.size);
             if (rc == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
             if (rc != CUDA_SUCCESS) {
                 return api_.error(Errc::kUnsupported, "cuKernelGetParamInfo", rc);
@@ -151,18 +151,18 @@ public:
     Result<void> launch(KernelId id, const LaunchConfig& c, void** args) override {
         // A CUkernel is accepted wherever a CUfunction is, and launches in the current context.
         CUresult rc = api_.cuLaunchKernel(reinterpret_cast<CUfunction>(id), c.grid.x, c.grid.y,
-                                          c.grid.z, c.block.x, c.block.y, c.block.z,
-                                          c.shared_bytes, static_cast<CUstream>(c.stream), args,
-                                          nullptr);
+                                          c.grid.z, c.block.x, c.block.y, c.block.z, c.shared_bytes,
+                                          static_cast<CUstream>(c.stream), args, nullptr);
         if (rc != CUDA_SUCCESS) return api_.error(Errc::kDriverError, "cuLaunchKernel", rc);
         return ok();
     }
 
-private:
+  private:
     Result<void> force_load(const CudaLibrary& wrapper) {
         unsigned int count = 0;
         CUresult rc = api_.cuLibraryGetKernelCount(&count, wrapper.library);
-        if (rc != CUDA_SUCCESS) return api_.error(Errc::kCompileFailed, "cuLibraryGetKernelCount", rc);
+        if (rc != CUDA_SUCCESS)
+            return api_.error(Errc::kCompileFailed, "cuLibraryGetKernelCount", rc);
         if (count == 0) return ok();
         CUkernel first = nullptr;
         rc = api_.cuLibraryEnumerateKernels(&first, 1, wrapper.library);
@@ -180,7 +180,7 @@ private:
 
 // Stands in when libcuda cannot be used: every call says why, nothing crashes.
 class MissingDriver final : public Driver {
-public:
+  public:
     explicit MissingDriver(Error why) : why_(std::move(why)) {}
     std::string describe() const override { return why_.message(); }
     Result<int> current_arch() override { return why_; }
@@ -190,7 +190,7 @@ public:
     Result<std::vector<KernelParam>> kernel_params(KernelId) override { return why_; }
     Result<void> launch(KernelId, const LaunchConfig&, void**) override { return why_; }
 
-private:
+  private:
     Error why_;
 };
 

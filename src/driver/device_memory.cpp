@@ -124,7 +124,8 @@ DeviceBuffer::~DeviceBuffer() {
 }
 
 Result<void> DeviceBuffer::upload(std::span<const float> data) {
-    if (data.size_bytes() > bytes_) return Error(Errc::kInvalidArgument, "upload larger than buffer");
+    if (data.size_bytes() > bytes_)
+        return Error(Errc::kInvalidArgument, "upload larger than buffer");
     const CudaApi& a = **api();
     CUresult rc = a.cuMemcpyHtoD(address_, data.data(), data.size_bytes());
     if (rc != CUDA_SUCCESS) return a.error(Errc::kDriverError, "cuMemcpyHtoD", rc);

@@ -83,7 +83,9 @@ FakeDriver::~FakeDriver() = default;
 FakeDriver::ScopedContext::ScopedContext(int arch) : previous_(t_scoped_arch) {
     t_scoped_arch = arch;
 }
-FakeDriver::ScopedContext::~ScopedContext() { t_scoped_arch = previous_; }
+FakeDriver::ScopedContext::~ScopedContext() {
+    t_scoped_arch = previous_;
+}
 
 Result<int> FakeDriver::current_arch() {
     int arch = t_scoped_arch >= 0 ? t_scoped_arch : default_arch_;
@@ -107,7 +109,8 @@ Result<LibraryId> FakeDriver::load_library(const Source& source) {
         return Error(Errc::kCompileFailed, "fake JIT rejected the source",
                      "ptxas application ptx input, line 1; error   : FAKE_JIT_ERROR found");
     }
-    if (source.kind == SourceKind::kCubin && !source.bytes.starts_with("\x7f" "ELF")) {
+    if (source.kind == SourceKind::kCubin && !source.bytes.starts_with("\x7f"
+                                                                       "ELF")) {
         return Error(Errc::kCompileFailed, "not a cubin: missing ELF header");
     }
 

@@ -5,9 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,20 +16,20 @@
 namespace kcache::driver {
 
 class FakeDriver final : public Driver {
-public:
+  public:
     // Threads with no ScopedContext see a context of this arch; 0 means "no context".
     explicit FakeDriver(int default_arch = 90);
     ~FakeDriver() override;
 
     // Makes a context of `arch` current on the calling thread for the scope's lifetime.
     class ScopedContext {
-    public:
+      public:
         explicit ScopedContext(int arch);
         ~ScopedContext();
         ScopedContext(const ScopedContext&) = delete;
         ScopedContext& operator=(const ScopedContext&) = delete;
 
-    private:
+      private:
         int previous_;
     };
 
@@ -46,7 +46,7 @@ public:
     void set_load_delay(std::chrono::milliseconds delay) { load_delay_ms_.store(delay.count()); }
     void set_params_supported(bool supported) { params_supported_.store(supported); }
 
-    int loads() const { return loads_.load(); }          // successful loads
+    int loads() const { return loads_.load(); }  // successful loads
     int load_attempts() const { return attempts_.load(); }
     int unloads() const { return unloads_.load(); }
     int live_libraries() const;
@@ -55,7 +55,7 @@ public:
     // Launches or lookups that reached a library after it was unloaded: must stay 0.
     int use_after_unload() const { return use_after_unload_.load(); }
 
-private:
+  private:
     struct FakeKernel;
     struct FakeLibrary;
 
@@ -66,8 +66,8 @@ private:
 
     std::atomic<int> loads_{0}, attempts_{0}, unloads_{0}, launches_{0}, use_after_unload_{0};
 
-    mutable std::mutex mutex_;                  // guards the members below
-    std::set<const FakeLibrary*> live_;         // libraries loaded and not yet unloaded
+    mutable std::mutex mutex_;           // guards the members below
+    std::set<const FakeLibrary*> live_;  // libraries loaded and not yet unloaded
     // Every library ever loaded, kept until the driver goes so that a use after unload is
     // counted rather than undefined.
     std::vector<std::unique_ptr<FakeLibrary>> all_;

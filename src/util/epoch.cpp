@@ -11,7 +11,7 @@ struct alignas(kCacheLine) ThreadRecord {
     std::atomic<std::uint64_t> epoch{0};
     std::atomic<bool> in_use{true};
     ThreadRecord* next = nullptr;  // immutable once the record is published
-    std::uint32_t nesting = 0;  // touched by the owning thread only
+    std::uint32_t nesting = 0;     // touched by the owning thread only
 };
 
 namespace {

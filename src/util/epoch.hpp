@@ -19,15 +19,15 @@ namespace kcache::util {
 //    retired at E is freed once the epoch reaches E+2: every reader that could have seen it was
 //    pinned at E-1 or E, and both have since unpinned.
 class EpochDomain {
-public:
+  public:
     class Guard {
-    public:
+      public:
         explicit Guard(EpochDomain& domain) noexcept;
         ~Guard();
         Guard(const Guard&) = delete;
         Guard& operator=(const Guard&) = delete;
 
-    private:
+      private:
         struct ThreadRecord* record_;
     };
 
@@ -51,7 +51,7 @@ public:
     EpochDomain(const EpochDomain&) = delete;
     EpochDomain& operator=(const EpochDomain&) = delete;
 
-private:
+  private:
     EpochDomain() = default;
     friend class Guard;
     struct ThreadRecord* my_record();
@@ -64,7 +64,7 @@ private:
 
     std::atomic<std::uint64_t> epoch_{1};
     std::atomic<struct ThreadRecord*> records_{nullptr};  // push-only list, records are reused
-    mutable std::mutex mutex_;                             // guards retired_
+    mutable std::mutex mutex_;                            // guards retired_
     std::vector<Retired> retired_;
 };
 

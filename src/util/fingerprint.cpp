@@ -20,7 +20,9 @@ FingerprintBuilder::FingerprintBuilder() : state_(XXH3_createState()) {
     XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
 }
 
-FingerprintBuilder::~FingerprintBuilder() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+FingerprintBuilder::~FingerprintBuilder() {
+    XXH3_freeState(static_cast<XXH3_state_t*>(state_));
+}
 
 FingerprintBuilder& FingerprintBuilder::add(std::string_view field) {
     add(static_cast<std::uint64_t>(field.size()));

@@ -47,7 +47,9 @@ LogLevel log_level() noexcept {
     return static_cast<LogLevel>(level);
 }
 
-void reload_log_config() { load_config(); }
+void reload_log_config() {
+    load_config();
+}
 
 void log_line(LogLevel level, std::string_view line) {
     if (!log_enabled(level)) return;

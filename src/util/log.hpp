@@ -10,7 +10,9 @@ enum class LogLevel { kOff = 0, kInfo = 1, kDebug = 2 };
 
 // Read once from KCACHE_LOG on first use.
 LogLevel log_level() noexcept;
-inline bool log_enabled(LogLevel level) noexcept { return log_level() >= level; }
+inline bool log_enabled(LogLevel level) noexcept {
+    return log_level() >= level;
+}
 
 // Writes "kcache: <line>\n" atomically with respect to other kcache log lines.
 void log_line(LogLevel level, std::string_view line);

@@ -1,21 +1,32 @@
 // Names and printing for the public error and source types.
 #include "kcache/result.hpp"
+
 #include "kcache/source.hpp"
 
 namespace kcache {
 
 const char* errc_name(Errc code) noexcept {
     switch (code) {
-        case Errc::kNoDriver: return "no-driver";
-        case Errc::kNoContext: return "no-context";
-        case Errc::kCompileFailed: return "compile-failed";
-        case Errc::kSourceFailed: return "source-failed";
-        case Errc::kKeyConflict: return "key-conflict";
-        case Errc::kArgumentMismatch: return "argument-mismatch";
-        case Errc::kKernelNotFound: return "kernel-not-found";
-        case Errc::kInvalidArgument: return "invalid-argument";
-        case Errc::kDriverError: return "driver-error";
-        case Errc::kUnsupported: return "unsupported";
+        case Errc::kNoDriver:
+            return "no-driver";
+        case Errc::kNoContext:
+            return "no-context";
+        case Errc::kCompileFailed:
+            return "compile-failed";
+        case Errc::kSourceFailed:
+            return "source-failed";
+        case Errc::kKeyConflict:
+            return "key-conflict";
+        case Errc::kArgumentMismatch:
+            return "argument-mismatch";
+        case Errc::kKernelNotFound:
+            return "kernel-not-found";
+        case Errc::kInvalidArgument:
+            return "invalid-argument";
+        case Errc::kDriverError:
+            return "driver-error";
+        case Errc::kUnsupported:
+            return "unsupported";
     }
     return "unknown";
 }
@@ -28,9 +39,12 @@ std::string Error::describe() const {
 
 const char* source_kind_name(SourceKind kind) noexcept {
     switch (kind) {
-        case SourceKind::kPtx: return "ptx";
-        case SourceKind::kCubin: return "cubin";
-        case SourceKind::kFatbin: return "fatbin";
+        case SourceKind::kPtx:
+            return "ptx";
+        case SourceKind::kCubin:
+            return "cubin";
+        case SourceKind::kFatbin:
+            return "fatbin";
     }
     return "unknown";
 }

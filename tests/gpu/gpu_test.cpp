@@ -16,7 +16,7 @@ namespace kcache {
 namespace {
 
 class GpuTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         auto devices = driver::device_count();
         if (!devices) GTEST_SKIP() << "no GPU: " << devices.error().message();
@@ -64,7 +64,9 @@ protected:
     std::unique_ptr<driver::PrimaryContext> context_;
 };
 
-Source residual_add_source() { return Source::ptx(examples::residual_add_ptx()); }
+Source residual_add_source() {
+    return Source::ptx(examples::residual_add_ptx());
+}
 
 TEST_F(GpuTest, ResidualAddMatchesCpuReference) {
     KernelCache cache;
@@ -102,8 +104,8 @@ TEST_F(GpuTest, GeluMatchesCpuReference) {
     const std::uint32_t n = 65537;
     auto in = random_floats(n, 7);
     auto din = upload(in), dout = poisoned(n);
-    auto kernel =
-        cache.kernel("gelu:65537", [] { return Source::ptx(examples::gelu_ptx()); }, "gelu");
+    auto kernel = cache.kernel(
+        "gelu:65537", [] { return Source::ptx(examples::gelu_ptx()); }, "gelu");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
     ASSERT_TRUE(kernel->launch_with(linear(n), dout.address(), din.address(), n).ok());
     ASSERT_TRUE(context_->synchronize().ok());
@@ -144,8 +146,8 @@ TEST_F(GpuTest, TwoContextsOnOneDeviceShareOneEntry) {
             second->launch_with(linear(n), dout.address(), da.address(), db.address(), n);
         ASSERT_TRUE(launched.ok()) << launched.error().describe();
         // The first handle, resolved in the first context, launches here too.
-        ASSERT_TRUE(first->launch_with(linear(n), dout.address(), da.address(), db.address(), n)
-                        .ok());
+        ASSERT_TRUE(
+            first->launch_with(linear(n), dout.address(), da.address(), db.address(), n).ok());
         expect_close(*dout.download_floats(), expected, 0);
     }
     EXPECT_EQ(cache.stats().compiles, 1u);
@@ -173,9 +175,11 @@ TEST_F(GpuTest, ClearWhileHandleIsLiveKeepsItLaunchable) {
 
 TEST_F(GpuTest, BadPtxReturnsTheJitLog) {
     KernelCache cache;
-    const std::string bad = ".version 7.8\n.target sm_70\n.address_size 64\n"
-                            ".visible .entry broken()\n{\n  add.f32 %f1, %f2, %nope;\n  ret;\n}\n";
-    auto kernel = cache.kernel("broken", [&] { return Source::ptx(bad); }, "broken");
+    const std::string bad =
+        ".version 7.8\n.target sm_70\n.address_size 64\n"
+        ".visible .entry broken()\n{\n  add.f32 %f1, %f2, %nope;\n  ret;\n}\n";
+    auto kernel = cache.kernel(
+        "broken", [&] { return Source::ptx(bad); }, "broken");
     ASSERT_FALSE(kernel.ok());
     EXPECT_EQ(kernel.error().code(), Errc::kCompileFailed);
     EXPECT_FALSE(kernel.error().log().empty()) << kernel.error().describe();
@@ -200,8 +204,8 @@ TEST_F(GpuTest, WrongArgumentCountIsAnErrorNotACrash) {
 
 TEST_F(GpuTest, WrongArgumentSizeIsAnError) {
     KernelCache cache;
-    auto kernel =
-        cache.kernel("scale", [] { return Source::ptx(examples::scale_ptx()); }, "scale_kernel");
+    auto kernel = cache.kernel(
+        "scale", [] { return Source::ptx(examples::scale_ptx()); }, "scale_kernel");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
     std::uint64_t data = 0;
     double factor = 2.0;  // the kernel takes a 4-byte float

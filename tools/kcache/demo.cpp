@@ -51,14 +51,14 @@ Result<void> run_layer(KernelCache& cache, const Shape& shape, driver::DeviceBuf
     if (!softmax) return softmax.error();
     if (auto r = softmax->launch_with(linear(rows), py, px, rows); !r) return r;
 
-    auto gelu = cache.kernel("gelu:" + std::to_string(n),
-                             [] { return Source::ptx(examples::gelu_ptx()); }, "gelu");
+    auto gelu = cache.kernel(
+        "gelu:" + std::to_string(n), [] { return Source::ptx(examples::gelu_ptx()); }, "gelu");
     if (!gelu) return gelu.error();
     if (auto r = gelu->launch_with(linear(n), py, py, n); !r) return r;
 
-    auto add = cache.kernel("residual_add:" + std::to_string(n),
-                            [] { return Source::ptx(examples::residual_add_ptx()); },
-                            "residual_add");
+    auto add = cache.kernel(
+        "residual_add:" + std::to_string(n),
+        [] { return Source::ptx(examples::residual_add_ptx()); }, "residual_add");
     if (!add) return add.error();
     if (auto r = add->launch_with(linear(n), pout, py, px, n); !r) return r;
     launches += 3;
@@ -157,15 +157,15 @@ int run_demo(const DemoOptions& options) {
             std::fprintf(stderr, "kcache demo: %s\n", r.error().describe().c_str());
             return 1;
         }
-        result.milliseconds = std::chrono::duration<double, std::milli>(
-                                  std::chrono::steady_clock::now() - start)
-                                  .count();
+        result.milliseconds =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
         result.hits = thread_stats().hits;
         result.misses = thread_stats().misses;
         passes.push_back(result);
         if (!options.json) {
-            std::printf("  pass %d: %2d launches, %2llu compiled, %2llu hits, %8.2f ms\n",
-                        pass + 1, result.launches, static_cast<unsigned long long>(result.misses),
+            std::printf("  pass %d: %2d launches, %2llu compiled, %2llu hits, %8.2f ms\n", pass + 1,
+                        result.launches, static_cast<unsigned long long>(result.misses),
                         static_cast<unsigned long long>(result.hits), result.milliseconds);
         }
     }
@@ -194,11 +194,11 @@ int run_demo(const DemoOptions& options) {
             static_cast<unsigned long long>(stats.misses), double(stats.compile_ns) / 1e9, worst,
             correct ? "true" : "false");
     } else {
-        std::printf("  %llu kernels compiled once (%.1f ms of JIT), %llu hits, results %s "
-                    "(max relative error %.2g against the CPU reference)\n",
-                    static_cast<unsigned long long>(stats.compiles), double(stats.compile_ns) / 1e6,
-                    static_cast<unsigned long long>(stats.hits),
-                    correct ? "match" : "DO NOT MATCH", worst);
+        std::printf(
+            "  %llu kernels compiled once (%.1f ms of JIT), %llu hits, results %s "
+            "(max relative error %.2g against the CPU reference)\n",
+            static_cast<unsigned long long>(stats.compiles), double(stats.compile_ns) / 1e6,
+            static_cast<unsigned long long>(stats.hits), correct ? "match" : "DO NOT MATCH", worst);
     }
     return correct ? 0 : 1;
 }

@@ -10,8 +10,9 @@ int main(int argc, char** argv) {
 
     kcache::tool::DemoOptions demo;
     auto* demo_cmd = app.add_subcommand(
-        "demo", "Run an inference-like loop of shape-keyed kernels: compiles on the first pass, "
-                "hits after. Without a GPU, says so and exits 0.");
+        "demo",
+        "Run an inference-like loop of shape-keyed kernels: compiles on the first pass, "
+        "hits after. Without a GPU, says so and exits 0.");
     demo_cmd->add_option("--passes", demo.passes, "Passes over the layers")
         ->check(CLI::Range(1, 1000));
     demo_cmd->add_flag("--json", demo.json, "Print a JSON summary instead of the table");
