@@ -42,7 +42,7 @@ struct LaunchRow {
 
 // Needs a GPU: empty-kernel launches, host time per launch. `note` receives failures.
 std::vector<LaunchRow> run_launch_overhead(int launches_per_block, int blocks,
-                                           std::vector<int> threads, std::string& note);
+                                           const std::vector<int>& threads, std::string& note);
 std::string format_launch(const std::vector<LaunchRow>& rows);
 
 }  // namespace kcache::bench

@@ -28,6 +28,7 @@ double measure(int threads, int ms, const std::function<void()>& setup, Body bod
     std::vector<std::uint64_t> ops(static_cast<std::size_t>(threads));
     std::barrier start(threads + 1);
     std::vector<std::thread> pool;
+    pool.reserve(static_cast<std::size_t>(threads));
     for (int t = 0; t < threads; ++t) {
         pool.emplace_back([&, t] {
             if (setup) setup();

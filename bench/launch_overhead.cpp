@@ -23,8 +23,8 @@ double median(std::vector<double> values) {
 
 }  // namespace
 
-std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks, std::vector<int> threads,
-                                           std::string& note) {
+std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks,
+                                           const std::vector<int>& threads, std::string& note) {
     const auto& api_result = driver::cuda_api();
     if (!api_result) {
         note = api_result.error().message();
@@ -66,6 +66,20 @@ std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks, std::vecto
     auto raw_launch = [&](CUstream stream) {
         return cu.cuLaunchKernel(raw, 1, 1, 1, 32, 1, 1, 0, stream, args, nullptr) == CUDA_SUCCESS;
     };
+    // The same launch with the library's CUkernel instead of a CUfunction: what the driver itself
+    // charges for resolving a context-independent kernel, apart from anything kcache does.
+    CUlibrary library = nullptr;
+    CUkernel raw_kernel = nullptr;
+    if (cu.cuLibraryLoadData(&library, ptx.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0) !=
+            CUDA_SUCCESS ||
+        cu.cuLibraryGetKernel(&raw_kernel, library, "residual_add") != CUDA_SUCCESS) {
+        note = "raw library load failed";
+        return {};
+    }
+    auto raw_kernel_launch = [&](CUstream stream) {
+        return cu.cuLaunchKernel(reinterpret_cast<CUfunction>(raw_kernel), 1, 1, 1, 32, 1, 1, 0,
+                                 stream, args, nullptr) == CUDA_SUCCESS;
+    };
     auto handle_launch = [&](CUstream stream) {
         LaunchConfig c = config;
         c.stream = stream;
@@ -86,6 +100,7 @@ std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks, std::vecto
         std::function<bool(CUstream)> launch;
     };
     const std::vector<Method> methods = {{"raw cuLaunchKernel", raw_launch},
+                                         {"raw cuLaunchKernel on a CUkernel", raw_kernel_launch},
                                          {"KernelHandle::launch", handle_launch},
                                          {"kcache launch by key", key_launch},
                                          {"seed model compile_lock_launch", seed_launch}};
@@ -105,6 +120,7 @@ std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks, std::vecto
             for (std::size_t m = 0; m < methods.size(); ++m) {
                 std::barrier start(t + 1);
                 std::vector<std::thread> pool;
+                pool.reserve(static_cast<std::size_t>(t));
                 std::vector<double> per_thread(static_cast<std::size_t>(t));
                 for (int i = 0; i < t; ++i) {
                     pool.emplace_back([&, i] {
@@ -136,6 +152,7 @@ std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks, std::vecto
         }
     }
     cu.cuModuleUnload(module);
+    cu.cuLibraryUnload(library);
     return rows;
 }
 

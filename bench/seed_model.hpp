@@ -14,7 +14,7 @@
 namespace kcache::bench {
 
 class SeedModelCache {
-  public:
+public:
     struct Module {
         std::mutex mutex;  // the seed's Mutex<CudaModule>, held through every launch
         driver::LibraryId library = nullptr;
@@ -32,7 +32,7 @@ class SeedModelCache {
                                      std::string_view kernel_name, const LaunchConfig& config,
                                      void** args);
 
-  private:
+private:
     std::shared_ptr<driver::Driver> driver_;
     std::mutex mutex_;  // the seed's global KERNEL_CACHE mutex
     std::unordered_map<std::string, std::shared_ptr<Module>> map_;

@@ -67,7 +67,7 @@ class KernelHandle;
 // A reference to one loaded module (one cache entry). While any handle lives, its library stays
 // loaded, through clear() and eviction alike. Copying is cheap and touches no shared cache line.
 class ModuleHandle {
-  public:
+public:
     ModuleHandle() = default;
     ModuleHandle(const ModuleHandle& other) noexcept;
     ModuleHandle(ModuleHandle&& other) noexcept;
@@ -81,7 +81,7 @@ class ModuleHandle {
 
     Result<KernelHandle> kernel(std::string_view name) const;
 
-  private:
+private:
     friend class KernelCache;
     friend class cache::CacheCore;
     ModuleHandle(cache::Entry* entry, std::uint32_t stripe) noexcept  // adopts a reference
@@ -94,7 +94,7 @@ class ModuleHandle {
 // One kernel of a loaded module, ready to launch in the calling thread's current context (any
 // context on a device of the module's arch).
 class KernelHandle {
-  public:
+public:
     KernelHandle() = default;
 
     explicit operator bool() const noexcept { return kernel_ != nullptr; }
@@ -115,7 +115,7 @@ class KernelHandle {
         return launch_sized(config, pointers, sizes, sizeof...(Args));
     }
 
-  private:
+private:
     friend class ModuleHandle;
     friend class cache::CacheCore;
     KernelHandle(ModuleHandle module, const cache::ResolvedKernel* kernel) noexcept
@@ -132,10 +132,10 @@ class KernelCache;
 // Holds off every clear() of one cache (the seed's kernel_cache_exclusive): a compile-then-hit
 // sequence run under it cannot be split by a clear from another thread.
 class ExclusiveGuard {
-  public:
+public:
     void clear();  // empties the cache without giving up exclusivity
 
-  private:
+private:
     friend class KernelCache;
     ExclusiveGuard(KernelCache& cache, std::unique_lock<std::mutex> lock)
         : cache_(&cache), lock_(std::move(lock)) {}
@@ -144,7 +144,7 @@ class ExclusiveGuard {
 };
 
 class KernelCache {
-  public:
+public:
     explicit KernelCache(CacheOptions options = {});
     ~KernelCache();
     KernelCache(const KernelCache&) = delete;
@@ -194,7 +194,7 @@ class KernelCache {
     std::size_t size() const;
     const CacheOptions& options() const noexcept;
 
-  private:
+private:
     friend class ExclusiveGuard;
     using SourceFn = FunctionRef<Result<Source>()>;
     Result<KernelHandle> kernel_impl(std::string_view key, SourceFn make_source,

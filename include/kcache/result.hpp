@@ -25,7 +25,7 @@ enum class Errc : std::uint8_t {
 const char* errc_name(Errc code) noexcept;
 
 class Error {
-  public:
+public:
     Error(Errc code, std::string message, std::string log = {})
         : code_(code), message_(std::move(message)), log_(std::move(log)) {}
 
@@ -36,7 +36,7 @@ class Error {
     // "compile-failed: <message>" plus the log on following lines, for printing.
     std::string describe() const;
 
-  private:
+private:
     Errc code_;
     std::string message_;
     std::string log_;
@@ -44,7 +44,7 @@ class Error {
 
 template <class T>
 class [[nodiscard]] Result {
-  public:
+public:
     Result(T value)
         : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit on purpose
     Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
@@ -63,13 +63,13 @@ class [[nodiscard]] Result {
     const Error& error() const& { return std::get<1>(v_); }
     Error&& error() && { return std::get<1>(std::move(v_)); }
 
-  private:
+private:
     std::variant<T, Error> v_;
 };
 
 template <>
 class [[nodiscard]] Result<void> {
-  public:
+public:
     Result() = default;
     Result(Error error) : error_(std::move(error)), failed_(true) {}  // NOLINT
 
@@ -78,7 +78,7 @@ class [[nodiscard]] Result<void> {
     const Error& error() const& { return error_; }
     Error&& error() && { return std::move(error_); }
 
-  private:
+private:
     Error error_{Errc::kInvalidArgument, {}};
     bool failed_ = false;
 };

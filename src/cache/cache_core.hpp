@@ -18,7 +18,7 @@
 namespace kcache::cache {
 
 class CacheCore {
-  public:
+public:
     explicit CacheCore(CacheOptions options);
     ~CacheCore();
 
@@ -42,7 +42,7 @@ class CacheCore {
 
     util::StripedCounter hits;  // striped: bumped on every hit by every thread
 
-  private:
+private:
     std::optional<ModuleHandle> probe(std::string_view key, int arch, std::uint64_t hash) noexcept;
     Result<ModuleHandle> compile(std::string_view key, int arch, std::uint64_t hash,
                                  const Source& source);

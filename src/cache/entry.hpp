@@ -32,7 +32,7 @@ struct ResolvedKernel {
 };
 
 class Entry {
-  public:
+public:
     Entry(std::string key, int arch, std::uint64_t hash, util::Fingerprint fingerprint,
           std::size_t source_bytes, driver::LibraryId library,
           std::shared_ptr<driver::Driver> driver, std::shared_ptr<LibraryCounters> counters);
@@ -71,7 +71,7 @@ class Entry {
     const ResolvedKernel* find_kernel(std::string_view name) const noexcept;
     Result<const ResolvedKernel*> resolve(std::string_view name);
 
-  private:
+private:
     void try_unload() noexcept;
     std::int64_t sum_refs() const noexcept;
 

@@ -14,7 +14,7 @@
 namespace kcache::cache {
 
 class EntryTable {
-  public:
+public:
     explicit EntryTable(const std::vector<Entry*>& entries);
 
     Entry* find(std::string_view key, int arch, std::uint64_t hash) const noexcept {
@@ -28,7 +28,7 @@ class EntryTable {
     const std::vector<Entry*>& entries() const noexcept { return entries_; }
     std::size_t size() const noexcept { return entries_.size(); }
 
-  private:
+private:
     std::vector<Entry*> entries_;
     std::size_t mask_ = 0;
     std::unique_ptr<Entry*[]> slots_;  // at most half full, so every probe ends at a null

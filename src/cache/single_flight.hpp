@@ -15,13 +15,13 @@
 namespace kcache::cache {
 
 class SingleFlight {
-  public:
+public:
     class Flight {
-      public:
+    public:
         // Blocks until the leader finishes; the leader's error if it failed.
         std::optional<Error> wait();
 
-      private:
+    private:
         friend class SingleFlight;
         std::mutex mutex_;
         std::condition_variable done_cv_;
@@ -44,7 +44,7 @@ class SingleFlight {
 
     std::size_t in_flight() const;
 
-  private:
+private:
     mutable std::mutex mutex_;
     std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;  // guarded by mutex_
 };

@@ -26,7 +26,7 @@ struct CudaLibrary {
 };
 
 class CudaDriver final : public Driver {
-  public:
+public:
     explicit CudaDriver(const CudaApi& api) : api_(api) {}
 
     std::string describe() const override {
@@ -72,11 +72,14 @@ class CudaDriver final : public Driver {
         std::array<CUjit_option, 4> options = {
             CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_INFO_LOG_BUFFER,
             CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+        // The driver takes sizes smuggled through void* slots.
+        // NOLINTBEGIN(performance-no-int-to-ptr)
         std::array<void*, 4> values = {
             wrapper->error_log.data(),
             reinterpret_cast<void*>(static_cast<std::uintptr_t>(wrapper->error_log.size() - 1)),
             wrapper->info_log.data(),
             reinterpret_cast<void*>(static_cast<std::uintptr_t>(wrapper->info_log.size() - 1))};
+        // NOLINTEND(performance-no-int-to-ptr)
         // PTX must reach the driver NUL-terminated; std::string guarantees that.
         CUresult rc =
             api_.cuLibraryLoadData(&wrapper->library, source.bytes.c_str(), options.data(),
@@ -157,7 +160,7 @@ class CudaDriver final : public Driver {
         return ok();
     }
 
-  private:
+private:
     Result<void> force_load(const CudaLibrary& wrapper) {
         unsigned int count = 0;
         CUresult rc = api_.cuLibraryGetKernelCount(&count, wrapper.library);
@@ -180,7 +183,7 @@ class CudaDriver final : public Driver {
 
 // Stands in when libcuda cannot be used: every call says why, nothing crashes.
 class MissingDriver final : public Driver {
-  public:
+public:
     explicit MissingDriver(Error why) : why_(std::move(why)) {}
     std::string describe() const override { return why_.message(); }
     Result<int> current_arch() override { return why_; }
@@ -190,7 +193,7 @@ class MissingDriver final : public Driver {
     Result<std::vector<KernelParam>> kernel_params(KernelId) override { return why_; }
     Result<void> launch(KernelId, const LaunchConfig&, void**) override { return why_; }
 
-  private:
+private:
     Error why_;
 };
 

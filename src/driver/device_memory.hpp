@@ -23,7 +23,7 @@ Result<int> device_count();
 
 // Retains the primary context of a device and makes it current on the constructing thread.
 class PrimaryContext {
-  public:
+public:
     static Result<PrimaryContext> open(int ordinal);
     PrimaryContext(PrimaryContext&& other) noexcept;
     PrimaryContext& operator=(PrimaryContext&&) = delete;
@@ -35,7 +35,7 @@ class PrimaryContext {
     Result<void> make_current() const;                  // on the calling thread
     Result<void> synchronize() const;
 
-  private:
+private:
     PrimaryContext() = default;
     DeviceInfo info_;
     int device_ = -1;
@@ -44,7 +44,7 @@ class PrimaryContext {
 
 // An extra (non-primary) context on a device, for tests of one module serving several contexts.
 class OwnedContext {
-  public:
+public:
     static Result<OwnedContext> create(int ordinal);  // also makes it current
     OwnedContext(OwnedContext&& other) noexcept;
     OwnedContext& operator=(OwnedContext&&) = delete;
@@ -54,14 +54,14 @@ class OwnedContext {
     void* handle() const noexcept { return context_; }
     Result<void> make_current() const;
 
-  private:
+private:
     OwnedContext() = default;
     void* context_ = nullptr;
 };
 
 // Device memory in the context current at allocation; freed on destruction.
 class DeviceBuffer {
-  public:
+public:
     static Result<DeviceBuffer> allocate(std::size_t bytes);
     DeviceBuffer(DeviceBuffer&& other) noexcept;
     DeviceBuffer& operator=(DeviceBuffer&&) = delete;
@@ -74,7 +74,7 @@ class DeviceBuffer {
     Result<void> upload(std::span<const float> data);
     Result<std::vector<float>> download_floats() const;
 
-  private:
+private:
     DeviceBuffer() = default;
     std::uint64_t address_ = 0;
     std::size_t bytes_ = 0;

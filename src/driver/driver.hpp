@@ -25,7 +25,7 @@ struct KernelParam {
 };
 
 class Driver {
-  public:
+public:
     virtual ~Driver() = default;
 
     // "CUDA driver 13.0", "fake driver"; for logs and the demo.

@@ -16,20 +16,20 @@
 namespace kcache::driver {
 
 class FakeDriver final : public Driver {
-  public:
+public:
     // Threads with no ScopedContext see a context of this arch; 0 means "no context".
     explicit FakeDriver(int default_arch = 90);
     ~FakeDriver() override;
 
     // Makes a context of `arch` current on the calling thread for the scope's lifetime.
     class ScopedContext {
-      public:
+    public:
         explicit ScopedContext(int arch);
         ~ScopedContext();
         ScopedContext(const ScopedContext&) = delete;
         ScopedContext& operator=(const ScopedContext&) = delete;
 
-      private:
+    private:
         int previous_;
     };
 
@@ -55,7 +55,7 @@ class FakeDriver final : public Driver {
     // Launches or lookups that reached a library after it was unloaded: must stay 0.
     int use_after_unload() const { return use_after_unload_.load(); }
 
-  private:
+private:
     struct FakeKernel;
     struct FakeLibrary;
 

@@ -19,15 +19,15 @@ namespace kcache::util {
 //    retired at E is freed once the epoch reaches E+2: every reader that could have seen it was
 //    pinned at E-1 or E, and both have since unpinned.
 class EpochDomain {
-  public:
+public:
     class Guard {
-      public:
+    public:
         explicit Guard(EpochDomain& domain) noexcept;
         ~Guard();
         Guard(const Guard&) = delete;
         Guard& operator=(const Guard&) = delete;
 
-      private:
+    private:
         struct ThreadRecord* record_;
     };
 
@@ -51,7 +51,7 @@ class EpochDomain {
     EpochDomain(const EpochDomain&) = delete;
     EpochDomain& operator=(const EpochDomain&) = delete;
 
-  private:
+private:
     EpochDomain() = default;
     friend class Guard;
     struct ThreadRecord* my_record();

@@ -20,7 +20,7 @@ struct Fingerprint {
 
 // Incremental XXH3-128. Each field is length-prefixed so that ("ab","c") and ("a","bc") differ.
 class FingerprintBuilder {
-  public:
+public:
     FingerprintBuilder();
     ~FingerprintBuilder();
     FingerprintBuilder(const FingerprintBuilder&) = delete;
@@ -30,7 +30,7 @@ class FingerprintBuilder {
     FingerprintBuilder& add(std::uint64_t field);
     Fingerprint finish() const;
 
-  private:
+private:
     void* state_;  // XXH3_state_t, kept opaque so xxhash.h stays out of this header
 };
 

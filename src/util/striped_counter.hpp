@@ -19,7 +19,7 @@ inline std::uint32_t my_stripe() noexcept {
 }
 
 class StripedCounter {
-  public:
+public:
     void add(std::uint64_t n = 1) noexcept {
         stripes_[my_stripe()].value.fetch_add(n, std::memory_order_relaxed);
     }
@@ -32,7 +32,7 @@ class StripedCounter {
         for (auto& stripe : stripes_) stripe.value.store(0, std::memory_order_relaxed);
     }
 
-  private:
+private:
     struct alignas(kCacheLine) Stripe {
         std::atomic<std::uint64_t> value{0};
     };

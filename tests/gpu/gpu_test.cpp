@@ -16,7 +16,7 @@ namespace kcache {
 namespace {
 
 class GpuTest : public ::testing::Test {
-  protected:
+protected:
     void SetUp() override {
         auto devices = driver::device_count();
         if (!devices) GTEST_SKIP() << "no GPU: " << devices.error().message();

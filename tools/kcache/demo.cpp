@@ -80,14 +80,32 @@ double max_relative_error(const std::vector<float>& got, const std::vector<float
     return worst;
 }
 
+// A JSON string literal of `text` (quotes, backslashes and control characters escaped).
+std::string json_string(const std::string& text) {
+    std::string out = "\"";
+    for (unsigned char c : text) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += static_cast<char>(c);
+        } else if (c < 0x20) {
+            char escaped[8];
+            std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+            out += escaped;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out + "\"";
+}
+
 }  // namespace
 
 int run_demo(const DemoOptions& options) {
     auto devices = driver::device_count();
     if (!devices) {
         if (options.json) {
-            std::printf("{\"gpu\": false, \"reason\": \"%s\", \"launched\": 0}\n",
-                        devices.error().message().c_str());
+            std::printf("{\"gpu\": false, \"reason\": %s, \"launched\": 0}\n",
+                        json_string(devices.error().message()).c_str());
         } else {
             std::printf(
                 "kcache demo: no GPU here (%s).\n"
@@ -185,11 +203,11 @@ int run_demo(const DemoOptions& options) {
     for (const auto& p : passes) launched += p.launches;
     if (options.json) {
         std::printf(
-            "{\"gpu\": true, \"device\": \"%s\", \"arch\": %d, \"passes\": %d, \"launched\": %d, "
+            "{\"gpu\": true, \"device\": %s, \"arch\": %d, \"passes\": %d, \"launched\": %d, "
             "\"compiles\": %llu, \"hits\": %llu, \"misses\": %llu, \"compile_seconds\": %.6f, "
             "\"max_relative_error\": %.3g, \"correct\": %s}\n",
-            context->info().name.c_str(), context->info().arch, options.passes, launched,
-            static_cast<unsigned long long>(stats.compiles),
+            json_string(context->info().name).c_str(), context->info().arch, options.passes,
+            launched, static_cast<unsigned long long>(stats.compiles),
             static_cast<unsigned long long>(stats.hits),
             static_cast<unsigned long long>(stats.misses), double(stats.compile_ns) / 1e9, worst,
             correct ? "true" : "false");

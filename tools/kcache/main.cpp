@@ -3,7 +3,9 @@
 
 #include "tools/kcache/demo.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
     CLI::App app{"kcache: compile a CUDA kernel once, never again"};
     app.set_version_flag("--version", "kcache 0.1.0");
     app.require_subcommand(1);
@@ -29,4 +31,17 @@ int main(int argc, char** argv) {
     }
     if (*demo_cmd) return kcache::tool::run_demo(demo);
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // kcache's own calls return errors as values; this only catches what the standard library
+    // or CLI11 may throw (allocation failure, say), so that it is reported, not a crash.
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "kcache: %s\n", e.what());
+        return 1;
+    }
 }
