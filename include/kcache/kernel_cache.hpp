@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "kcache/function_ref.hpp"
 #include "kcache/launch.hpp"
@@ -96,6 +97,18 @@ private:
 class KernelHandle {
 public:
     KernelHandle() = default;
+    KernelHandle(const KernelHandle&) = default;
+    KernelHandle& operator=(const KernelHandle&) = default;
+    // A moved-from handle is empty: it no longer keeps the library loaded, so it must not
+    // launch either.
+    KernelHandle(KernelHandle&& other) noexcept
+        : module_(std::move(other.module_)), kernel_(std::exchange(other.kernel_, nullptr)) {}
+    KernelHandle& operator=(KernelHandle&& other) noexcept {
+        module_ = std::move(other.module_);
+        kernel_ = std::exchange(other.kernel_, nullptr);
+        return *this;
+    }
+    ~KernelHandle() = default;
 
     explicit operator bool() const noexcept { return kernel_ != nullptr; }
     std::string_view name() const noexcept;

@@ -24,7 +24,29 @@ std::string flight_id(std::string_view key, int arch) {
     return id;
 }
 
+// Runs the caller's generator. An exception from it becomes kSourceFailed: none crosses the API.
+Result<Source> generate(std::string_view key, FunctionRef<Result<Source>()> make) {
+    auto failed = [&](const std::string& why, const std::string& log) {
+        return Error(Errc::kSourceFailed,
+                     "key '" + std::string(key) + "': source generator failed: " + why, log);
+    };
+    try {
+        auto source = make();
+        if (!source) return failed(source.error().message(), source.error().log());
+        return source;
+    } catch (const std::exception& e) {
+        return failed(std::string("threw: ") + e.what(), {});
+    } catch (...) {
+        return failed("threw a non-standard exception", {});
+    }
+}
+
 }  // namespace
+
+bool CacheCore::probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept {
+    auto guard = util::EpochDomain::global().pin();
+    return table_.load(std::memory_order_acquire)->find(key, arch, hash) != nullptr;
+}
 
 CacheCore::CacheCore(CacheOptions options_in)
     : options(std::move(options_in)),
@@ -110,23 +132,33 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
             if (auto error = ticket.flight->wait()) return *error;
             continue;  // the leader published; look again
         }
-        // The previous flight may have published between our probe and our join.
-        if (auto module = probe(key, arch, hash)) {
-            flights_.finish(id, ticket.flight, std::nullopt);
-            return std::move(*module);
+        // Lands the flight however this leader leaves (an exception included), so that waiters
+        // never block on a flight nobody will finish.
+        struct Landing {
+            SingleFlight& flights;
+            const std::string& id;
+            std::shared_ptr<SingleFlight::Flight> flight;
+            std::optional<Error> error = Error(Errc::kSourceFailed, "the compile was abandoned");
+            ~Landing() { flights.finish(id, flight, std::move(error)); }
+        } landing{flights_, id, ticket.flight};
+
+        // The previous flight may have published between our probe and our join: look again
+        // through the top of the loop, so that verification still applies.
+        if (probe_exists(key, arch, hash)) {
+            landing.error.reset();
+            continue;
         }
-        auto source = make();
+        auto source = generate(key, make);
         if (!source) {
-            Error error(Errc::kSourceFailed,
-                        "key '" + std::string(key) +
-                            "': source generator failed: " + source.error().message(),
-                        source.error().log());
-            flights_.finish(id, ticket.flight, error);
-            return error;
+            landing.error = source.error();
+            return std::move(source).error();
         }
         auto module = compile(key, arch, hash, *source);
-        flights_.finish(id, ticket.flight,
-                        module ? std::nullopt : std::optional<Error>(module.error()));
+        if (module) {
+            landing.error.reset();
+        } else {
+            landing.error = module.error();
+        }
         return module;
     }
 }
@@ -134,6 +166,7 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
 Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uint64_t hash,
                                         const Source& source) {
     if (source.bytes.empty()) {
+        compile_failures_.fetch_add(1, std::memory_order_relaxed);
         return Error(Errc::kInvalidArgument,
                      "key '" + std::string(key) + "': the source generator returned no bytes");
     }
@@ -168,47 +201,62 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
     const std::uint32_t stripe = util::my_stripe();
     entry->add_ref(stripe);
     ModuleHandle module(entry, stripe);
+    std::vector<Entry*> evicted;
     {
         std::lock_guard lock(write_mutex_);
-        publish(entry);
+        evicted = publish(entry);
+    }
+    // Unloading (a driver call) and freeing happen outside the writers' lock.
+    for (Entry* victim : evicted) {
+        util::log_line(util::LogLevel::kInfo, "evicted " + describe_key(victim->key, victim->arch));
+        victim->retire();
     }
     return module;
 }
 
-void CacheCore::publish(Entry* entry) {
+std::vector<Entry*> CacheCore::publish(Entry* entry) {
     const EntryTable* old = table_.load(std::memory_order_relaxed);
     std::vector<Entry*> entries = old->entries();
     entries.push_back(entry);
     entry->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed) + 1,
                            std::memory_order_relaxed);
     replace_table(new EntryTable(entries));
-    evict_over_budget();
+    return evict_over_budget();
 }
 
-void CacheCore::evict_over_budget() {
+std::vector<Entry*> CacheCore::evict_over_budget() {
     const std::size_t budget = std::max<std::size_t>(1, options.max_entries);
     const EntryTable* table = table_.load(std::memory_order_relaxed);
-    if (table->size() <= budget) return;
+    if (table->size() <= budget) return {};
 
     // Least recently used first, and among those, entries no handle holds: evicting a held one
-    // frees nothing until its handles go.
-    std::vector<Entry*> order = table->entries();
-    std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
-        const bool held_a = a->referenced();
-        const bool held_b = b->referenced();
-        if (held_a != held_b) return !held_a;
-        return a->last_used.load(std::memory_order_relaxed) <
-               b->last_used.load(std::memory_order_relaxed);
+    // frees nothing until its handles go. Other threads take and drop handles and mark recency
+    // while we sort, so the sort works on a snapshot: a comparator reading live values would
+    // be inconsistent, which std::sort punishes by running off the end of the range.
+    struct Candidate {
+        Entry* entry;
+        bool held;
+        std::uint64_t last_used;
+    };
+    std::vector<Candidate> order;
+    order.reserve(table->size());
+    for (Entry* entry : table->entries()) {
+        order.push_back(
+            {entry, entry->referenced(), entry->last_used.load(std::memory_order_relaxed)});
+    }
+    std::sort(order.begin(), order.end(), [](const Candidate& a, const Candidate& b) {
+        if (a.held != b.held) return !a.held;
+        return a.last_used < b.last_used;
     });
     const std::size_t excess = order.size() - budget;
-    std::vector<Entry*> victims(order.begin(), order.begin() + static_cast<long>(excess));
-    std::vector<Entry*> kept(order.begin() + static_cast<long>(excess), order.end());
-    replace_table(new EntryTable(kept));
-    for (Entry* victim : victims) {
-        evictions_.fetch_add(1, std::memory_order_relaxed);
-        util::log_line(util::LogLevel::kInfo, "evicted " + describe_key(victim->key, victim->arch));
-        victim->retire();
+    std::vector<Entry*> victims;
+    std::vector<Entry*> kept;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        (i < excess ? victims : kept).push_back(order[i].entry);
     }
+    replace_table(new EntryTable(kept));
+    evictions_.fetch_add(victims.size(), std::memory_order_relaxed);
+    return victims;
 }
 
 void CacheCore::replace_table(EntryTable* table) {
@@ -225,6 +273,7 @@ void CacheCore::clear_locked() {
     }
     for (Entry* victim : victims) victim->retire();
     thread_counters() = {};
+    util::EpochDomain::global().collect();
 }
 
 std::size_t CacheCore::size() const {
@@ -243,8 +292,9 @@ CacheStats CacheCore::stats() const {
     s.evictions = evictions_.load(std::memory_order_relaxed);
     s.verify_failures = verify_failures_.load(std::memory_order_relaxed);
     s.entries = size();
-    s.loaded_libraries = library_counters_->loaded.load(std::memory_order_relaxed) -
-                         library_counters_->unloaded.load(std::memory_order_relaxed);
+    // Unloads first: every unload counted was preceded by its load, so loaded >= unloaded.
+    const auto unloaded = library_counters_->unloaded.load(std::memory_order_acquire);
+    s.loaded_libraries = library_counters_->loaded.load(std::memory_order_acquire) - unloaded;
     return s;
 }
 

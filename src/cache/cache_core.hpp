@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cache/entry.hpp"
 #include "cache/entry_table.hpp"
@@ -46,16 +47,21 @@ private:
     std::optional<ModuleHandle> probe(std::string_view key, int arch, std::uint64_t hash) noexcept;
     Result<ModuleHandle> compile(std::string_view key, int arch, std::uint64_t hash,
                                  const Source& source);
-    void publish(Entry* entry);             // requires write_mutex_
-    void evict_over_budget();               // requires write_mutex_
+    bool probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept;
+    // publish() and evict_over_budget() require write_mutex_ and return the evicted entries, for
+    // the caller to retire once the lock is released.
+    std::vector<Entry*> publish(Entry* entry);
+    std::vector<Entry*> evict_over_budget();
     void replace_table(EntryTable* table);  // requires write_mutex_
 
     std::shared_ptr<driver::Driver> driver_;
     std::shared_ptr<LibraryCounters> library_counters_;
 
-    std::atomic<const EntryTable*> table_;  // written under write_mutex_, read pinned
-    std::mutex write_mutex_;                // serialises table writers
-    std::atomic<std::uint64_t> tick_{1};    // insertion clock for LRU; bumped under write_mutex_
+    // Read by every hit, written only when a miss publishes: on a line of their own, away from
+    // the writers' lock and the counters.
+    alignas(util::kCacheLine) std::atomic<const EntryTable*> table_;  // written under write_mutex_
+    std::atomic<std::uint64_t> tick_{1};  // insertion clock for LRU; bumped under write_mutex_
+    alignas(util::kCacheLine) std::mutex write_mutex_;  // serialises table writers
     SingleFlight flights_;
 
     std::atomic<std::uint64_t> misses_{0}, compiles_{0}, compile_failures_{0}, compile_ns_{0};

@@ -17,7 +17,7 @@ Entry::Entry(std::string key_in, int arch_in, std::uint64_t hash_in,
       library_(library),
       driver_(std::move(driver)),
       counters_(std::move(counters)) {
-    counters_->loaded.fetch_add(1, std::memory_order_relaxed);
+    counters_->loaded.fetch_add(1, std::memory_order_release);
 }
 
 Entry::~Entry() {
@@ -69,7 +69,7 @@ void Entry::try_unload() noexcept {
     bool expected = false;
     if (!unloaded_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return;
     driver_->unload_library(library_);
-    counters_->unloaded.fetch_add(1, std::memory_order_relaxed);
+    counters_->unloaded.fetch_add(1, std::memory_order_release);
     if (util::log_enabled(util::LogLevel::kDebug)) {
         util::log_line(util::LogLevel::kDebug,
                        "unloaded " + key + " (sm_" + std::to_string(arch) + ")");

@@ -48,7 +48,8 @@ public:
 
     // Recency for LRU: the cache's insertion tick when last used. Written without a lock and
     // only when it changes, so steady hits do not bounce the line between cores.
-    std::atomic<std::uint64_t> last_used{0};
+    // On its own line: it is the one field hits write, and every probe reads key and hash.
+    alignas(util::kCacheLine) std::atomic<std::uint64_t> last_used{0};
 
     // Reference counting, striped so that threads on different stripes never share a line.
     //

@@ -12,6 +12,9 @@ struct alignas(kCacheLine) ThreadRecord {
     std::atomic<bool> in_use{true};
     ThreadRecord* next = nullptr;  // immutable once the record is published
     std::uint32_t nesting = 0;     // touched by the owning thread only
+    // Claimed by a thread whose thread_locals are already destroyed (a handle released from a
+    // static or thread_local destructor): given back when its pin ends.
+    bool temporary = false;
 };
 
 namespace {
@@ -19,11 +22,15 @@ namespace {
 // The calling thread's record. A plain pointer (trivially destructible, so reading it costs no
 // TLS wrapper call); RecordLease gives the record back when the thread ends.
 thread_local ThreadRecord* t_record = nullptr;
+// Set once this thread's RecordLease is destroyed; trivially destructible, so still readable.
+thread_local bool t_exiting = false;
 
 // Gives the record back when its thread ends; the record stays in the list for reuse.
 struct RecordLease {
     ThreadRecord* record = nullptr;
     ~RecordLease() {
+        t_exiting = true;
+        t_record = nullptr;
         if (record != nullptr) {
             record->epoch.store(0, std::memory_order_release);
             record->in_use.store(false, std::memory_order_release);
@@ -41,7 +48,6 @@ EpochDomain& EpochDomain::global() {
 ThreadRecord* EpochDomain::my_record() {
     // There is one domain per process (global()), so one thread_local slot suffices.
     if (t_record != nullptr) return t_record;
-    thread_local RecordLease lease;
 
     ThreadRecord* found = nullptr;
     for (ThreadRecord* r = records_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
@@ -59,6 +65,11 @@ ThreadRecord* EpochDomain::my_record() {
         } while (!records_.compare_exchange_weak(head, found, std::memory_order_release,
                                                  std::memory_order_relaxed));
     }
+    if (t_exiting) {
+        found->temporary = true;  // the lease is gone: the Guard gives the record back
+        return found;
+    }
+    thread_local RecordLease lease;
     lease.record = found;
     t_record = found;
     return found;
@@ -76,7 +87,13 @@ EpochDomain::Guard::Guard(EpochDomain& domain) noexcept : record_(domain.my_reco
 }
 
 EpochDomain::Guard::~Guard() {
-    if (--record_->nesting == 0) record_->epoch.store(0, std::memory_order_release);
+    if (--record_->nesting == 0) {
+        record_->epoch.store(0, std::memory_order_release);
+        if (record_->temporary) {
+            record_->temporary = false;
+            record_->in_use.store(false, std::memory_order_release);
+        }
+    }
 }
 
 bool EpochDomain::try_advance() {
@@ -91,6 +108,9 @@ bool EpochDomain::try_advance() {
 }
 
 void EpochDomain::retire(std::function<void()> deleter) {
+    // Orders the caller's unlink before the epoch read below: otherwise (on weakly ordered
+    // machines) the tag could be older than a reader that still sees the unlinked object.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     {
         std::lock_guard lock(mutex_);
         retired_.push_back({epoch_.load(std::memory_order_relaxed), std::move(deleter)});

@@ -1,13 +1,13 @@
 // util::EpochDomain: a retired object is freed only once no reader pinned before its retirement
 // can still be looking at it.
+#include "util/epoch.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <latch>
 #include <optional>
 #include <thread>
-
-#include "util/epoch.hpp"
 
 namespace kcache::util {
 namespace {

@@ -1,12 +1,13 @@
-// driver::FakeDriver: the in-memory driver the cache tests stand on. If it misreads PTX or miscounts,
-// every other CPU test is measuring the wrong thing.
+// driver::FakeDriver: the in-memory driver the cache tests stand on. If it misreads PTX or
+// miscounts, every other CPU test is measuring the wrong thing.
+#include "driver/fake_driver.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "driver/fake_driver.hpp"
 #include "ptx_kernels.hpp"
 #include "test_support.hpp"
 
@@ -87,6 +88,13 @@ TEST(FakeDriver, SourceWithoutEntryFailsToLoad) {
     ASSERT_FALSE(library.ok());
     EXPECT_EQ(library.error().code(), Errc::kCompileFailed);
     EXPECT_FALSE(library.error().log().empty());
+}
+
+TEST(FakeDriver, CubinWithoutElfHeaderFailsToLoad) {
+    FakeDriver fake;
+    auto library = fake.load_library(Source::cubin(examples::residual_add_ptx()));
+    ASSERT_FALSE(library.ok());
+    EXPECT_EQ(library.error().code(), Errc::kCompileFailed);
 }
 
 TEST(FakeDriver, FailNextLoadsFailsExactlyThatManyLoads) {

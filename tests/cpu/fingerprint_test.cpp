@@ -1,4 +1,6 @@
 // util::source_fingerprint and FingerprintBuilder: what identifies a compiled module.
+#include "util/fingerprint.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -7,7 +9,6 @@
 
 #include "kcache/source.hpp"
 #include "ptx_kernels.hpp"
-#include "util/fingerprint.hpp"
 
 namespace kcache::util {
 namespace {
@@ -52,7 +53,9 @@ TEST(Fingerprint, HexIs32LowercaseHexDigits) {
 
 TEST(Fingerprint, HexWritesHighWordFirstZeroPadded) {
     const Fingerprint fingerprint{0x1, 0xabc};
-    EXPECT_EQ(fingerprint.hex(), "0000000000000001" "0000000000000abc");
+    EXPECT_EQ(fingerprint.hex(),
+              "0000000000000001"
+              "0000000000000abc");
 }
 
 TEST(FingerprintBuilder, FieldBoundariesArePartOfTheHash) {

@@ -1,12 +1,12 @@
 // Result<T> and Error: the value-or-error type every public kcache call returns.
+#include "kcache/result.hpp"
+
 #include <gtest/gtest.h>
 
 #include <iterator>
 #include <set>
 #include <string>
 #include <utility>
-
-#include "kcache/result.hpp"
 
 namespace kcache {
 namespace {
@@ -82,9 +82,9 @@ TEST(Error, DescribeUsesEachCodesOwnName) {
 }
 
 TEST(Error, EveryCodeHasADistinctKnownName) {
-    const Errc all[] = {Errc::kNoDriver,         Errc::kNoContext,      Errc::kCompileFailed,
-                        Errc::kSourceFailed,     Errc::kKeyConflict,    Errc::kArgumentMismatch,
-                        Errc::kKernelNotFound,   Errc::kInvalidArgument, Errc::kDriverError,
+    const Errc all[] = {Errc::kNoDriver,       Errc::kNoContext,       Errc::kCompileFailed,
+                        Errc::kSourceFailed,   Errc::kKeyConflict,     Errc::kArgumentMismatch,
+                        Errc::kKernelNotFound, Errc::kInvalidArgument, Errc::kDriverError,
                         Errc::kUnsupported};
     std::set<std::string> names;
     for (Errc code : all) {

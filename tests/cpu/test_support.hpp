@@ -25,12 +25,20 @@ inline CacheOptions fake_options(std::shared_ptr<driver::FakeDriver> fake,
     return options;
 }
 
-inline Source residual_add_source() { return Source::ptx(examples::residual_add_ptx()); }
-inline Source scale_source() { return Source::ptx(examples::scale_ptx()); }
+inline Source residual_add_source() {
+    return Source::ptx(examples::residual_add_ptx());
+}
+inline Source scale_source() {
+    return Source::ptx(examples::scale_ptx());
+}
 
 // A distinct module per column count: the seed's "softmax:<cols>" keys.
-inline std::string softmax_key(int cols) { return "softmax:" + std::to_string(cols); }
-inline Source softmax_source(int cols) { return Source::ptx(examples::softmax_rows_ptx(cols)); }
+inline std::string softmax_key(int cols) {
+    return "softmax:" + std::to_string(cols);
+}
+inline Source softmax_source(int cols) {
+    return Source::ptx(examples::softmax_rows_ptx(cols));
+}
 inline constexpr const char* kSoftmax = "softmax_rows";
 
 // PTX the fake JIT rejects, with a real kernel in it so that only the injected error fails it.

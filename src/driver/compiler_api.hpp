@@ -1,0 +1,62 @@
+// NVRTC (CUDA C++ -> PTX/cubin) and nvJitLink (PTX -> cubin) entry points, resolved at run time
+// with dlopen like the driver, so kcache builds and runs where they are missing and says so.
+// Only src/driver and src/compile include this header.
+#pragma once
+
+#include <nvJitLink.h>
+#include <nvrtc.h>
+
+#include <string>
+
+#include "kcache/result.hpp"
+
+namespace kcache::driver {
+
+#define KCACHE_NVRTC_FUNCTIONS(X) \
+    X(nvrtcVersion)               \
+    X(nvrtcGetErrorString)        \
+    X(nvrtcCreateProgram)         \
+    X(nvrtcDestroyProgram)        \
+    X(nvrtcCompileProgram)        \
+    X(nvrtcGetPTXSize)            \
+    X(nvrtcGetPTX)                \
+    X(nvrtcGetCUBINSize)          \
+    X(nvrtcGetCUBIN)              \
+    X(nvrtcGetProgramLogSize)     \
+    X(nvrtcGetProgramLog)         \
+    X(nvrtcAddNameExpression)     \
+    X(nvrtcGetLoweredName)
+
+struct NvrtcApi {
+#define KCACHE_NVRTC_DECLARE(name) decltype(&::name) name = nullptr;
+    KCACHE_NVRTC_FUNCTIONS(KCACHE_NVRTC_DECLARE)
+#undef KCACHE_NVRTC_DECLARE
+    int major = 0;
+    int minor = 0;
+    std::string library_path;  // which file was loaded, for the toolchain fingerprint and logs
+};
+
+// nvJitLink's header wraps versioned symbols (__nvJitLinkCreate_13_0) in static inline
+// functions, so the table holds the versioned ones.
+struct NvJitLinkApi {
+    decltype(&::__nvJitLinkCreate_13_0) create = nullptr;
+    decltype(&::__nvJitLinkDestroy_13_0) destroy = nullptr;
+    decltype(&::__nvJitLinkAddData_13_0) add_data = nullptr;
+    decltype(&::__nvJitLinkComplete_13_0) complete = nullptr;
+    decltype(&::__nvJitLinkGetLinkedCubinSize_13_0) cubin_size = nullptr;
+    decltype(&::__nvJitLinkGetLinkedCubin_13_0) cubin = nullptr;
+    decltype(&::__nvJitLinkGetErrorLogSize_13_0) error_log_size = nullptr;
+    decltype(&::__nvJitLinkGetErrorLog_13_0) error_log = nullptr;
+    decltype(&::__nvJitLinkGetInfoLogSize_13_0) info_log_size = nullptr;
+    decltype(&::__nvJitLinkGetInfoLog_13_0) info_log = nullptr;
+    decltype(&::nvJitLinkVersion) version = nullptr;
+    unsigned int major = 0;
+    unsigned int minor = 0;
+    std::string library_path;
+};
+
+// Loaded once per process; kUnsupported with the reason when the library cannot be used.
+const Result<const NvrtcApi*>& nvrtc_api();
+const Result<const NvJitLinkApi*>& nvjitlink_api();
+
+}  // namespace kcache::driver
