@@ -138,14 +138,18 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
             SingleFlight& flights;
             const std::string& id;
             std::shared_ptr<SingleFlight::Flight> flight;
-            std::optional<Error> error = Error(Errc::kSourceFailed, "the compile was abandoned");
-            ~Landing() { flights.finish(id, flight, std::move(error)); }
+            bool succeeded = false;
+            Error error{Errc::kSourceFailed, "the compile was abandoned"};
+            ~Landing() {
+                flights.finish(id, flight,
+                               succeeded ? std::nullopt : std::optional<Error>(std::move(error)));
+            }
         } landing{flights_, id, ticket.flight};
 
         // The previous flight may have published between our probe and our join: look again
         // through the top of the loop, so that verification still applies.
         if (probe_exists(key, arch, hash)) {
-            landing.error.reset();
+            landing.succeeded = true;
             continue;
         }
         auto source = generate(key, make);
@@ -154,11 +158,8 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
             return std::move(source).error();
         }
         auto module = compile(key, arch, hash, *source);
-        if (module) {
-            landing.error.reset();
-        } else {
-            landing.error = module.error();
-        }
+        landing.succeeded = module.ok();
+        if (!module) landing.error = module.error();
         return module;
     }
 }
