@@ -94,6 +94,10 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
     bool counted_miss = false;
     for (;;) {
         if (auto module = probe(key, arch, hash)) {
+            if (module->entry_->broken()) {
+                discard(*module);
+                continue;
+            }
             if (options.verify) {
                 auto source = make();
                 if (!source) {
@@ -213,6 +217,25 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
         victim->retire();
     }
     return module;
+}
+
+void CacheCore::discard(const ModuleHandle& module) {
+    Entry* entry = module.entry_;
+    {
+        std::lock_guard lock(write_mutex_);
+        const EntryTable* table = table_.load(std::memory_order_relaxed);
+        std::vector<Entry*> kept;
+        kept.reserve(table->size());
+        for (Entry* e : table->entries()) {
+            if (e != entry) kept.push_back(e);
+        }
+        if (kept.size() == table->size()) return;  // already gone (evicted, cleared)
+        replace_table(new EntryTable(kept));
+    }
+    compile_failures_.fetch_add(1, std::memory_order_relaxed);
+    util::log_line(util::LogLevel::kInfo,
+                   "discarded " + describe_key(entry->key, entry->arch) + ": its JIT failed");
+    entry->retire();  // unloaded once the caller's handle goes
 }
 
 std::vector<Entry*> CacheCore::publish(Entry* entry) {

@@ -97,6 +97,7 @@ Result<const ResolvedKernel*> Entry::resolve(std::string_view name) {
     auto id = driver_->get_kernel(library_, kernel->name);
     if (!id) {
         Error error = std::move(id).error();
+        if (error.code() == Errc::kCompileFailed) broken_.store(true, std::memory_order_release);
         return Error(error.code(), "key '" + key + "': " + error.message(), error.log());
     }
     kernel->id = *id;

@@ -71,6 +71,9 @@ public:
     // Finds a resolved kernel without locking; resolve() asks the driver on first use.
     const ResolvedKernel* find_kernel(std::string_view name) const noexcept;
     Result<const ResolvedKernel*> resolve(std::string_view name);
+    // Set when resolving a kernel hit a deferred JIT failure: the module is unusable and the
+    // cache drops it at the next lookup.
+    bool broken() const noexcept { return broken_.load(std::memory_order_acquire); }
 
 private:
     void try_unload() noexcept;
@@ -82,6 +85,7 @@ private:
     RefStripe refs_[util::kStripes];
     std::atomic<bool> retired_{false};
     std::atomic<bool> unloaded_{false};
+    std::atomic<bool> broken_{false};
 
     const driver::LibraryId library_;
     const std::shared_ptr<driver::Driver> driver_;

@@ -56,7 +56,9 @@ Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn mak
     }
     auto module = core_->module_slow(key, make_source, *arch);
     if (!module) return std::move(module).error();
-    return module->kernel(kernel_name);
+    auto kernel = module->kernel(kernel_name);
+    if (!kernel && kernel.error().code() == Errc::kCompileFailed) core_->discard(*module);
+    return kernel;
 }
 
 Result<ModuleHandle> KernelCache::module_impl(std::string_view key, SourceFn make_source) {

@@ -16,6 +16,8 @@ struct FakeDriver::FakeKernel {
 struct FakeDriver::FakeLibrary {
     std::vector<std::unique_ptr<FakeKernel>> kernels;
     std::atomic<bool> unloaded{false};
+    bool lazy_jit_error =
+        false;  // the JIT "fails" at the first kernel lookup, as lazy loading does
 };
 
 namespace {
@@ -115,6 +117,7 @@ Result<LibraryId> FakeDriver::load_library(const Source& source) {
     }
 
     auto library = std::make_unique<FakeLibrary>();
+    library->lazy_jit_error = source.bytes.find("FAKE_LAZY_JIT_ERROR") != std::string::npos;
     std::string_view text = source.bytes;
     std::size_t pos = 0;
     while ((pos = text.find(".entry", pos)) != std::string_view::npos) {
@@ -170,6 +173,10 @@ Result<KernelId> FakeDriver::get_kernel(LibraryId id, const std::string& name) {
     if (library->unloaded.load()) {
         use_after_unload_.fetch_add(1);
         return Error(Errc::kDriverError, "library used after unload (fake)");
+    }
+    if (library->lazy_jit_error) {
+        return Error(Errc::kCompileFailed, "CUDA_ERROR_INVALID_PTX (fake, deferred JIT)",
+                     "ptxas application ptx input, line 1; error   : FAKE_LAZY_JIT_ERROR found");
     }
     for (auto& kernel : library->kernels) {
         if (kernel->name == name) return static_cast<KernelId>(kernel.get());

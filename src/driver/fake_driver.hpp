@@ -41,7 +41,8 @@ public:
     Result<std::vector<KernelParam>> kernel_params(KernelId kernel) override;
     Result<void> launch(KernelId kernel, const LaunchConfig& config, void** args) override;
 
-    // Fault injection. A source containing "FAKE_JIT_ERROR" always fails to load.
+    // Fault injection. A source containing "FAKE_JIT_ERROR" always fails to load; one containing
+    // "FAKE_LAZY_JIT_ERROR" loads, then fails at its first kernel lookup (a deferred JIT).
     void fail_next_loads(int count) { fail_next_loads_.store(count); }
     void set_load_delay(std::chrono::milliseconds delay) { load_delay_ms_.store(delay.count()); }
     void set_params_supported(bool supported) { params_supported_.store(supported); }

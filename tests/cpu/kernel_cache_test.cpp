@@ -699,3 +699,46 @@ TEST(ThreadExit, HandleReleasedFromAThreadLocalDestructorUnloadsCleanly) {
 
 }  // namespace
 }  // namespace kcache
+
+namespace kcache {
+namespace {
+
+// With lazy module loading the driver JITs PTX at the first kernel lookup, not at load.
+Source lazily_failing_source() {
+    return Source::ptx(examples::residual_add_ptx() + "\n// FAKE_LAZY_JIT_ERROR\n");
+}
+
+TEST(DeferredJitFailure, IsReturnedWithItsLogAndNotCached) {
+    auto fake = std::make_shared<driver::FakeDriver>();
+    KernelCache cache(test::fake_options(fake));
+    auto kernel = cache.kernel("residual_add:8", lazily_failing_source, "residual_add");
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.error().code(), Errc::kCompileFailed);
+    EXPECT_NE(kernel.error().log().find("FAKE_LAZY_JIT_ERROR"), std::string::npos);
+    EXPECT_EQ(cache.size(), 0u);
+    EXPECT_EQ(cache.stats().compile_failures, 1u);
+    util::EpochDomain::global().synchronize();
+    EXPECT_EQ(fake->live_libraries(), 0);
+}
+
+TEST(DeferredJitFailure, NextLookupCompilesAgain) {
+    auto fake = std::make_shared<driver::FakeDriver>();
+    KernelCache cache(test::fake_options(fake));
+    ASSERT_FALSE(cache.kernel("residual_add:8", lazily_failing_source, "residual_add").ok());
+    ASSERT_FALSE(cache.kernel("residual_add:8", lazily_failing_source, "residual_add").ok());
+    EXPECT_EQ(fake->load_attempts(), 2);
+}
+
+TEST(DeferredJitFailure, ModuleFoundBrokenThroughModuleHandleIsDroppedAtNextLookup) {
+    auto fake = std::make_shared<driver::FakeDriver>();
+    KernelCache cache(test::fake_options(fake));
+    auto module = cache.module("residual_add:8", lazily_failing_source);
+    ASSERT_TRUE(module.ok());  // loading itself succeeds: the JIT is deferred
+    EXPECT_FALSE(module->kernel("residual_add").ok());
+    auto again = cache.module("residual_add:8", lazily_failing_source);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(fake->load_attempts(), 2);  // the broken module was not reused
+}
+
+}  // namespace
+}  // namespace kcache
