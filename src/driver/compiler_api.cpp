@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdlib>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 namespace kcache::driver {
 namespace {
