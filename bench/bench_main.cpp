@@ -10,6 +10,7 @@
 #include "bench/bench.hpp"
 #include "driver/device_memory.hpp"
 #include "driver/fake_driver.hpp"
+#include "util/epoch.hpp"
 
 namespace {
 
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     std::string out_path;
     bool smoke = false;
     bool force_fake = false;
+    bool launch_bench = true;
     int launches = 2000;
     int blocks = 15;
     std::vector<int> launch_threads = {1, 16};
@@ -42,6 +44,8 @@ int main(int argc, char** argv) {
         };
         if (!std::strcmp(argv[i], "--smoke")) {
             smoke = true;
+        } else if (!std::strcmp(argv[i], "--no-launch")) {
+            launch_bench = false;
         } else if (!std::strcmp(argv[i], "--fake")) {
             force_fake = true;
         } else if (!std::strcmp(argv[i], "--ms")) {
@@ -53,9 +57,10 @@ int main(int argc, char** argv) {
         } else if (!std::strcmp(argv[i], "--out")) {
             out_path = next();
         } else {
-            std::fprintf(stderr,
-                         "usage: kcache_bench [--smoke] [--fake] [--ms N] [--threads 1,2,4] "
-                         "[--launch-threads 1,16] [--out FILE]\n");
+            std::fprintf(
+                stderr,
+                "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--ms N] [--threads 1,2,4] "
+                "[--launch-threads 1,16] [--out FILE]\n");
             return 2;
         }
     }
@@ -88,12 +93,17 @@ int main(int argc, char** argv) {
                   "); hit path over the fake driver, launch benchmark skipped\n\n";
     }
 
+    report += std::string("epoch pins: ") +
+              (util::EpochDomain::global().asymmetric()
+                   ? "membarrier (no reader fence)"
+                   : "a seq_cst fence per pin (membarrier unavailable or KCACHE_EPOCH_FENCES=1)") +
+              "\n\n";
     report += "## Hit path: lookup by key returning a handle (median of " +
               std::to_string(hit.repeats) + " runs of " + std::to_string(hit.milliseconds) +
               " ms)\n\n";
     report += bench::format_hit_path(bench::run_hit_path(hit));
 
-    if (context) {
+    if (context && launch_bench) {
         std::string note;
         auto rows = bench::run_launch_overhead(launches, blocks, launch_threads, note);
         report += "\n## Launch cost: residual_add with n = 0, " + std::to_string(launches) +

@@ -39,6 +39,7 @@ run cpu_tests "$BIN/kcache_cpu_tests"
 run demo "$BIN/kcache" demo
 run demo_json "$BIN/kcache" demo --json
 run bench "$BIN/kcache_bench" --out "$OUT/bench.md"
+run bench_fences env KCACHE_EPOCH_FENCES=1 "$BIN/kcache_bench" --no-launch --out "$OUT/bench_fences.md"
 
 {
   echo
@@ -59,6 +60,10 @@ run bench "$BIN/kcache_bench" --out "$OUT/bench.md"
   echo '```'
   echo
   cat "$OUT/bench.md" 2>/dev/null
+  echo
+  echo "## The same hit path with a fence per epoch pin (KCACHE_EPOCH_FENCES=1)"
+  echo
+  sed -n '/^| threads/,$p' "$OUT/bench_fences.md" 2>/dev/null
 } >> "$OUT/summary.md"
 echo
 cat "$OUT/summary.md"
