@@ -1,6 +1,7 @@
 // Benchmark programs for kcache: side-by-side comparisons in one run, printed as tables.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -9,6 +10,11 @@
 #include "driver/driver.hpp"
 
 namespace kcache::bench {
+
+inline double median(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return values[values.size() / 2];
+}
 
 template <class T>
 inline void keep(const T& value) {

@@ -48,11 +48,6 @@ double measure(int threads, int ms, const std::function<void()>& setup, Body bod
     return elapsed * threads / static_cast<double>(total);
 }
 
-double median(std::vector<double> values) {
-    std::sort(values.begin(), values.end());
-    return values[values.size() / 2];
-}
-
 }  // namespace
 
 std::vector<HitPathRow> run_hit_path(const HitPathOptions& options) {

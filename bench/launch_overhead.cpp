@@ -14,14 +14,6 @@
 #include "ptx_kernels.hpp"
 
 namespace kcache::bench {
-namespace {
-
-double median(std::vector<double> values) {
-    std::sort(values.begin(), values.end());
-    return values[values.size() / 2];
-}
-
-}  // namespace
 
 std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks,
                                            const std::vector<int>& threads, std::string& note) {

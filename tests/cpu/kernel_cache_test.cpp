@@ -78,10 +78,7 @@ TEST_F(KernelCacheTest, MissCompilesThenHitReusesTheModule) {
 
 TEST_F(KernelCacheTest, SourceGeneratorIsNotCalledOnAHit) {
     int calls = 0;
-    auto generate = [&] {
-        ++calls;
-        return test::residual_add_source();
-    };
+    auto generate = test::counting_residual_add(calls);
 
     ASSERT_TRUE(cache.kernel("residual_add:f32", generate, "residual_add").ok());
     ASSERT_TRUE(cache.kernel("residual_add:f32", generate, "residual_add").ok());
@@ -316,13 +313,7 @@ TEST_F(KernelCacheTest, GeneratorReturningNoBytesIsInvalidArgument) {
 
 TEST_F(KernelCacheTest, EmptyKeyIsInvalidArgument) {
     int calls = 0;
-    auto handle = cache.kernel(
-        "",
-        [&] {
-            ++calls;
-            return test::residual_add_source();
-        },
-        "residual_add");
+    auto handle = cache.kernel("", test::counting_residual_add(calls), "residual_add");
 
     ASSERT_FALSE(handle.ok());
     EXPECT_EQ(handle.error().code(), Errc::kInvalidArgument);
@@ -363,13 +354,8 @@ TEST_F(KernelCacheTest, NoContextIsReported) {
     KernelCache uncontexted(test::fake_options(no_context));
     int calls = 0;
 
-    auto handle = uncontexted.kernel(
-        "residual_add:f32",
-        [&] {
-            ++calls;
-            return test::residual_add_source();
-        },
-        "residual_add");
+    auto handle =
+        uncontexted.kernel("residual_add:f32", test::counting_residual_add(calls), "residual_add");
 
     ASSERT_FALSE(handle.ok());
     EXPECT_EQ(handle.error().code(), Errc::kNoContext);

@@ -45,13 +45,8 @@ TEST(NoDriver, CacheWithDefaultDriverReturnsTheDriversError) {
     KernelCache cache;  // no driver given: the process's CUDA driver
     int calls = 0;
 
-    auto handle = cache.kernel(
-        "residual_add:f32",
-        [&] {
-            ++calls;
-            return test::residual_add_source();
-        },
-        "residual_add");
+    auto handle =
+        cache.kernel("residual_add:f32", test::counting_residual_add(calls), "residual_add");
 
     ASSERT_FALSE(handle.ok());
     expect_no_gpu_error(handle.error());

@@ -32,6 +32,14 @@ inline Source scale_source() {
     return Source::ptx(examples::scale_ptx());
 }
 
+// A generator of residual_add's PTX that counts how often the cache called it.
+inline auto counting_residual_add(int& calls) {
+    return [&calls] {
+        ++calls;
+        return residual_add_source();
+    };
+}
+
 // A distinct module per column count: the seed's "softmax:<cols>" keys.
 inline std::string softmax_key(int cols) {
     return "softmax:" + std::to_string(cols);
