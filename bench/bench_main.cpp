@@ -10,7 +10,6 @@
 #include "bench/bench.hpp"
 #include "driver/device_memory.hpp"
 #include "driver/fake_driver.hpp"
-#include "util/epoch.hpp"
 
 namespace {
 
@@ -93,11 +92,6 @@ int main(int argc, char** argv) {
                   "); hit path over the fake driver, launch benchmark skipped\n\n";
     }
 
-    report += std::string("epoch pins: ") +
-              (util::EpochDomain::global().asymmetric()
-                   ? "membarrier (no reader fence)"
-                   : "a seq_cst fence per pin (membarrier unavailable or KCACHE_EPOCH_FENCES=1)") +
-              "\n\n";
     report += "## Hit path: lookup by key returning a handle (median of " +
               std::to_string(hit.repeats) + " runs of " + std::to_string(hit.milliseconds) +
               " ms)\n\n";

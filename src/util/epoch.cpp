@@ -1,11 +1,5 @@
 #include "util/epoch.hpp"
 
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
 #include <thread>
 
 #include "util/striped_counter.hpp"
@@ -45,37 +39,6 @@ struct RecordLease {
 };
 
 }  // namespace
-
-namespace {
-
-long membarrier(int command) {
-    return syscall(__NR_membarrier, command, 0, 0);
-}
-
-bool fences_forced() {
-    const char* value = std::getenv("KCACHE_EPOCH_FENCES");
-    return value != nullptr && std::strcmp(value, "1") == 0;
-}
-
-bool register_membarrier() {
-    const long supported = membarrier(MEMBARRIER_CMD_QUERY);
-    if (supported < 0 || (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
-    return membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
-}
-
-}  // namespace
-
-EpochDomain::EpochDomain() : asymmetric_(!fences_forced() && register_membarrier()) {}
-
-bool EpochDomain::heavy_barrier() const {
-    if (!asymmetric_) {
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        return true;
-    }
-    // Not expected to fail once registered; if it does, the epoch simply does not advance (freeing
-    // is postponed), since readers pinned without a fence are only safe behind the barrier.
-    return membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
-}
 
 EpochDomain& EpochDomain::global() {
     static EpochDomain* domain = new EpochDomain();  // leaked on purpose, see header
@@ -118,12 +81,8 @@ EpochDomain::Guard::Guard(EpochDomain& domain) noexcept : record_(domain.my_reco
         record_->epoch.store(domain.epoch_.load(std::memory_order_acquire),
                              std::memory_order_relaxed);
         // Orders the publication above before this reader's loads of shared pointers; pairs with
-        // heavy_barrier() in try_advance().
-        if (domain.asymmetric_) {
-            std::atomic_signal_fence(std::memory_order_seq_cst);
-        } else {
-            std::atomic_thread_fence(std::memory_order_seq_cst);
-        }
+        // the fence in try_advance().
+        std::atomic_thread_fence(std::memory_order_seq_cst);
     }
 }
 
@@ -139,7 +98,7 @@ EpochDomain::Guard::~Guard() {
 
 bool EpochDomain::try_advance() {
     const std::uint64_t current = epoch_.load(std::memory_order_relaxed);
-    if (!heavy_barrier()) return false;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     for (ThreadRecord* r = records_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
         const std::uint64_t seen = r->epoch.load(std::memory_order_acquire);
         if (seen != 0 && seen != current) return false;

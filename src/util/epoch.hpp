@@ -11,14 +11,9 @@
 namespace kcache::util {
 
 // Scheme (the classic three-epoch EBR):
-//  - A reader pins: it publishes the global epoch it saw in its own thread record, ordered before
-//    every load of shared data it then makes. Unpinning is a release store of 0. No reader ever
-//    writes a line another reader writes.
-//  - That ordering is asymmetric where Linux allows (membarrier PRIVATE_EXPEDITED, as userspace
-//    RCU does): the reader's side is a compiler barrier only, and the rare writer that advances
-//    the epoch makes every thread of the process execute a full barrier first. Where membarrier is
-//    missing (old kernels, some sandboxes) or KCACHE_EPOCH_FENCES=1, the reader issues a seq_cst
-//    fence instead.
+//  - A reader pins: it publishes the global epoch it saw in its own thread record, then issues a
+//    seq_cst fence so that the publication is ordered before every load of shared data it makes.
+//    Unpinning is a release store of 0. No reader ever writes a line another reader writes.
 //  - A writer unlinks an object, then retires it tagged with the current global epoch.
 //  - The epoch advances from E to E+1 only when every pinned reader has published E. An object
 //    retired at E is freed once the epoch reaches E+2: every reader that could have seen it was
@@ -53,16 +48,11 @@ public:
 
     std::size_t pending() const;
 
-    // True when readers rely on membarrier rather than their own fences.
-    bool asymmetric() const noexcept { return asymmetric_; }
-
     EpochDomain(const EpochDomain&) = delete;
     EpochDomain& operator=(const EpochDomain&) = delete;
 
 private:
-    EpochDomain();
-    // Orders every reader's pin before what the caller reads next; false if it could not.
-    bool heavy_barrier() const;
+    EpochDomain() = default;
     friend class Guard;
     struct ThreadRecord* my_record();
     bool try_advance();  // requires mutex_
@@ -72,7 +62,6 @@ private:
         std::function<void()> deleter;
     };
 
-    bool asymmetric_ = false;  // fixed at construction
     std::atomic<std::uint64_t> epoch_{1};
     std::atomic<struct ThreadRecord*> records_{nullptr};  // push-only list, records are reused
     mutable std::mutex mutex_;                            // guards retired_
