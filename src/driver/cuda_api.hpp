@@ -33,8 +33,6 @@ namespace kcache::driver {
     X(cuLibraryLoadData)         \
     X(cuLibraryUnload)           \
     X(cuLibraryGetKernel)        \
-    X(cuLibraryGetKernelCount)   \
-    X(cuLibraryEnumerateKernels) \
     X(cuKernelGetFunction)       \
     X(cuKernelGetParamInfo)      \
     X(cuModuleLoadData)          \

@@ -91,16 +91,9 @@ public:
                 rc);
             return Error(Errc::kCompileFailed, base.message(), wrapper->logs());
         }
-        // With lazy loading (the default) the driver defers the JIT to the first use in a
-        // context, so a bad PTX would "load" fine and fail later, after being cached. Resolving
-        // one kernel in the current context forces the JIT now, while the caller can be told.
-        if (auto forced = force_load(*wrapper); !forced) {
-            (void)api_.cuLibraryUnload(wrapper->library);
-            return Error(Errc::kCompileFailed,
-                         std::string("compiling ") + source_kind_name(source.kind) +
-                             " for the current context: " + forced.error().message(),
-                         wrapper->logs());
-        }
+        // With lazy loading (the default) the driver may defer the JIT of PTX to the first
+        // kernel lookup in a context; get_kernel() then reports it with this library's log, and
+        // the cache drops the module (CacheCore::discard).
         return static_cast<LibraryId>(wrapper.release());
     }
 
@@ -161,23 +154,6 @@ public:
     }
 
 private:
-    Result<void> force_load(const CudaLibrary& wrapper) {
-        unsigned int count = 0;
-        CUresult rc = api_.cuLibraryGetKernelCount(&count, wrapper.library);
-        if (rc != CUDA_SUCCESS)
-            return api_.error(Errc::kCompileFailed, "cuLibraryGetKernelCount", rc);
-        if (count == 0) return ok();
-        CUkernel first = nullptr;
-        rc = api_.cuLibraryEnumerateKernels(&first, 1, wrapper.library);
-        if (rc != CUDA_SUCCESS) {
-            return api_.error(Errc::kCompileFailed, "cuLibraryEnumerateKernels", rc);
-        }
-        CUfunction function = nullptr;
-        rc = api_.cuKernelGetFunction(&function, first);
-        if (rc != CUDA_SUCCESS) return api_.error(Errc::kCompileFailed, "cuKernelGetFunction", rc);
-        return ok();
-    }
-
     const CudaApi& api_;
 };
 
