@@ -7,6 +7,8 @@
 #include <random>
 #include <thread>
 
+#include "compile/compiler.hpp"
+#include "driver/compiler_api.hpp"
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "ptx_kernels.hpp"
@@ -239,6 +241,53 @@ TEST_F(GpuTest, SixteenThreadsMissingOneKeyCompileOnce) {
     EXPECT_EQ(ok_count.load(), kThreads);
     EXPECT_EQ(generated.load(), 1);
     EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
+// CUDA C++ compiled by NVRTC on the host for the device's exact arch, loaded as a cubin.
+TEST_F(GpuTest, NvrtcCubinOfATemplateKernelLoadsAndMatchesCpuReference) {
+    if (!driver::nvrtc_api().ok()) GTEST_SKIP() << driver::nvrtc_api().error().describe();
+    compile::CudaProgram program;
+    program.name = "scale.cu";
+    program.code =
+        "template <typename T> __global__ void scale(T* data, T factor, unsigned n) {\n"
+        "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) data[i] *= factor;\n"
+        "}\n";
+    program.name_expressions = {"scale<float>"};
+    auto compiled = compile::compile_cuda(program, compile::Target{context_->info().arch, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+
+    KernelCache cache;
+    const std::string lowered = compiled->lowered_names.at("scale<float>");
+    auto kernel = cache.kernel(
+        "scale<float>", [&] { return Source::cubin(compiled->cubin); }, lowered);
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(kernel->param_count(), 3);
+
+    const std::uint32_t n = 5000;
+    auto data = random_floats(n, 31);
+    auto ddata = upload(data);
+    const float factor = 1.5f;
+    ASSERT_TRUE(kernel->launch_with(linear(n), ddata.address(), factor, n).ok());
+    ASSERT_TRUE(context_->synchronize().ok());
+    expect_close(*ddata.download_floats(), examples::scale_ref(data, factor), 0);
+}
+
+// PTX linked to a cubin by nvJitLink on the host, then loaded: no driver JIT involved.
+TEST_F(GpuTest, NvJitLinkCubinOfPtxLoadsAndMatchesCpuReference) {
+    if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << driver::nvjitlink_api().error().describe();
+    auto linked = compile::link_ptx(examples::gelu_ptx(), compile::Target{context_->info().arch});
+    ASSERT_TRUE(linked.ok()) << linked.error().describe();
+    KernelCache cache;
+    auto kernel = cache.kernel(
+        "gelu:cubin", [&] { return Source::cubin(linked->cubin); }, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    const std::uint32_t n = 4099;
+    auto in = random_floats(n, 41);
+    auto din = upload(in), dout = poisoned(n);
+    ASSERT_TRUE(kernel->launch_with(linear(n), dout.address(), din.address(), n).ok());
+    ASSERT_TRUE(context_->synchronize().ok());
+    expect_close(*dout.download_floats(), examples::gelu_ref(in), 1e-4);
 }
 
 }  // namespace

@@ -1,0 +1,157 @@
+#include "compile/compiler.hpp"
+
+#include <memory>
+
+#include "driver/compiler_api.hpp"
+
+namespace kcache::compile {
+
+std::string Target::name() const {
+    return "sm_" + std::to_string(arch) + (arch_specific ? "a" : "");
+}
+
+namespace {
+
+// Owns an nvrtcProgram so that every exit path destroys it.
+class NvrtcProgram {
+public:
+    explicit NvrtcProgram(const driver::NvrtcApi& api) : api_(api) {}
+    ~NvrtcProgram() {
+        if (program_ != nullptr) (void)api_.nvrtcDestroyProgram(&program_);
+    }
+    NvrtcProgram(const NvrtcProgram&) = delete;
+    NvrtcProgram& operator=(const NvrtcProgram&) = delete;
+    nvrtcProgram* out() { return &program_; }
+    nvrtcProgram get() const { return program_; }
+
+    std::string log() const {
+        std::size_t size = 0;
+        if (api_.nvrtcGetProgramLogSize(program_, &size) != NVRTC_SUCCESS || size <= 1) return {};
+        std::string text(size, '\0');
+        if (api_.nvrtcGetProgramLog(program_, text.data()) != NVRTC_SUCCESS) return {};
+        text.resize(size - 1);  // drop the terminating NUL
+        return text;
+    }
+
+private:
+    const driver::NvrtcApi& api_;
+    nvrtcProgram program_ = nullptr;
+};
+
+class JitLinkHandle {
+public:
+    explicit JitLinkHandle(const driver::NvJitLinkApi& api) : api_(api) {}
+    ~JitLinkHandle() {
+        if (handle_ != nullptr) (void)api_.destroy(&handle_);
+    }
+    JitLinkHandle(const JitLinkHandle&) = delete;
+    JitLinkHandle& operator=(const JitLinkHandle&) = delete;
+    nvJitLinkHandle* out() { return &handle_; }
+    nvJitLinkHandle get() const { return handle_; }
+
+    std::string log(bool errors) const {
+        std::size_t size = 0;
+        auto size_fn = errors ? api_.error_log_size : api_.info_log_size;
+        auto log_fn = errors ? api_.error_log : api_.info_log;
+        if (size_fn(handle_, &size) != NVJITLINK_SUCCESS || size <= 1) return {};
+        std::string text(size, '\0');
+        if (log_fn(handle_, text.data()) != NVJITLINK_SUCCESS) return {};
+        text.resize(size - 1);
+        return text;
+    }
+
+private:
+    const driver::NvJitLinkApi& api_;
+    nvJitLinkHandle handle_ = nullptr;
+};
+
+}  // namespace
+
+Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target) {
+    const auto& loaded = driver::nvrtc_api();
+    if (!loaded) return loaded.error();
+    const driver::NvrtcApi& api = **loaded;
+    auto failed = [&](const std::string& what, nvrtcResult rc, std::string log) {
+        return Error(Errc::kCompileFailed,
+                     program.name + " for " + target.name() + ": " + what + ": " +
+                         api.nvrtcGetErrorString(rc),
+                     std::move(log));
+    };
+
+    std::vector<const char*> header_texts, header_names;
+    for (const auto& [name, text] : program.headers) {
+        header_names.push_back(name.c_str());
+        header_texts.push_back(text.c_str());
+    }
+    NvrtcProgram prog(api);
+    nvrtcResult rc = api.nvrtcCreateProgram(prog.out(), program.code.c_str(), program.name.c_str(),
+                                            static_cast<int>(header_texts.size()),
+                                            header_texts.data(), header_names.data());
+    if (rc != NVRTC_SUCCESS) return failed("nvrtcCreateProgram", rc, {});
+    for (const auto& expression : program.name_expressions) {
+        rc = api.nvrtcAddNameExpression(prog.get(), expression.c_str());
+        if (rc != NVRTC_SUCCESS)
+            return failed("nvrtcAddNameExpression(" + expression + ")", rc, {});
+    }
+
+    // A real arch (sm_XX) makes NVRTC emit a cubin directly, with no PTX step at load time.
+    const std::string arch_option = "-arch=" + target.name();
+    std::vector<const char*> options = {arch_option.c_str()};
+    for (const auto& option : program.options) options.push_back(option.c_str());
+    rc = api.nvrtcCompileProgram(prog.get(), static_cast<int>(options.size()), options.data());
+    std::string log = prog.log();
+    if (rc != NVRTC_SUCCESS) return failed("compilation failed", rc, log);
+
+    Compiled out;
+    out.log = std::move(log);
+    std::size_t size = 0;
+    rc = api.nvrtcGetCUBINSize(prog.get(), &size);
+    if (rc != NVRTC_SUCCESS || size == 0) return failed("nvrtcGetCUBINSize", rc, out.log);
+    out.cubin.resize(size);
+    rc = api.nvrtcGetCUBIN(prog.get(), out.cubin.data());
+    if (rc != NVRTC_SUCCESS) return failed("nvrtcGetCUBIN", rc, out.log);
+    for (const auto& expression : program.name_expressions) {
+        const char* lowered = nullptr;
+        rc = api.nvrtcGetLoweredName(prog.get(), expression.c_str(), &lowered);
+        if (rc != NVRTC_SUCCESS || lowered == nullptr) {
+            return failed("nvrtcGetLoweredName(" + expression + ")", rc, out.log);
+        }
+        out.lowered_names[expression] = lowered;
+    }
+    return out;
+}
+
+Result<Compiled> link_ptx(const std::string& ptx, const Target& target) {
+    const auto& loaded = driver::nvjitlink_api();
+    if (!loaded) return loaded.error();
+    const driver::NvJitLinkApi& api = **loaded;
+    JitLinkHandle link(api);
+    auto failed = [&](const std::string& what, nvJitLinkResult rc) {
+        return Error(Errc::kCompileFailed,
+                     "PTX for " + target.name() + ": " + what + " failed (nvJitLink error " +
+                         std::to_string(static_cast<int>(rc)) + ")",
+                     link.get() != nullptr ? link.log(true) : std::string());
+    };
+
+    const std::string arch_option = "-arch=" + target.name();
+    const char* options[] = {arch_option.c_str()};
+    nvJitLinkResult rc = api.create(link.out(), 1, options);
+    if (rc != NVJITLINK_SUCCESS) return failed("nvJitLinkCreate", rc);
+    // The size includes the terminating NUL, as nvJitLink expects for PTX text.
+    rc = api.add_data(link.get(), NVJITLINK_INPUT_PTX, ptx.c_str(), ptx.size() + 1, "kernel.ptx");
+    if (rc != NVJITLINK_SUCCESS) return failed("nvJitLinkAddData", rc);
+    rc = api.complete(link.get());
+    if (rc != NVJITLINK_SUCCESS) return failed("nvJitLinkComplete", rc);
+
+    Compiled out;
+    out.log = link.log(false);
+    std::size_t size = 0;
+    rc = api.cubin_size(link.get(), &size);
+    if (rc != NVJITLINK_SUCCESS || size == 0) return failed("nvJitLinkGetLinkedCubinSize", rc);
+    out.cubin.resize(size);
+    rc = api.cubin(link.get(), out.cubin.data());
+    if (rc != NVJITLINK_SUCCESS) return failed("nvJitLinkGetLinkedCubin", rc);
+    return out;
+}
+
+}  // namespace kcache::compile

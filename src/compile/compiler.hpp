@@ -1,0 +1,46 @@
+// Compiling without a GPU: CUDA C++ to a cubin through NVRTC, and PTX to a cubin through
+// nvJitLink, for an exact arch. Both libraries are loaded at run time (src/driver/compiler_api).
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kcache/result.hpp"
+
+namespace kcache::compile {
+
+// An exact target: sm_90, or sm_90a for arch-specific features (wgmma, setmaxnreg).
+struct Target {
+    int arch = 90;  // major*10+minor
+    bool arch_specific = false;
+
+    std::string name() const;  // "sm_90" / "sm_90a"
+};
+
+struct CudaProgram {
+    std::string name = "kernel.cu";  // shown in the compiler's messages
+    std::string code;
+    // Headers passed as strings: (include name, contents), for #include "name".
+    std::vector<std::pair<std::string, std::string>> headers;
+    // NVRTC options other than the target (-D..., -I..., -std=c++17, --use_fast_math, ...).
+    std::vector<std::string> options;
+    // Template instantiations to resolve, e.g. "softmax<float, 32>"; their lowered (mangled)
+    // names come back in Compiled::lowered_names.
+    std::vector<std::string> name_expressions;
+};
+
+struct Compiled {
+    std::string cubin;
+    std::string log;  // warnings, if any
+    std::map<std::string, std::string> lowered_names;
+};
+
+// kCompileFailed with the compiler's log on an error; kUnsupported if NVRTC is missing.
+Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target);
+
+// kCompileFailed with nvJitLink's log on an error; kUnsupported if nvJitLink is missing.
+Result<Compiled> link_ptx(const std::string& ptx, const Target& target);
+
+}  // namespace kcache::compile

@@ -1,0 +1,138 @@
+// The compile layer with the machine's real NVRTC and nvJitLink: no GPU is needed to compile.
+// Skipped where the CUDA toolkit's libraries are missing.
+#include "compile/compiler.hpp"
+
+#include <gtest/gtest.h>
+
+#include "driver/compiler_api.hpp"
+#include "ptx_kernels.hpp"
+
+namespace kcache::compile {
+namespace {
+
+CudaProgram program_of(std::string code, std::string name = "kernel.cu") {
+    CudaProgram program;
+    program.name = std::move(name);
+    program.code = std::move(code);
+    return program;
+}
+
+bool is_elf(const std::string& bytes) {
+    return bytes.rfind(
+               "\x7f"
+               "ELF",
+               0) == 0;
+}
+
+class NvrtcTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!driver::nvrtc_api().ok()) {
+            GTEST_SKIP() << driver::nvrtc_api().error().describe();
+        }
+    }
+};
+
+class NvJitLinkTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!driver::nvjitlink_api().ok()) {
+            GTEST_SKIP() << driver::nvjitlink_api().error().describe();
+        }
+    }
+};
+
+const char* const kScale = R"(
+extern "C" __global__ void scale(float* data, float factor, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) data[i] *= factor;
+}
+)";
+
+TEST_F(NvrtcTest, CompilesCudaCppToACubinForTheNamedArch) {
+    auto compiled = compile_cuda(program_of(kScale, "scale.cu"), Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    EXPECT_TRUE(is_elf(compiled->cubin));
+    EXPECT_NE(compiled->cubin.find("scale"), std::string::npos);
+}
+
+TEST_F(NvrtcTest, ArchSpecificTargetCompiles) {
+    auto compiled = compile_cuda(program_of(kScale, "scale.cu"), Target{90, true});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    EXPECT_TRUE(is_elf(compiled->cubin));
+}
+
+TEST_F(NvrtcTest, DifferentArchsGiveDifferentCubins) {
+    auto sm80 = compile_cuda(program_of(kScale), Target{80, false});
+    auto sm90 = compile_cuda(program_of(kScale), Target{90, false});
+    ASSERT_TRUE(sm80.ok() && sm90.ok());
+    EXPECT_NE(sm80->cubin, sm90->cubin);
+}
+
+TEST_F(NvrtcTest, CompileErrorReturnsTheCompilerLog) {
+    auto compiled = compile_cuda(
+        program_of("__global__ void k() { undeclared_thing(); }", "broken.cu"), Target{90, false});
+    ASSERT_FALSE(compiled.ok());
+    EXPECT_EQ(compiled.error().code(), Errc::kCompileFailed);
+    EXPECT_NE(compiled.error().log().find("undeclared_thing"), std::string::npos)
+        << compiled.error().describe();
+    EXPECT_NE(compiled.error().message().find("broken.cu"), std::string::npos);
+}
+
+TEST_F(NvrtcTest, HeadersArePassedAsStrings) {
+    CudaProgram program = program_of(
+        "#include \"factor.h\"\n"
+        "extern \"C\" __global__ void k(float* d) { d[0] *= FACTOR; }\n",
+        "with_header.cu");
+    program.headers = {{"factor.h", "#define FACTOR 3.0f\n"}};
+    auto compiled = compile_cuda(program, Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+}
+
+TEST_F(NvrtcTest, OptionsReachTheCompiler) {
+    CudaProgram program = program_of(
+        "#ifndef REQUIRED\n#error REQUIRED is not defined\n#endif\n"
+        "extern \"C\" __global__ void k() {}\n");
+    EXPECT_FALSE(compile_cuda(program, Target{90, false}).ok());
+    program.options = {"-DREQUIRED=1"};
+    EXPECT_TRUE(compile_cuda(program, Target{90, false}).ok());
+}
+
+TEST_F(NvrtcTest, NameExpressionsResolveTemplatesToLoweredNames) {
+    CudaProgram program =
+        program_of("template <typename T, int N> __global__ void fill(T* d) { d[N] = T(N); }\n");
+    program.name_expressions = {"fill<float, 4>", "fill<int, 2>"};
+    auto compiled = compile_cuda(program, Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    ASSERT_EQ(compiled->lowered_names.size(), 2u);
+    const std::string& lowered = compiled->lowered_names.at("fill<float, 4>");
+    EXPECT_EQ(lowered.rfind("_Z", 0), 0u) << lowered;
+    EXPECT_NE(lowered, compiled->lowered_names.at("fill<int, 2>"));
+    EXPECT_NE(compiled->cubin.find(lowered), std::string::npos);
+}
+
+TEST_F(NvJitLinkTest, LinksPtxToACubin) {
+    auto linked = link_ptx(examples::residual_add_ptx(), Target{90, false});
+    ASSERT_TRUE(linked.ok()) << linked.error().describe();
+    EXPECT_TRUE(is_elf(linked->cubin));
+    EXPECT_NE(linked->cubin.find("residual_add"), std::string::npos);
+}
+
+TEST_F(NvJitLinkTest, BadPtxReturnsTheLinkerLog) {
+    const std::string bad =
+        ".version 7.8\n.target sm_70\n.address_size 64\n"
+        ".visible .entry broken()\n{\n  add.f32 %f1, %f2, %nope;\n  ret;\n}\n";
+    auto linked = link_ptx(bad, Target{90, false});
+    ASSERT_FALSE(linked.ok());
+    EXPECT_EQ(linked.error().code(), Errc::kCompileFailed);
+    EXPECT_NE(linked.error().log().find("nope"), std::string::npos) << linked.error().describe();
+}
+
+TEST(CompileTarget, NamesArchAndArchSpecificVariant) {
+    EXPECT_EQ((Target{90, false}.name()), "sm_90");
+    EXPECT_EQ((Target{90, true}.name()), "sm_90a");
+    EXPECT_EQ((Target{120, false}.name()), "sm_120");
+}
+
+}  // namespace
+}  // namespace kcache::compile
