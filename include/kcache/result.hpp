@@ -20,6 +20,8 @@ enum class Errc : std::uint8_t {
     kInvalidArgument,   // bad input from the caller (empty key, zero grid, ...)
     kDriverError,       // any other error reported by the CUDA driver
     kUnsupported,       // the driver lacks a capability (old driver version)
+    kCorruptEntry,      // a stored entry failed its checksum or structure checks
+    kIoError,           // a file or directory operation failed (errno in the message)
 };
 
 const char* errc_name(Errc code) noexcept;

@@ -27,6 +27,10 @@ const char* errc_name(Errc code) noexcept {
             return "driver-error";
         case Errc::kUnsupported:
             return "unsupported";
+        case Errc::kCorruptEntry:
+            return "corrupt-entry";
+        case Errc::kIoError:
+            return "io-error";
     }
     return "unknown";
 }

@@ -1,0 +1,170 @@
+#include "store/entry_format.hpp"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+#include <zstd.h>
+
+#include <cstring>
+
+namespace kcache::store {
+namespace {
+
+constexpr char kMagic[8] = {'K', 'C', 'A', 'C', 'H', 'E', 'E', '\x01'};
+constexpr std::uint8_t kZstd = 1;
+constexpr std::size_t kChecksumSize = 16;
+
+// Fixed-size header, little-endian fields.
+struct Header {
+    std::uint16_t version = kFormatVersion;
+    std::uint8_t kind = 0;
+    std::uint8_t compression = kZstd;
+    std::uint32_t key_bytes = 0;
+    std::uint64_t payload_bytes = 0;     // uncompressed
+    std::uint64_t compressed_bytes = 0;  // as stored
+};
+constexpr std::size_t kHeaderSize = sizeof(kMagic) + 2 + 1 + 1 + 4 + 8 + 8;
+
+template <class T>
+void put_le(std::string& out, T value) {
+    for (std::size_t i = 0; i < sizeof(T); ++i) {
+        out.push_back(static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xff));
+    }
+}
+
+template <class T>
+T get_le(const char* in) {
+    std::uint64_t value = 0;
+    for (std::size_t i = 0; i < sizeof(T); ++i) {
+        value |= static_cast<std::uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
+    }
+    return static_cast<T>(value);
+}
+
+std::string checksum(std::string_view bytes) {
+    XXH128_hash_t digest = XXH3_128bits(bytes.data(), bytes.size());
+    std::string out;
+    put_le(out, digest.high64);
+    put_le(out, digest.low64);
+    return out;
+}
+
+Error corrupt(const std::string& why) {
+    return Error(Errc::kCorruptEntry, "corrupt cache entry: " + why);
+}
+
+const char* const kFields[] = {"arch",      "source-kind", "source-hash", "options",
+                               "toolchain", "key",         "kernel"};
+
+}  // namespace
+
+std::string KeyMaterial::serialize() const {
+    std::string out;
+    auto line = [&](const char* name, const std::string& value) {
+        out += name;
+        out += ": ";
+        out += value;
+        out += '\n';
+    };
+    line("arch", arch);
+    line("source-kind", source_kind);
+    line("source-hash", source_hash);
+    line("options", options);
+    line("toolchain", toolchain);
+    line("key", caller_key);
+    for (const auto& name : kernel_names) line("kernel", name);
+    return out;
+}
+
+Result<KeyMaterial> KeyMaterial::parse(std::string_view text) {
+    KeyMaterial key;
+    std::size_t seen = 0;  // the six single fields must come first, in order
+    while (!text.empty()) {
+        const std::size_t end = text.find('\n');
+        if (end == std::string_view::npos) return corrupt("key material line without newline");
+        std::string_view line = text.substr(0, end);
+        text.remove_prefix(end + 1);
+        const std::size_t colon = line.find(": ");
+        if (colon == std::string_view::npos) return corrupt("key material line without ': '");
+        std::string_view name = line.substr(0, colon);
+        std::string value(line.substr(colon + 2));
+        if (seen < 6) {
+            if (name != kFields[seen]) {
+                return corrupt("key material field '" + std::string(name) + "' out of place");
+            }
+            std::string* slots[] = {&key.arch,    &key.source_kind, &key.source_hash,
+                                    &key.options, &key.toolchain,   &key.caller_key};
+            *slots[seen++] = std::move(value);
+        } else if (name == "kernel") {
+            key.kernel_names.push_back(std::move(value));
+        } else {
+            return corrupt("unknown key material field '" + std::string(name) + "'");
+        }
+    }
+    if (seen < 6) return corrupt("key material incomplete");
+    return key;
+}
+
+std::string encode(const StoredEntry& entry, int zstd_level) {
+    const std::string key = entry.key.serialize();
+    std::string compressed(ZSTD_compressBound(entry.payload.size()), '\0');
+    const std::size_t size = ZSTD_compress(compressed.data(), compressed.size(),
+                                           entry.payload.data(), entry.payload.size(), zstd_level);
+    // ZSTD_compress only fails on a too-small destination, which compressBound rules out.
+    compressed.resize(ZSTD_isError(size) ? 0 : size);
+
+    std::string out(kMagic, sizeof(kMagic));
+    put_le(out, kFormatVersion);
+    put_le(out, static_cast<std::uint8_t>(entry.kind));
+    put_le(out, kZstd);
+    put_le(out, static_cast<std::uint32_t>(key.size()));
+    put_le(out, static_cast<std::uint64_t>(entry.payload.size()));
+    put_le(out, static_cast<std::uint64_t>(compressed.size()));
+    out += key;
+    out += compressed;
+    out += checksum(out);
+    return out;
+}
+
+Result<StoredEntry> decode(std::string_view bytes) {
+    if (bytes.size() < kHeaderSize + kChecksumSize) return corrupt("shorter than a header");
+    if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) return corrupt("bad magic");
+    const std::string_view body = bytes.substr(0, bytes.size() - kChecksumSize);
+    if (checksum(body) != bytes.substr(body.size())) return corrupt("checksum mismatch");
+
+    const char* p = bytes.data() + sizeof(kMagic);
+    Header header;
+    header.version = get_le<std::uint16_t>(p);
+    header.kind = get_le<std::uint8_t>(p + 2);
+    header.compression = get_le<std::uint8_t>(p + 3);
+    header.key_bytes = get_le<std::uint32_t>(p + 4);
+    header.payload_bytes = get_le<std::uint64_t>(p + 8);
+    header.compressed_bytes = get_le<std::uint64_t>(p + 16);
+    if (header.version != kFormatVersion) {
+        return corrupt("format version " + std::to_string(header.version) + ", expected " +
+                       std::to_string(kFormatVersion));
+    }
+    if (header.kind < 1 || header.kind > 3) return corrupt("unknown payload kind");
+    if (header.compression != kZstd) return corrupt("unknown compression");
+    if (static_cast<std::uint64_t>(kHeaderSize) + header.key_bytes + header.compressed_bytes !=
+        body.size()) {
+        return corrupt("lengths do not add up to the entry's size");
+    }
+    auto key = KeyMaterial::parse(body.substr(kHeaderSize, header.key_bytes));
+    if (!key) return key.error();
+
+    StoredEntry entry;
+    entry.kind = static_cast<PayloadKind>(header.kind);
+    entry.key = std::move(*key);
+    const std::string_view compressed = body.substr(kHeaderSize + header.key_bytes);
+    const unsigned long long declared =
+        ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+    if (declared != header.payload_bytes) return corrupt("payload size disagrees with its frame");
+    entry.payload.resize(header.payload_bytes);
+    const std::size_t size = ZSTD_decompress(entry.payload.data(), entry.payload.size(),
+                                             compressed.data(), compressed.size());
+    if (ZSTD_isError(size) || size != header.payload_bytes)
+        return corrupt("payload does not decompress");
+    return entry;
+}
+
+}  // namespace kcache::store

@@ -1,0 +1,105 @@
+#include "util/files.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+namespace kcache::util {
+namespace {
+
+std::string temporary_name(const std::string& path) {
+    char host[64] = "host";
+    (void)gethostname(host, sizeof host - 1);
+    thread_local std::mt19937_64 random(std::random_device{}());
+    return path + ".tmp." + host + "." + std::to_string(getpid()) + "." + std::to_string(random());
+}
+
+class RealFiles final : public Files {
+public:
+    Result<std::optional<std::string>> read(const std::string& path) override {
+        const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) return std::optional<std::string>();
+        if (fd < 0) return io_error("open", path, errno);
+        std::string out;
+        char buffer[65536];
+        for (;;) {
+            const ssize_t n = ::read(fd, buffer, sizeof buffer);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                const int saved = errno;
+                close(fd);
+                return io_error("read", path, saved);
+            }
+            if (n == 0) break;
+            out.append(buffer, static_cast<std::size_t>(n));
+        }
+        close(fd);
+        return std::optional<std::string>(std::move(out));
+    }
+
+    Result<void> write_atomic(const std::string& path, std::string_view bytes) override {
+        const std::string temp = temporary_name(path);
+        const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) return io_error("create", temp, errno);
+        auto fail = [&](const char* what) {
+            const int saved = errno;
+            close(fd);
+            unlink(temp.c_str());
+            return io_error(what, temp, saved);
+        };
+        std::size_t done = 0;
+        while (done < bytes.size()) {
+            const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                return fail("write");
+            }
+            done += static_cast<std::size_t>(n);
+        }
+        if (fsync(fd) != 0) return fail("fsync");
+        if (close(fd) != 0) {
+            const int saved = errno;
+            unlink(temp.c_str());
+            return io_error("close", temp, saved);
+        }
+        if (rename(temp.c_str(), path.c_str()) != 0) {
+            const int saved = errno;
+            unlink(temp.c_str());
+            return io_error("rename", path, saved);
+        }
+        return ok();
+    }
+
+    Result<void> remove(const std::string& path) override {
+        if (unlink(path.c_str()) != 0 && errno != ENOENT) return io_error("remove", path, errno);
+        return ok();
+    }
+
+    Result<void> make_directories(const std::string& path, mode_t mode) override {
+        for (std::size_t pos = 1; pos <= path.size(); ++pos) {
+            if (pos != path.size() && path[pos] != '/') continue;
+            const std::string prefix = path.substr(0, pos);
+            if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
+                return io_error("mkdir", prefix, errno);
+            }
+        }
+        return ok();
+    }
+};
+
+}  // namespace
+
+Files& real_files() {
+    static RealFiles files;
+    return files;
+}
+
+Error io_error(const std::string& what, const std::string& path, int error_number) {
+    return Error(Errc::kIoError, what + " " + path + ": " + std::strerror(error_number));
+}
+
+}  // namespace kcache::util

@@ -1,0 +1,35 @@
+// The file operations the stores need, behind an interface so that tests can make them fail the
+// way real disks do (full, read-only) without needing such a disk.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kcache/result.hpp"
+
+namespace kcache::util {
+
+class Files {
+public:
+    virtual ~Files() = default;
+    // Whole-file read; nullopt if the file does not exist, kIoError for any other failure.
+    virtual Result<std::optional<std::string>> read(const std::string& path) = 0;
+    // Atomic replace: writes a uniquely named temporary (host, pid, random) in the same folder,
+    // fsyncs it and renames it over `path`. Readers see the old file or the new one, never a part.
+    // The temporary is removed on any failure.
+    virtual Result<void> write_atomic(const std::string& path, std::string_view bytes) = 0;
+    virtual Result<void> remove(const std::string& path) = 0;
+    // mkdir -p with `mode` for what it creates.
+    virtual Result<void> make_directories(const std::string& path, mode_t mode) = 0;
+};
+
+// The real file system.
+Files& real_files();
+
+// errno as a kIoError: "<what> <path>: <strerror>".
+Error io_error(const std::string& what, const std::string& path, int error_number);
+
+}  // namespace kcache::util

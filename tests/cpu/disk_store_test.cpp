@@ -1,0 +1,230 @@
+// The disk tier on a real temporary directory; full-disk and read-only failures through a seam in
+// the file layer (tests run as root in CI, where chmod cannot make a directory read-only).
+#include "store/disk_store.hpp"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "util/files.hpp"
+
+namespace kcache::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+public:
+    TempDir() {
+        std::string pattern = (fs::temp_directory_path() / "kcache-test-XXXXXX").string();
+        path_ = mkdtemp(pattern.data());
+    }
+    ~TempDir() {
+        std::error_code ignored;
+        fs::remove_all(path_, ignored);
+    }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+// Delegates to the real file system, failing writes with a chosen errno when told to.
+class FaultyFiles final : public util::Files {
+public:
+    int write_errno = 0;
+    Result<std::optional<std::string>> read(const std::string& path) override {
+        return util::real_files().read(path);
+    }
+    Result<void> write_atomic(const std::string& path, std::string_view bytes) override {
+        if (write_errno != 0) return util::io_error("write", path, write_errno);
+        return util::real_files().write_atomic(path, bytes);
+    }
+    Result<void> remove(const std::string& path) override {
+        return util::real_files().remove(path);
+    }
+    Result<void> make_directories(const std::string& path, mode_t mode) override {
+        return util::real_files().make_directories(path, mode);
+    }
+};
+
+StoredEntry sample(const std::string& payload = "cubin bytes") {
+    StoredEntry entry;
+    entry.key.arch = "sm_90";
+    entry.key.source_kind = "ptx";
+    entry.key.caller_key = "gelu:16";
+    entry.payload = payload;
+    return entry;
+}
+
+const util::Fingerprint kPrint{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+
+std::unique_ptr<DiskStore> open_store(const std::string& dir, util::Files* files = nullptr) {
+    DiskOptions options;
+    options.directory = dir;
+    options.files = files;
+    auto store = DiskStore::open(options);
+    EXPECT_TRUE(store.ok()) << store.error().describe();
+    return store.ok() ? std::move(*store) : nullptr;
+}
+
+TEST(DiskStore, PutThenGetReturnsTheEntry) {
+    TempDir dir;
+    auto store = open_store(dir.path() + "/cache");
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    auto got = store->get(kPrint);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(*got, sample());
+    EXPECT_EQ(store->stats().hits, 1u);
+    EXPECT_EQ(store->stats().writes, 1u);
+}
+
+TEST(DiskStore, AnotherStoreOnTheSameDirectorySeesTheEntry) {
+    TempDir dir;
+    ASSERT_TRUE(open_store(dir.path())->put(kPrint, sample()).ok());
+    EXPECT_TRUE(open_store(dir.path())->get(kPrint).has_value());
+}
+
+TEST(DiskStore, MissingEntryIsAMissNotAnError) {
+    TempDir dir;
+    auto store = open_store(dir.path());
+    EXPECT_FALSE(store->get(kPrint).has_value());
+    EXPECT_EQ(store->stats().misses, 1u);
+    EXPECT_EQ(store->stats().errors, 0u);
+}
+
+TEST(DiskStore, EntryPathIsSplitByTheFingerprintsFirstByte) {
+    TempDir dir;
+    auto store = open_store(dir.path());
+    EXPECT_EQ(store->path_of(kPrint), dir.path() + "/01/23456789abcdeffedcba9876543210.kc");
+}
+
+TEST(DiskStore, CreatesItsDirectoryPrivate) {
+    TempDir dir;
+    const std::string path = dir.path() + "/a/b/kcache";
+    ASSERT_NE(open_store(path), nullptr);
+    struct stat info {};
+    ASSERT_EQ(stat(path.c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 0777, 0700u);
+}
+
+TEST(DiskStore, RefusesAWorldWritableDirectoryAndSaysWhy) {
+    TempDir dir;
+    ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);
+    DiskOptions options;
+    options.directory = dir.path();
+    auto store = DiskStore::open(options);
+    ASSERT_FALSE(store.ok());
+    EXPECT_NE(store.error().message().find("world-writable"), std::string::npos);
+    EXPECT_NE(store.error().message().find("0777"), std::string::npos);
+}
+
+TEST(DiskStore, AcceptsASharedDirectoryWhenAllowed) {
+    TempDir dir;
+    ASSERT_EQ(chmod(dir.path().c_str(), 0775), 0);
+    DiskOptions options;
+    options.directory = dir.path();
+    options.allow_shared_directory = true;
+    EXPECT_TRUE(DiskStore::open(options).ok());
+}
+
+TEST(DiskStore, CorruptEntryIsAMissAndIsRemoved) {
+    TempDir dir;
+    auto store = open_store(dir.path());
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    const std::string path = store->path_of(kPrint);
+    {
+        auto bytes = util::real_files().read(path);
+        ASSERT_TRUE(bytes.ok() && bytes->has_value());
+        std::string damaged = **bytes;
+        damaged[damaged.size() / 2] ^= 0x20;
+        ASSERT_TRUE(util::real_files().write_atomic(path, damaged).ok());
+    }
+    EXPECT_FALSE(store->get(kPrint).has_value());
+    EXPECT_EQ(store->stats().corrupt, 1u);
+    EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(DiskStore, TruncatedEntryIsAMissAndIsRemoved) {
+    TempDir dir;
+    auto store = open_store(dir.path());
+    ASSERT_TRUE(store->put(kPrint, sample(std::string(5000, 'q'))).ok());
+    fs::resize_file(store->path_of(kPrint), 100);
+    EXPECT_FALSE(store->get(kPrint).has_value());
+    EXPECT_EQ(store->stats().corrupt, 1u);
+}
+
+TEST(DiskStore, FullDiskIsACountedErrorAndLeavesNothingBehind) {
+    TempDir dir;
+    FaultyFiles files;
+    auto store = open_store(dir.path(), &files);
+    files.write_errno = ENOSPC;
+    auto put = store->put(kPrint, sample());
+    ASSERT_FALSE(put.ok());
+    EXPECT_EQ(put.error().code(), Errc::kIoError);
+    EXPECT_NE(put.error().message().find("No space left"), std::string::npos);
+    EXPECT_EQ(store->stats().errors, 1u);
+    EXPECT_FALSE(fs::exists(store->path_of(kPrint)));
+    EXPECT_FALSE(store->get(kPrint).has_value());  // and reads still work
+}
+
+TEST(DiskStore, ReadOnlyDirectoryIsACountedError) {
+    TempDir dir;
+    FaultyFiles files;
+    auto store = open_store(dir.path(), &files);
+    files.write_errno = EROFS;
+    EXPECT_FALSE(store->put(kPrint, sample()).ok());
+    EXPECT_EQ(store->stats().errors, 1u);
+}
+
+TEST(AtomicWrite, LeavesNoTemporaryFileBehind) {
+    TempDir dir;
+    const std::string path = dir.path() + "/file";
+    ASSERT_TRUE(util::real_files().write_atomic(path, "one").ok());
+    ASSERT_TRUE(util::real_files().write_atomic(path, "two").ok());
+    int files = 0;
+    for (const auto& item : fs::directory_iterator(dir.path())) {
+        (void)item;
+        ++files;
+    }
+    EXPECT_EQ(files, 1);
+    EXPECT_EQ(**util::real_files().read(path), "two");
+}
+
+TEST(DefaultDirectory, FollowsKcacheDirThenXdgThenHome) {
+    const char* saved_dir = getenv("KCACHE_DIR");
+    const char* saved_xdg = getenv("XDG_CACHE_HOME");
+    const char* saved_home = getenv("HOME");
+    const std::string keep_dir = saved_dir ? saved_dir : "";
+    const std::string keep_xdg = saved_xdg ? saved_xdg : "";
+    const std::string keep_home = saved_home ? saved_home : "";
+
+    setenv("KCACHE_DIR", "/k", 1);
+    setenv("XDG_CACHE_HOME", "/x", 1);
+    setenv("HOME", "/h", 1);
+    EXPECT_EQ(*default_directory(), "/k");
+    unsetenv("KCACHE_DIR");
+    EXPECT_EQ(*default_directory(), "/x/kcache");
+    unsetenv("XDG_CACHE_HOME");
+    EXPECT_EQ(*default_directory(), "/h/.cache/kcache");
+    unsetenv("HOME");
+    auto none = default_directory();
+    EXPECT_FALSE(none.ok());
+
+    auto restore = [](const char* name, bool had, const std::string& value) {
+        if (had) {
+            setenv(name, value.c_str(), 1);
+        } else {
+            unsetenv(name);
+        }
+    };
+    restore("KCACHE_DIR", saved_dir != nullptr, keep_dir);
+    restore("XDG_CACHE_HOME", saved_xdg != nullptr, keep_xdg);
+    restore("HOME", saved_home != nullptr, keep_home);
+}
+
+}  // namespace
+}  // namespace kcache::store
