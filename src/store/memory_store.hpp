@@ -1,0 +1,47 @@
+// The memory tier: stored entries by fingerprint, bounded in bytes, least recently used out.
+// Sits in front of the disk tier so that a process asking twice reads the disk once.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "store/entry_format.hpp"
+#include "util/fingerprint.hpp"
+
+namespace kcache::store {
+
+class MemoryStore {
+public:
+    explicit MemoryStore(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+
+    std::optional<StoredEntry> get(const util::Fingerprint& fingerprint);
+    // An entry larger than the whole budget is not kept.
+    void put(const util::Fingerprint& fingerprint, StoredEntry entry);
+
+    std::size_t bytes() const;
+    std::size_t size() const;
+    std::uint64_t evictions() const;
+
+private:
+    struct Hash {
+        std::size_t operator()(const util::Fingerprint& f) const noexcept { return f.low; }
+    };
+    struct Item {
+        util::Fingerprint fingerprint;
+        StoredEntry entry;
+        std::size_t bytes;
+    };
+    static std::size_t cost(const StoredEntry& entry);
+
+    const std::size_t max_bytes_;
+    mutable std::mutex mutex_;  // guards everything below; this tier is off the hit path
+    std::list<Item> order_;     // most recently used first
+    std::unordered_map<util::Fingerprint, std::list<Item>::iterator, Hash> index_;
+    std::size_t bytes_ = 0;
+    std::uint64_t evictions_ = 0;
+};
+
+}  // namespace kcache::store
