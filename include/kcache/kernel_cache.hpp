@@ -169,6 +169,9 @@ public:
     // Looks up `key` for the current context's arch. On a miss (only), calls make_source() —
     // returning Source or Result<Source> — and compiles it once however many threads ask.
     // A failed compile is returned to every waiting thread and is not cached.
+    // When every device of the process has the same arch, a hit does not ask the driver which
+    // context is current (it succeeds even with none; a launch then fails with the driver's
+    // error). A miss always needs a current context.
     template <class MakeSource>
     Result<KernelHandle> kernel(std::string_view key, MakeSource&& make_source,
                                 std::string_view kernel_name) {

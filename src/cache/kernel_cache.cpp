@@ -49,9 +49,20 @@ KernelCache& KernelCache::global() {
 
 Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn make_source,
                                               std::string_view kernel_name) {
-    auto arch = core_->driver().current_arch();
-    if (!arch) return std::move(arch).error();
+    driver::Driver& driver = core_->driver();
     if (!core_->options.verify) {
+        // Where every device of the process has one arch (the usual 8 x H200), a hit needs no
+        // driver call at all: the arch is known without asking which context is current.
+        if (const std::optional<int> uniform = driver.uniform_arch()) {
+            if (auto handle = core_->find_kernel(key, *uniform, kernel_name)) {
+                return std::move(*handle);
+            }
+        }
+    }
+    // Misses (and verification) need a current context: the compile resolves kernels in it.
+    auto arch = driver.current_arch();
+    if (!arch) return std::move(arch).error();
+    if (!core_->options.verify && !driver.uniform_arch()) {
         if (auto handle = core_->find_kernel(key, *arch, kernel_name)) return std::move(*handle);
     }
     auto module = core_->module_slow(key, make_source, *arch);

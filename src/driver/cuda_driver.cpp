@@ -27,7 +27,9 @@ struct CudaLibrary {
 
 class CudaDriver final : public Driver {
 public:
-    explicit CudaDriver(const CudaApi& api) : api_(api) {}
+    explicit CudaDriver(const CudaApi& api) : api_(api), uniform_arch_(find_uniform_arch(api)) {}
+
+    std::optional<int> uniform_arch() const noexcept override { return uniform_arch_; }
 
     std::string describe() const override {
         return "CUDA driver " + std::to_string(api_.driver_version / 1000) + "." +
@@ -154,7 +156,31 @@ public:
     }
 
 private:
+    // Visible devices are fixed once the driver is initialised (CUDA_VISIBLE_DEVICES is read at
+    // cuInit), so this is decided once.
+    static std::optional<int> find_uniform_arch(const CudaApi& api) {
+        int count = 0;
+        if (api.cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) return std::nullopt;
+        std::optional<int> arch;
+        for (int ordinal = 0; ordinal < count; ++ordinal) {
+            CUdevice device = 0;
+            int major = 0;
+            int minor = 0;
+            if (api.cuDeviceGet(&device, ordinal) != CUDA_SUCCESS ||
+                api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                         device) != CUDA_SUCCESS ||
+                api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                         device) != CUDA_SUCCESS) {
+                return std::nullopt;
+            }
+            if (arch && *arch != major * 10 + minor) return std::nullopt;
+            arch = major * 10 + minor;
+        }
+        return arch;
+    }
+
     const CudaApi& api_;
+    const std::optional<int> uniform_arch_;
 };
 
 // Stands in when libcuda cannot be used: every call says why, nothing crashes.

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,10 @@ public:
     // Compute capability of the calling thread's current context as major*10+minor (90 for
     // sm_90). kNoContext when the thread has none. Called on every cache hit: must be cheap.
     virtual Result<int> current_arch() = 0;
+
+    // The arch of every device of the process when they all share one, so that a cache hit can
+    // skip current_arch(); nullopt when devices differ (or the driver cannot tell).
+    virtual std::optional<int> uniform_arch() const noexcept { return std::nullopt; }
 
     // Loads code into every context of the process (context-independent loading). A JIT or load
     // failure comes back as kCompileFailed with the JIT's log.

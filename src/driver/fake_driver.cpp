@@ -89,7 +89,13 @@ FakeDriver::ScopedContext::~ScopedContext() {
     t_scoped_arch = previous_;
 }
 
+std::optional<int> FakeDriver::uniform_arch() const noexcept {
+    const int arch = uniform_arch_.load(std::memory_order_relaxed);
+    return arch != 0 ? std::optional<int>(arch) : std::nullopt;
+}
+
 Result<int> FakeDriver::current_arch() {
+    if (count_arch_queries_.load(std::memory_order_relaxed)) arch_queries_.fetch_add(1);
     int arch = t_scoped_arch >= 0 ? t_scoped_arch : default_arch_;
     if (arch == 0) return Error(Errc::kNoContext, "no current CUDA context on this thread (fake)");
     return arch;

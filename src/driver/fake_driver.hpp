@@ -35,6 +35,7 @@ public:
 
     std::string describe() const override { return "fake driver"; }
     Result<int> current_arch() override;
+    std::optional<int> uniform_arch() const noexcept override;
     Result<LibraryId> load_library(const Source& source) override;
     void unload_library(LibraryId library) noexcept override;
     Result<KernelId> get_kernel(LibraryId library, const std::string& name) override;
@@ -46,6 +47,12 @@ public:
     void fail_next_loads(int count) { fail_next_loads_.store(count); }
     void set_load_delay(std::chrono::milliseconds delay) { load_delay_ms_.store(delay.count()); }
     void set_params_supported(bool supported) { params_supported_.store(supported); }
+    // Makes the fake claim that every device shares `arch` (0: they do not).
+    void set_uniform_arch(int arch) { uniform_arch_.store(arch); }
+    // Counting current_arch() calls writes a shared counter on the hit path, so it is off
+    // unless a test asks.
+    void count_arch_queries(bool on) { count_arch_queries_.store(on); }
+    int arch_queries() const { return arch_queries_.load(); }
 
     int loads() const { return loads_.load(); }  // successful loads
     int load_attempts() const { return attempts_.load(); }
@@ -64,6 +71,9 @@ private:
     std::atomic<int> fail_next_loads_{0};
     std::atomic<long long> load_delay_ms_{0};
     std::atomic<bool> params_supported_{true};
+    std::atomic<int> uniform_arch_{0};
+    std::atomic<bool> count_arch_queries_{false};
+    std::atomic<int> arch_queries_{0};
 
     std::atomic<int> loads_{0}, attempts_{0}, unloads_{0}, launches_{0}, use_after_unload_{0};
 

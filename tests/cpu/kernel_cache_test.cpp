@@ -728,3 +728,43 @@ TEST(DeferredJitFailure, ModuleFoundBrokenThroughModuleHandleIsDroppedAtNextLook
 
 }  // namespace
 }  // namespace kcache
+
+namespace kcache {
+namespace {
+
+TEST(UniformArch, HitsAskTheDriverNothingWhenEveryDeviceSharesAnArch) {
+    auto fake = std::make_shared<driver::FakeDriver>();
+    fake->set_uniform_arch(90);
+    fake->count_arch_queries(true);
+    KernelCache cache(test::fake_options(fake));
+    ASSERT_TRUE(cache.kernel("residual_add", test::residual_add_source, "residual_add").ok());
+    const int after_miss = fake->arch_queries();
+    EXPECT_EQ(after_miss, 1);
+    for (int i = 0; i < 10; ++i) {
+        ASSERT_TRUE(cache.kernel("residual_add", test::residual_add_source, "residual_add").ok());
+    }
+    EXPECT_EQ(fake->arch_queries(), after_miss);
+}
+
+TEST(UniformArch, WithoutItEveryLookupAsksForTheCurrentArch) {
+    auto fake = std::make_shared<driver::FakeDriver>();
+    fake->count_arch_queries(true);
+    KernelCache cache(test::fake_options(fake));
+    for (int i = 0; i < 5; ++i) {
+        ASSERT_TRUE(cache.kernel("residual_add", test::residual_add_source, "residual_add").ok());
+    }
+    EXPECT_EQ(fake->arch_queries(), 5);
+}
+
+TEST(UniformArch, AMissStillNeedsACurrentContext) {
+    auto fake = std::make_shared<driver::FakeDriver>(0);  // no context on any thread
+    fake->set_uniform_arch(90);
+    KernelCache cache(test::fake_options(fake));
+    auto kernel = cache.kernel("residual_add", test::residual_add_source, "residual_add");
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.error().code(), Errc::kNoContext);
+    EXPECT_EQ(fake->load_attempts(), 0);
+}
+
+}  // namespace
+}  // namespace kcache
