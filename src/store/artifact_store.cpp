@@ -1,0 +1,32 @@
+#include "store/artifact_store.hpp"
+
+namespace kcache::store {
+
+std::optional<StoredEntry> ArtifactStore::get(const util::Fingerprint& fingerprint) {
+    if (auto entry = memory_.get(fingerprint)) {
+        memory_hits_.fetch_add(1, std::memory_order_relaxed);
+        return entry;
+    }
+    if (!disk_) return std::nullopt;
+    auto entry = disk_->get(fingerprint);
+    if (entry) memory_.put(fingerprint, *entry);
+    return entry;
+}
+
+void ArtifactStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry) {
+    memory_.put(fingerprint, entry);
+    // Ignored on purpose: DiskStore counts and logs the failure, and memory still has the entry.
+    if (disk_) (void)disk_->put(fingerprint, entry);
+}
+
+ArtifactStats ArtifactStore::stats() const {
+    ArtifactStats s;
+    s.memory_hits = memory_hits_.load(std::memory_order_relaxed);
+    s.memory_entries = memory_.size();
+    s.memory_bytes = memory_.bytes();
+    s.disk_enabled = disk_ != nullptr;
+    if (disk_) s.disk = disk_->stats();
+    return s;
+}
+
+}  // namespace kcache::store

@@ -1,0 +1,43 @@
+// The tiers behind a cache miss, by fingerprint: memory, then disk (a disk hit is promoted to
+// memory). Either tier may be absent; an absent or failing disk leaves kcache working from memory.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "store/disk_store.hpp"
+#include "store/memory_store.hpp"
+
+namespace kcache::store {
+
+struct ArtifactStats {
+    std::uint64_t memory_hits = 0;
+    std::uint64_t memory_entries = 0;
+    std::uint64_t memory_bytes = 0;
+    DiskStats disk;
+    bool disk_enabled = false;
+};
+
+class ArtifactStore {
+public:
+    // `disk` may be null (memory only).
+    ArtifactStore(std::size_t memory_bytes, std::unique_ptr<DiskStore> disk)
+        : memory_(memory_bytes), disk_(std::move(disk)) {}
+
+    std::optional<StoredEntry> get(const util::Fingerprint& fingerprint);
+    // Puts to every tier. A disk failure is counted by the disk tier and otherwise ignored here:
+    // the artifact is still in memory and the caller's kernel still loads.
+    void put(const util::Fingerprint& fingerprint, const StoredEntry& entry);
+
+    ArtifactStats stats() const;
+    DiskStore* disk() const noexcept { return disk_.get(); }
+
+private:
+    MemoryStore memory_;
+    std::unique_ptr<DiskStore> disk_;
+    std::atomic<std::uint64_t> memory_hits_{0};
+};
+
+}  // namespace kcache::store

@@ -1,0 +1,72 @@
+// The tiers together: memory in front of disk, disk hits promoted, disk failures not fatal.
+#include "store/artifact_store.hpp"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+namespace kcache::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        std::string pattern = (fs::temp_directory_path() / "kcache-tiers-XXXXXX").string();
+        path = mkdtemp(pattern.data());
+    }
+    ~TempDir() {
+        std::error_code ignored;
+        fs::remove_all(path, ignored);
+    }
+};
+
+std::unique_ptr<DiskStore> disk_at(const std::string& path) {
+    DiskOptions options;
+    options.directory = path;
+    auto disk = DiskStore::open(options);
+    EXPECT_TRUE(disk.ok());
+    return disk.ok() ? std::move(*disk) : nullptr;
+}
+
+StoredEntry entry_with(const std::string& payload) {
+    StoredEntry entry;
+    entry.payload = payload;
+    return entry;
+}
+
+const util::Fingerprint kPrint{1, 2};
+
+TEST(ArtifactStore, SecondGetIsServedFromMemory) {
+    TempDir dir;
+    ArtifactStore store(1 << 20, disk_at(dir.path));
+    store.put(kPrint, entry_with("cubin"));
+    ASSERT_TRUE(store.get(kPrint).has_value());
+    EXPECT_EQ(store.stats().memory_hits, 1u);
+    EXPECT_EQ(store.stats().disk.hits, 0u);
+}
+
+TEST(ArtifactStore, ANewStoreOnTheSameDirectoryHitsDiskThenMemory) {
+    TempDir dir;
+    ArtifactStore(1 << 20, disk_at(dir.path)).put(kPrint, entry_with("cubin"));
+    ArtifactStore fresh(1 << 20, disk_at(dir.path));  // as a new process would
+    auto first = fresh.get(kPrint);
+    ASSERT_TRUE(first.has_value());
+    EXPECT_EQ(first->payload, "cubin");
+    EXPECT_EQ(fresh.stats().disk.hits, 1u);
+    ASSERT_TRUE(fresh.get(kPrint).has_value());
+    EXPECT_EQ(fresh.stats().memory_hits, 1u);
+    EXPECT_EQ(fresh.stats().disk.hits, 1u);
+}
+
+TEST(ArtifactStore, WorksFromMemoryWithoutADisk) {
+    ArtifactStore store(1 << 20, nullptr);
+    store.put(kPrint, entry_with("cubin"));
+    EXPECT_TRUE(store.get(kPrint).has_value());
+    EXPECT_FALSE(store.stats().disk_enabled);
+}
+
+}  // namespace
+}  // namespace kcache::store
