@@ -52,7 +52,9 @@ double measure(int threads, int ms, const std::function<void()>& setup, Body bod
 
 std::vector<HitPathRow> run_hit_path(const HitPathOptions& options) {
     const std::string ptx = examples::residual_add_ptx();
-    KernelCache cache(CacheOptions{.max_entries = 1024, .verify = false, .driver = options.driver});
+    CacheOptions cache_options;
+    cache_options.driver = options.driver;
+    KernelCache cache(cache_options);
     SeedModelCache seed(options.driver);
     if (options.thread_setup) options.thread_setup();
     // Warm both caches so that every measured lookup is a hit.

@@ -36,8 +36,21 @@ struct CacheOptions {
     bool verify = false;
     // Null: the process's CUDA driver (libcuda.so.1, loaded at run time).
     std::shared_ptr<driver::Driver> driver;
+    // Compile PTX to a cubin on the host (nvJitLink, in parallel across threads) instead of the
+    // driver's JIT, so that the cubin can be kept in the tiers below. Off, or without nvJitLink,
+    // PTX goes to the driver's JIT and is not stored.
+    bool host_compile = true;
+    // Compiled artifacts kept in memory for this process (bytes).
+    std::size_t memory_bytes = 256u << 20;
+    // The disk tier's directory; empty: no disk tier. from_env() fills it (KCACHE_DIR, else
+    // $XDG_CACHE_HOME/kcache, else $HOME/.cache/kcache) unless KCACHE_DISK=0. A directory that
+    // cannot be used leaves the cache working from memory, with the reason logged and counted.
+    std::string disk_directory;
+    // Accept a group- or world-writable disk directory (KCACHE_ALLOW_SHARED_DIR=1).
+    bool allow_shared_directory = false;
 
-    // Defaults, overridden by KCACHE_MAX_ENTRIES and KCACHE_VERIFY; a bad value is an error.
+    // Defaults, overridden by KCACHE_MAX_ENTRIES, KCACHE_VERIFY, KCACHE_DISK, KCACHE_DIR and
+    // KCACHE_ALLOW_SHARED_DIR; a bad value is an error.
     static Result<CacheOptions> from_env();
 };
 
@@ -52,6 +65,14 @@ struct CacheStats {
     std::uint64_t verify_failures = 0;
     std::uint64_t entries = 0;           // entries in the map now
     std::uint64_t loaded_libraries = 0;  // loaded now, evicted-but-still-held ones included
+    // The artifact tiers (misses served without compiling).
+    std::uint64_t memory_hits = 0;
+    std::uint64_t disk_hits = 0;
+    std::uint64_t disk_misses = 0;
+    std::uint64_t disk_writes = 0;
+    std::uint64_t disk_errors = 0;   // I/O failures, and a disk directory that could not be used
+    std::uint64_t disk_corrupt = 0;  // entries that failed their checks, removed
+    bool disk_enabled = false;
 };
 
 // The seed's per-thread counters: hits and misses of the calling thread only, across caches,

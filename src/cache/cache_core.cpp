@@ -48,10 +48,36 @@ bool CacheCore::probe_exists(std::string_view key, int arch, std::uint64_t hash)
     return table_.load(std::memory_order_acquire)->find(key, arch, hash) != nullptr;
 }
 
+namespace {
+
+// The tiers for a cache's options. A disk directory that cannot be used is logged and leaves the
+// memory tier alone working; `disk_errors` counts it.
+std::shared_ptr<store::ArtifactStore> make_store(const CacheOptions& options,
+                                                 std::atomic<std::uint64_t>& disk_errors) {
+    std::unique_ptr<store::DiskStore> disk;
+    if (!options.disk_directory.empty()) {
+        store::DiskOptions disk_options;
+        disk_options.directory = options.disk_directory;
+        disk_options.allow_shared_directory = options.allow_shared_directory;
+        auto opened = store::DiskStore::open(disk_options);
+        if (opened) {
+            disk = std::move(*opened);
+        } else {
+            disk_errors.fetch_add(1, std::memory_order_relaxed);
+            util::log_line(util::LogLevel::kInfo,
+                           "disk tier off, working from memory: " + opened.error().message());
+        }
+    }
+    return std::make_shared<store::ArtifactStore>(options.memory_bytes, std::move(disk));
+}
+
+}  // namespace
+
 CacheCore::CacheCore(CacheOptions options_in)
     : options(std::move(options_in)),
       driver_(options.driver ? options.driver : driver::default_driver()),
       library_counters_(std::make_shared<LibraryCounters>()),
+      pipeline_(*driver_, make_store(options, disk_open_errors_), options.host_compile),
       table_(new EntryTable({})) {}
 
 CacheCore::~CacheCore() {
@@ -175,32 +201,33 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
         return Error(Errc::kInvalidArgument,
                      "key '" + std::string(key) + "': the source generator returned no bytes");
     }
-    util::log_line(util::LogLevel::kInfo, "miss " + describe_key(key, arch) + ": compiling " +
+    util::log_line(util::LogLevel::kInfo, "miss " + describe_key(key, arch) + ": " +
                                               source_kind_name(source.kind) + ", " +
                                               std::to_string(source.bytes.size()) + " bytes");
-    const auto start = std::chrono::steady_clock::now();
-    auto library = driver_->load_library(source);
-    const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
-    compile_ns_.fetch_add(static_cast<std::uint64_t>(elapsed), std::memory_order_relaxed);
-    if (!library) {
+    auto built = pipeline_.build(key, arch, source);
+    if (!built) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
-        Error error = std::move(library).error();
+        Error error = std::move(built).error();
         util::log_line(util::LogLevel::kInfo,
                        "compile of " + describe_key(key, arch) + " failed: " + error.message());
         return Error(error.code(), "key '" + std::string(key) + "': " + error.message(),
                      error.log());
     }
-    compiles_.fetch_add(1, std::memory_order_relaxed);
+    compile_ns_.fetch_add(built->compile_ns, std::memory_order_relaxed);
+    const bool compiled = built->origin == ArtifactPipeline::Origin::kDriverJit ||
+                          built->origin == ArtifactPipeline::Origin::kHostCompile;
+    if (compiled) compiles_.fetch_add(1, std::memory_order_relaxed);
     if (util::log_enabled(util::LogLevel::kInfo)) {
         char ms[32];
-        std::snprintf(ms, sizeof ms, "%.2f ms", static_cast<double>(elapsed) / 1e6);
-        util::log_line(util::LogLevel::kInfo, "compiled " + describe_key(key, arch) + " in " + ms);
+        std::snprintf(ms, sizeof ms, "%.2f ms", static_cast<double>(built->compile_ns) / 1e6);
+        util::log_line(util::LogLevel::kInfo, "loaded " + describe_key(key, arch) + " from " +
+                                                  origin_name(built->origin) +
+                                                  (compiled ? std::string(" in ") + ms : ""));
     }
+    auto library = built->library;
 
     auto* entry = new Entry(std::string(key), arch, hash, util::source_fingerprint(source, arch),
-                            source.bytes.size(), *library, driver_, library_counters_);
+                            source.bytes.size(), library, driver_, library_counters_);
     // Our reference is taken before the entry is published, so eviction cannot unload it under
     // the caller.
     const std::uint32_t stripe = util::my_stripe();
@@ -319,6 +346,17 @@ CacheStats CacheCore::stats() const {
     // Unloads first: every unload counted was preceded by its load, so loaded >= unloaded.
     const auto unloaded = library_counters_->unloaded.load(std::memory_order_acquire);
     s.loaded_libraries = library_counters_->loaded.load(std::memory_order_acquire) - unloaded;
+    if (const store::ArtifactStore* tiers = pipeline_.store()) {
+        const store::ArtifactStats t = tiers->stats();
+        s.memory_hits = t.memory_hits;
+        s.disk_enabled = t.disk_enabled;
+        s.disk_hits = t.disk.hits;
+        s.disk_misses = t.disk.misses;
+        s.disk_writes = t.disk.writes;
+        s.disk_errors = t.disk.errors;
+        s.disk_corrupt = t.disk.corrupt;
+    }
+    s.disk_errors += disk_open_errors_.load(std::memory_order_relaxed);
     return s;
 }
 

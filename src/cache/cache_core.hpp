@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/artifact_pipeline.hpp"
 #include "cache/entry.hpp"
 #include "cache/entry_table.hpp"
 #include "cache/single_flight.hpp"
@@ -60,6 +61,9 @@ private:
 
     std::shared_ptr<driver::Driver> driver_;
     std::shared_ptr<LibraryCounters> library_counters_;
+    // Before pipeline_: constructing the pipeline's store may count an error here.
+    std::atomic<std::uint64_t> disk_open_errors_{0};
+    ArtifactPipeline pipeline_;
 
     // Read by every hit, written only when a miss publishes: on a line of their own, away from
     // the writers' lock and the counters.

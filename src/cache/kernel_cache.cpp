@@ -4,6 +4,7 @@
 #include "cache/cache_core.hpp"
 #include "cache/thread_counters.hpp"
 #include "driver/driver.hpp"
+#include "store/disk_store.hpp"
 #include "util/env.hpp"
 #include "util/log.hpp"
 
@@ -17,6 +18,19 @@ Result<CacheOptions> CacheOptions::from_env() {
     auto verify = util::env_bool("KCACHE_VERIFY");
     if (!verify) return verify.error();
     if (*verify) options.verify = **verify;
+    auto shared = util::env_bool("KCACHE_ALLOW_SHARED_DIR");
+    if (!shared) return shared.error();
+    if (*shared) options.allow_shared_directory = **shared;
+    auto disk = util::env_bool("KCACHE_DISK");
+    if (!disk) return disk.error();
+    if (!*disk || **disk) {
+        // No directory at all (no HOME either) is not an error: the cache works from memory.
+        if (auto directory = store::default_directory()) {
+            options.disk_directory = *directory;
+        } else {
+            util::log_line(util::LogLevel::kInfo, directory.error().message());
+        }
+    }
     return options;
 }
 

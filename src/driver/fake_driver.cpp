@@ -10,6 +10,7 @@ namespace kcache::driver {
 struct FakeDriver::FakeKernel {
     std::string name;
     std::vector<KernelParam> params;
+    bool params_unknown = false;  // a real cubin's kernel: layout not parsed
     const FakeLibrary* library = nullptr;
 };
 
@@ -145,6 +146,22 @@ Result<LibraryId> FakeDriver::load_library(const Source& source) {
         library->kernels.push_back(std::move(kernel));
         pos = name_end;
     }
+    // A real cubin (from nvJitLink or NVRTC) names each kernel's code section ".text.<name>";
+    // its parameter layout is not parsed, so those kernels report none.
+    if (library->kernels.empty() && source.kind != SourceKind::kPtx) {
+        for (std::size_t at = text.find(".text."); at != std::string_view::npos;
+             at = text.find(".text.", at)) {
+            at += 6;
+            const std::size_t end = text.find('\0', at);
+            if (end == std::string_view::npos) break;
+            auto kernel = std::make_unique<FakeKernel>();
+            kernel->name = std::string(text.substr(at, end - at));
+            kernel->library = library.get();
+            kernel->params_unknown = true;
+            library->kernels.push_back(std::move(kernel));
+            at = end;
+        }
+    }
     if (library->kernels.empty()) {
         return Error(Errc::kCompileFailed, "fake JIT found no .entry in the source",
                      "ptxas fatal   : no kernel entry found");
@@ -194,7 +211,11 @@ Result<std::vector<KernelParam>> FakeDriver::kernel_params(KernelId id) {
     if (!params_supported_.load()) {
         return Error(Errc::kUnsupported, "parameter info not supported (fake)");
     }
-    return static_cast<FakeKernel*>(id)->params;
+    auto* kernel = static_cast<FakeKernel*>(id);
+    if (kernel->params_unknown) {
+        return Error(Errc::kUnsupported, "parameter info of a real cubin (fake)");
+    }
+    return kernel->params;
 }
 
 Result<void> FakeDriver::launch(KernelId id, const LaunchConfig& config, void** /*args*/) {

@@ -2,15 +2,16 @@
 
 namespace kcache::store {
 
-std::optional<StoredEntry> ArtifactStore::get(const util::Fingerprint& fingerprint) {
+std::optional<Found> ArtifactStore::get(const util::Fingerprint& fingerprint) {
     if (auto entry = memory_.get(fingerprint)) {
         memory_hits_.fetch_add(1, std::memory_order_relaxed);
-        return entry;
+        return Found{std::move(*entry), Tier::kMemory};
     }
     if (!disk_) return std::nullopt;
     auto entry = disk_->get(fingerprint);
-    if (entry) memory_.put(fingerprint, *entry);
-    return entry;
+    if (!entry) return std::nullopt;
+    memory_.put(fingerprint, *entry);
+    return Found{std::move(*entry), Tier::kDisk};
 }
 
 void ArtifactStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry) {

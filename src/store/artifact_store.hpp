@@ -20,13 +20,20 @@ struct ArtifactStats {
     bool disk_enabled = false;
 };
 
+enum class Tier { kMemory, kDisk };
+
+struct Found {
+    StoredEntry entry;
+    Tier tier;
+};
+
 class ArtifactStore {
 public:
     // `disk` may be null (memory only).
     ArtifactStore(std::size_t memory_bytes, std::unique_ptr<DiskStore> disk)
         : memory_(memory_bytes), disk_(std::move(disk)) {}
 
-    std::optional<StoredEntry> get(const util::Fingerprint& fingerprint);
+    std::optional<Found> get(const util::Fingerprint& fingerprint);
     // Puts to every tier. A disk failure is counted by the disk tier and otherwise ignored here:
     // the artifact is still in memory and the caller's kernel still loads.
     void put(const util::Fingerprint& fingerprint, const StoredEntry& entry);

@@ -54,9 +54,12 @@ TEST(ArtifactStore, ANewStoreOnTheSameDirectoryHitsDiskThenMemory) {
     ArtifactStore fresh(1 << 20, disk_at(dir.path));  // as a new process would
     auto first = fresh.get(kPrint);
     ASSERT_TRUE(first.has_value());
-    EXPECT_EQ(first->payload, "cubin");
+    EXPECT_EQ(first->entry.payload, "cubin");
+    EXPECT_EQ(first->tier, Tier::kDisk);
     EXPECT_EQ(fresh.stats().disk.hits, 1u);
-    ASSERT_TRUE(fresh.get(kPrint).has_value());
+    auto second = fresh.get(kPrint);
+    ASSERT_TRUE(second.has_value());
+    EXPECT_EQ(second->tier, Tier::kMemory);
     EXPECT_EQ(fresh.stats().memory_hits, 1u);
     EXPECT_EQ(fresh.stats().disk.hits, 1u);
 }

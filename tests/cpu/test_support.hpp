@@ -22,6 +22,9 @@ inline CacheOptions fake_options(std::shared_ptr<driver::FakeDriver> fake,
     options.max_entries = max_entries;
     options.verify = verify;
     options.driver = std::move(fake);
+    // The fake stands in for the driver's JIT; host compilation and the artifact tiers have
+    // tests of their own (tiers_test.cpp).
+    options.host_compile = false;
     return options;
 }
 

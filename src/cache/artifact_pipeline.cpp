@@ -1,0 +1,108 @@
+#include "cache/artifact_pipeline.hpp"
+
+#include <chrono>
+
+#include "compile/compiler.hpp"
+#include "driver/compiler_api.hpp"
+#include "util/fingerprint.hpp"
+#include "util/log.hpp"
+
+namespace kcache::cache {
+namespace {
+
+std::uint64_t since(std::chrono::steady_clock::time_point start) {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now() - start)
+                                          .count());
+}
+
+// Everything that decides the bytes of the artifact besides the source: the host compiler's
+// version, the driver that will load it and kcache's entry format.
+std::string toolchain(const driver::NvJitLinkApi& jitlink, const driver::Driver& driver) {
+    return "nvJitLink " + std::to_string(jitlink.major) + "." + std::to_string(jitlink.minor) +
+           "; " + driver.describe() + "; entry format " + std::to_string(store::kFormatVersion);
+}
+
+}  // namespace
+
+const char* origin_name(ArtifactPipeline::Origin origin) noexcept {
+    switch (origin) {
+        case ArtifactPipeline::Origin::kDriverJit:
+            return "driver JIT";
+        case ArtifactPipeline::Origin::kHostCompile:
+            return "host compile";
+        case ArtifactPipeline::Origin::kMemoryTier:
+            return "memory tier";
+        case ArtifactPipeline::Origin::kDiskTier:
+            return "disk tier";
+        case ArtifactPipeline::Origin::kBinary:
+            return "binary";
+    }
+    return "unknown";
+}
+
+Result<ArtifactPipeline::Built> ArtifactPipeline::load(const Source& source, Origin origin,
+                                                       std::uint64_t compile_ns) {
+    const auto start = std::chrono::steady_clock::now();
+    auto library = driver_.load_library(source);
+    if (!library) return std::move(library).error();
+    // Loading PTX is the driver's JIT: that is compile time too.
+    if (origin == Origin::kDriverJit) compile_ns += since(start);
+    return Built{*library, origin, compile_ns};
+}
+
+Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, int arch,
+                                                        const Source& source) {
+    if (source.kind != SourceKind::kPtx) return load(source, Origin::kBinary, 0);
+    const auto& jitlink = driver::nvjitlink_api();
+    if (!host_compile_ || !jitlink) return load(source, Origin::kDriverJit, 0);
+
+    const compile::Target target{arch, false};
+    const util::Fingerprint source_hash = util::source_fingerprint(source, 0);
+    const std::string tools = toolchain(**jitlink, driver_);
+    util::FingerprintBuilder builder;
+    builder.add("kcache artifact")
+        .add(static_cast<std::uint64_t>(source.kind))
+        .add(target.name())
+        .add(tools)
+        .add(source.bytes);
+    const util::Fingerprint fingerprint = builder.finish();
+
+    if (store_) {
+        if (auto found = store_->get(fingerprint)) {
+            // The file name is the fingerprint; the recorded key material must agree with it too.
+            const store::StoredEntry& stored = found->entry;
+            if (stored.key.arch == target.name() && stored.key.source_hash == source_hash.hex() &&
+                stored.key.toolchain == tools && stored.kind == store::PayloadKind::kCubin) {
+                const Origin origin =
+                    found->tier == store::Tier::kDisk ? Origin::kDiskTier : Origin::kMemoryTier;
+                return load(Source::cubin(std::move(found->entry.payload)), origin, 0);
+            }
+            util::log_line(util::LogLevel::kInfo, "stored artifact for " + std::string(key) +
+                                                      " has other key material; recompiling");
+        }
+    }
+
+    const auto start = std::chrono::steady_clock::now();
+    auto linked = compile::link_ptx(source.bytes, target);
+    const std::uint64_t compile_ns = since(start);
+    if (!linked) return std::move(linked).error();
+    if (store_) {
+        store::StoredEntry entry;
+        entry.kind = store::PayloadKind::kCubin;
+        entry.key.arch = target.name();
+        entry.key.source_kind = source_kind_name(source.kind);
+        entry.key.source_hash = source_hash.hex();
+        entry.key.toolchain = tools;
+        entry.key.caller_key = std::string(key);
+        // Key material is line-based text; a caller's key may contain anything.
+        for (char& c : entry.key.caller_key) {
+            if (c == '\n' || c == '\r') c = ' ';
+        }
+        entry.payload = linked->cubin;
+        store_->put(fingerprint, entry);
+    }
+    return load(Source::cubin(std::move(linked->cubin)), Origin::kHostCompile, compile_ns);
+}
+
+}  // namespace kcache::cache

@@ -1,0 +1,153 @@
+// A miss through the artifact tiers: PTX compiled on the host by the real nvJitLink, kept in
+// memory and on disk, and a new cache on the same directory (a new process) compiling nothing.
+// The fake driver loads the real cubins (it finds their kernels by section name).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "driver/compiler_api.hpp"
+#include "driver/fake_driver.hpp"
+#include "kcache/kcache.hpp"
+#include "ptx_kernels.hpp"
+#include "util/fingerprint.hpp"
+
+namespace kcache {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TiersTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!driver::nvjitlink_api().ok()) {
+            GTEST_SKIP() << driver::nvjitlink_api().error().describe();
+        }
+        std::string pattern = (fs::temp_directory_path() / "kcache-tiers-XXXXXX").string();
+        dir_ = mkdtemp(pattern.data());
+        dir_ += "/cache";
+    }
+    void TearDown() override {
+        std::error_code ignored;
+        if (!dir_.empty()) fs::remove_all(fs::path(dir_).parent_path(), ignored);
+    }
+
+    CacheOptions options() const {
+        CacheOptions o;
+        o.driver = fake_;
+        o.disk_directory = dir_;
+        return o;
+    }
+
+    static Source gelu() { return Source::ptx(examples::gelu_ptx()); }
+
+    std::shared_ptr<driver::FakeDriver> fake_ = std::make_shared<driver::FakeDriver>();
+    std::string dir_;
+};
+
+TEST_F(TiersTest, FirstMissCompilesOnTheHostAndWritesTheDisk) {
+    KernelCache cache(options());
+    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    const CacheStats stats = cache.stats();
+    EXPECT_EQ(stats.compiles, 1u);
+    EXPECT_TRUE(stats.disk_enabled);
+    EXPECT_EQ(stats.disk_writes, 1u);
+    EXPECT_GT(stats.compile_ns, 0u);
+    EXPECT_EQ(fake_->loads(), 1);
+}
+
+TEST_F(TiersTest, ANewCacheOnTheSameDirectoryCompilesNothing) {
+    {
+        KernelCache first(options());
+        ASSERT_TRUE(first.kernel("gelu:16", gelu, "gelu").ok());
+    }
+    KernelCache second(options());  // what a new process sees
+    auto kernel = second.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(second.stats().compiles, 0u);
+    EXPECT_EQ(second.stats().disk_hits, 1u);
+    EXPECT_EQ(second.stats().misses, 1u);  // a miss of the in-process map, served by the disk
+}
+
+TEST_F(TiersTest, TheSameSourceUnderAnotherKeyComesFromMemory) {
+    KernelCache cache(options());
+    ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    ASSERT_TRUE(cache.kernel("gelu:4096", gelu, "gelu").ok());
+    EXPECT_EQ(cache.stats().compiles, 1u);
+    EXPECT_EQ(cache.stats().memory_hits, 1u);
+}
+
+TEST_F(TiersTest, ACorruptDiskEntryIsRecompiledAndReplaced) {
+    {
+        KernelCache first(options());
+        ASSERT_TRUE(first.kernel("gelu:16", gelu, "gelu").ok());
+    }
+    int damaged = 0;
+    for (const auto& item : fs::recursive_directory_iterator(dir_)) {
+        if (item.path().extension() != ".kc") continue;
+        fs::resize_file(item.path(), fs::file_size(item.path()) / 2);
+        ++damaged;
+    }
+    ASSERT_EQ(damaged, 1);
+    KernelCache second(options());
+    ASSERT_TRUE(second.kernel("gelu:16", gelu, "gelu").ok());
+    EXPECT_EQ(second.stats().disk_corrupt, 1u);
+    EXPECT_EQ(second.stats().compiles, 1u);
+    EXPECT_EQ(second.stats().disk_writes, 1u);
+}
+
+TEST_F(TiersTest, AnUnusableDirectoryLeavesTheCacheWorkingFromMemory) {
+    fs::create_directories(dir_);
+    ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);  // world-writable: refused
+    KernelCache cache(options());
+    ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    EXPECT_FALSE(cache.stats().disk_enabled);
+    EXPECT_EQ(cache.stats().disk_errors, 1u);
+    EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
+TEST_F(TiersTest, AHostCompileErrorReturnsTheLinkersLogAndStoresNothing) {
+    KernelCache cache(options());
+    auto kernel = cache.kernel(
+        "broken",
+        [] {
+            return Source::ptx(
+                ".version 7.8\n.target sm_70\n.address_size 64\n"
+                ".visible .entry broken()\n{\n  add.f32 %f1, %f2, %nope;\n}\n");
+        },
+        "broken");
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.error().code(), Errc::kCompileFailed);
+    EXPECT_NE(kernel.error().log().find("nope"), std::string::npos) << kernel.error().describe();
+    EXPECT_EQ(cache.stats().disk_writes, 0u);
+    EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST_F(TiersTest, ADifferentArchIsADifferentArtifact) {
+    KernelCache cache(options());
+    ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    driver::FakeDriver::ScopedContext sm80(80);
+    ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    EXPECT_EQ(cache.stats().compiles, 2u);
+    EXPECT_EQ(cache.stats().disk_writes, 2u);
+}
+
+TEST(CacheOptionsDisk, FromEnvFollowsKcacheDirAndKcacheDisk) {
+    setenv("KCACHE_DIR", "/tmp/kcache-env-test", 1);
+    auto on = CacheOptions::from_env();
+    ASSERT_TRUE(on.ok());
+    EXPECT_EQ(on->disk_directory, "/tmp/kcache-env-test");
+    setenv("KCACHE_DISK", "0", 1);
+    auto off = CacheOptions::from_env();
+    ASSERT_TRUE(off.ok());
+    EXPECT_TRUE(off->disk_directory.empty());
+    setenv("KCACHE_DISK", "maybe", 1);
+    EXPECT_FALSE(CacheOptions::from_env().ok());
+    unsetenv("KCACHE_DISK");
+    unsetenv("KCACHE_DIR");
+}
+
+}  // namespace
+}  // namespace kcache
