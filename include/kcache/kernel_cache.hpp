@@ -86,6 +86,14 @@ void reset_thread_stats() noexcept;
 
 class KernelHandle;
 
+// Where prebuild() found or made an artifact.
+enum class ArtifactOrigin : std::uint8_t {
+    kCompiled,    // compiled now, and put to every tier
+    kMemoryTier,  // already in this process's memory tier
+    kDiskTier,    // already on disk
+    kNotStored,   // a cubin or fatbin: nothing to compile or keep
+};
+
 // A reference to one loaded module (one cache entry). While any handle lives, its library stays
 // loaded, through clear() and eviction alike. Copying is cheap and touches no shared cache line.
 class ModuleHandle {
@@ -216,6 +224,15 @@ public:
         return handle->launch(config, args);
     }
 
+    // Compiles `key`'s source for `arch` (e.g. 90) into the artifact tiers without loading it, so
+    // that a later process finds it on disk: no GPU is needed. PTX needs nvJitLink for this
+    // (kUnsupported otherwise). Nothing is added to the in-process map of loaded kernels.
+    template <class MakeSource>
+    Result<ArtifactOrigin> prebuild(std::string_view key, MakeSource&& make_source, int arch) {
+        auto generate = [&]() -> Result<Source> { return make_source(); };
+        return prebuild_impl(key, generate, arch);
+    }
+
     // The seed's calls: PTX given up front.
     Result<ModuleHandle> get_or_compile(std::string_view key, std::string_view ptx);
     Result<void> compile_lock_launch(std::string_view key, std::string_view ptx,
@@ -237,6 +254,7 @@ private:
     Result<KernelHandle> kernel_impl(std::string_view key, SourceFn make_source,
                                      std::string_view kernel_name);
     Result<ModuleHandle> module_impl(std::string_view key, SourceFn make_source);
+    Result<ArtifactOrigin> prebuild_impl(std::string_view key, SourceFn make_source, int arch);
 
     std::unique_ptr<cache::CacheCore> core_;
 };

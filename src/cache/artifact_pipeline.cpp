@@ -16,11 +16,12 @@ std::uint64_t since(std::chrono::steady_clock::time_point start) {
                                           .count());
 }
 
-// Everything that decides the bytes of the artifact besides the source: the host compiler's
-// version, the driver that will load it and kcache's entry format.
-std::string toolchain(const driver::NvJitLinkApi& jitlink, const driver::Driver& driver) {
+// Everything that decides the bytes of the artifact besides the source and arch: the host
+// compiler's version and kcache's entry format. Not the driver's version: a cubin does not depend
+// on it, and leaving it out is what lets a CPU-only machine fill the cache for a GPU machine.
+std::string toolchain(const driver::NvJitLinkApi& jitlink) {
     return "nvJitLink " + std::to_string(jitlink.major) + "." + std::to_string(jitlink.minor) +
-           "; " + driver.describe() + "; entry format " + std::to_string(store::kFormatVersion);
+           "; entry format " + std::to_string(store::kFormatVersion);
 }
 
 }  // namespace
@@ -41,25 +42,28 @@ const char* origin_name(ArtifactPipeline::Origin origin) noexcept {
     return "unknown";
 }
 
-Result<ArtifactPipeline::Built> ArtifactPipeline::load(const Source& source, Origin origin,
-                                                       std::uint64_t compile_ns) {
-    const auto start = std::chrono::steady_clock::now();
-    auto library = driver_.load_library(source);
-    if (!library) return std::move(library).error();
-    // Loading PTX is the driver's JIT: that is compile time too.
-    if (origin == Origin::kDriverJit) compile_ns += since(start);
-    return Built{*library, origin, compile_ns};
-}
-
 Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, int arch,
                                                         const Source& source) {
-    if (source.kind != SourceKind::kPtx) return load(source, Origin::kBinary, 0);
+    auto produced = produce(key, arch, source);
+    if (!produced) return std::move(produced).error();
+    const auto start = std::chrono::steady_clock::now();
+    auto library = driver_.load_library(produced->loadable);
+    if (!library) return std::move(library).error();
+    std::uint64_t compile_ns = produced->compile_ns;
+    // Loading PTX is the driver's JIT: that is compile time too.
+    if (produced->origin == Origin::kDriverJit) compile_ns += since(start);
+    return Built{*library, produced->origin, compile_ns};
+}
+
+Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view key, int arch,
+                                                             const Source& source) {
+    if (source.kind != SourceKind::kPtx) return Produced{source, Origin::kBinary, 0};
     const auto& jitlink = driver::nvjitlink_api();
-    if (!host_compile_ || !jitlink) return load(source, Origin::kDriverJit, 0);
+    if (!host_compile_ || !jitlink) return Produced{source, Origin::kDriverJit, 0};
 
     const compile::Target target{arch, false};
     const util::Fingerprint source_hash = util::source_fingerprint(source, 0);
-    const std::string tools = toolchain(**jitlink, driver_);
+    const std::string tools = toolchain(**jitlink);
     util::FingerprintBuilder builder;
     builder.add("kcache artifact")
         .add(static_cast<std::uint64_t>(source.kind))
@@ -76,7 +80,7 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
                 stored.key.toolchain == tools && stored.kind == store::PayloadKind::kCubin) {
                 const Origin origin =
                     found->tier == store::Tier::kDisk ? Origin::kDiskTier : Origin::kMemoryTier;
-                return load(Source::cubin(std::move(found->entry.payload)), origin, 0);
+                return Produced{Source::cubin(std::move(found->entry.payload)), origin, 0};
             }
             util::log_line(util::LogLevel::kInfo, "stored artifact for " + std::string(key) +
                                                       " has other key material; recompiling");
@@ -102,7 +106,7 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
         entry.payload = linked->cubin;
         store_->put(fingerprint, entry);
     }
-    return load(Source::cubin(std::move(linked->cubin)), Origin::kHostCompile, compile_ns);
+    return Produced{Source::cubin(std::move(linked->cubin)), Origin::kHostCompile, compile_ns};
 }
 
 }  // namespace kcache::cache

@@ -33,11 +33,17 @@ public:
 
     Result<Built> build(std::string_view key, int arch, const Source& source);
 
+    // The loadable artifact without loading it (no GPU needed): what build() loads.
+    struct Produced {
+        Source loadable;
+        Origin origin = Origin::kDriverJit;
+        std::uint64_t compile_ns = 0;
+    };
+    Result<Produced> produce(std::string_view key, int arch, const Source& source);
+
     store::ArtifactStore* store() const noexcept { return store_.get(); }
 
 private:
-    Result<Built> load(const Source& source, Origin origin, std::uint64_t compile_ns);
-
     driver::Driver& driver_;
     std::shared_ptr<store::ArtifactStore> store_;
     const bool host_compile_;

@@ -246,6 +246,38 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
     return module;
 }
 
+Result<ArtifactOrigin> CacheCore::prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
+                                           int arch) {
+    if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
+    auto source = generate(key, make);
+    if (!source) return std::move(source).error();
+    auto produced = pipeline_.produce(key, arch, *source);
+    if (!produced) {
+        compile_failures_.fetch_add(1, std::memory_order_relaxed);
+        Error error = std::move(produced).error();
+        return Error(error.code(), "key '" + std::string(key) + "': " + error.message(),
+                     error.log());
+    }
+    compile_ns_.fetch_add(produced->compile_ns, std::memory_order_relaxed);
+    switch (produced->origin) {
+        case ArtifactPipeline::Origin::kHostCompile:
+            compiles_.fetch_add(1, std::memory_order_relaxed);
+            return ArtifactOrigin::kCompiled;
+        case ArtifactPipeline::Origin::kMemoryTier:
+            return ArtifactOrigin::kMemoryTier;
+        case ArtifactPipeline::Origin::kDiskTier:
+            return ArtifactOrigin::kDiskTier;
+        case ArtifactPipeline::Origin::kBinary:
+            return ArtifactOrigin::kNotStored;
+        case ArtifactPipeline::Origin::kDriverJit:
+            break;
+    }
+    return Error(Errc::kUnsupported,
+                 "key '" + std::string(key) +
+                     "': PTX can only be compiled ahead of time with nvJitLink, which is not "
+                     "available here (or host compilation is off)");
+}
+
 void CacheCore::discard(const ModuleHandle& module) {
     Entry* entry = module.entry_;
     {

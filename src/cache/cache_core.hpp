@@ -32,6 +32,9 @@ public:
     Result<ModuleHandle> module_slow(std::string_view key, FunctionRef<Result<Source>()> make,
                                      int arch);
 
+    Result<ArtifactOrigin> prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
+                                    int arch);
+
     // Removes a module whose JIT failed when a kernel was first resolved: with lazy loading the
     // driver may defer the JIT past load_library, and a failed compile must not stay cached.
     void discard(const ModuleHandle& module);

@@ -92,6 +92,11 @@ Result<ModuleHandle> KernelCache::module_impl(std::string_view key, SourceFn mak
     return core_->module_slow(key, make_source, *arch);
 }
 
+Result<ArtifactOrigin> KernelCache::prebuild_impl(std::string_view key, SourceFn make_source,
+                                                  int arch) {
+    return core_->prebuild(key, make_source, arch);
+}
+
 Result<ModuleHandle> KernelCache::get_or_compile(std::string_view key, std::string_view ptx) {
     return module(key, [&] { return Source::ptx(std::string(ptx)); });
 }

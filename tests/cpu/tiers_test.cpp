@@ -151,3 +151,54 @@ TEST(CacheOptionsDisk, FromEnvFollowsKcacheDirAndKcacheDisk) {
 
 }  // namespace
 }  // namespace kcache
+
+namespace kcache {
+namespace {
+
+class PrebuildTest : public TiersTest {};
+
+TEST_F(PrebuildTest, FillsTheDiskWithoutAGpuAndALaterCacheCompilesNothing) {
+    {
+        CacheOptions o = options();
+        o.driver = std::make_shared<driver::FakeDriver>(0);  // no context: as on a CPU machine
+        KernelCache builder(o);
+        auto origin = builder.prebuild("gelu:16", gelu, 90);
+        ASSERT_TRUE(origin.ok()) << origin.error().describe();
+        EXPECT_EQ(*origin, ArtifactOrigin::kCompiled);
+        EXPECT_EQ(builder.size(), 0u);  // nothing loaded
+        auto again = builder.prebuild("gelu:16", gelu, 90);
+        ASSERT_TRUE(again.ok());
+        EXPECT_EQ(*again, ArtifactOrigin::kMemoryTier);
+    }
+    KernelCache runner(options());
+    ASSERT_TRUE(runner.kernel("gelu:16", gelu, "gelu").ok());
+    EXPECT_EQ(runner.stats().compiles, 0u);
+    EXPECT_EQ(runner.stats().disk_hits, 1u);
+}
+
+TEST_F(PrebuildTest, ACubinHasNothingToCompile) {
+    KernelCache cache(options());
+    auto origin = cache.prebuild(
+        "bin",
+        [] {
+            return Source::cubin(
+                std::string("\x7f"
+                            "ELF",
+                            4));
+        },
+        90);
+    ASSERT_TRUE(origin.ok());
+    EXPECT_EQ(*origin, ArtifactOrigin::kNotStored);
+}
+
+TEST_F(PrebuildTest, PtxWithoutHostCompilationIsUnsupported) {
+    CacheOptions o = options();
+    o.host_compile = false;
+    KernelCache cache(o);
+    auto origin = cache.prebuild("gelu:16", gelu, 90);
+    ASSERT_FALSE(origin.ok());
+    EXPECT_EQ(origin.error().code(), Errc::kUnsupported);
+}
+
+}  // namespace
+}  // namespace kcache
