@@ -37,6 +37,9 @@ run() {  # run NAME CMD...: log to $LOGS/NAME.txt, record pass/fail
 
 run gpu_tests "$BIN/kcache_gpu_tests"
 run cpu_tests "$BIN/kcache_cpu_tests"
+# A fresh cache directory: the first demo compiles (nvJitLink) and fills it, the second (JSON)
+# must compile nothing and read the disk, as a new process would.
+export KCACHE_DIR="$(mktemp -d)/kcache"
 run demo "$BIN/kcache" demo
 run demo_json "$BIN/kcache" demo --json
 run bench "$BIN/kcache_bench" --out "$OUT/bench.md"

@@ -98,31 +98,95 @@ std::string json_string(const std::string& text) {
     return out + "\"";
 }
 
+// The demo's kernel set, as run_layer() asks for it: (key, source).
+struct DemoKernel {
+    std::string key;
+    std::function<Source()> source;
+};
+
+std::vector<DemoKernel> demo_kernels() {
+    std::vector<DemoKernel> out;
+    for (const Shape& shape : kShapes) {
+        const int n = shape.rows * shape.cols;
+        const int cols = shape.cols;
+        out.push_back({"softmax:" + std::to_string(cols),
+                       [cols] { return Source::ptx(examples::softmax_rows_ptx(cols)); }});
+        out.push_back(
+            {"gelu:" + std::to_string(n), [] { return Source::ptx(examples::gelu_ptx()); }});
+        out.push_back({"residual_add:" + std::to_string(n),
+                       [] { return Source::ptx(examples::residual_add_ptx()); }});
+    }
+    return out;
+}
+
+std::string tier_counts_json(const CacheStats& stats) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "\"compiles\": %llu, \"memory_hits\": %llu, \"disk_hits\": %llu, "
+                  "\"disk_writes\": %llu, \"disk_errors\": %llu, \"disk_enabled\": %s",
+                  static_cast<unsigned long long>(stats.compiles),
+                  static_cast<unsigned long long>(stats.memory_hits),
+                  static_cast<unsigned long long>(stats.disk_hits),
+                  static_cast<unsigned long long>(stats.disk_writes),
+                  static_cast<unsigned long long>(stats.disk_errors),
+                  stats.disk_enabled ? "true" : "false");
+    return text;
+}
+
+// Without a GPU the demo still does what a CPU-only build machine can: compile its kernel set
+// into the cache for a GPU arch, so that a later run on a GPU compiles nothing.
+int run_without_gpu(const DemoOptions& options, const std::string& reason,
+                    const CacheOptions& cache_options) {
+    constexpr int kArch = 90;  // the H200's; a CPU machine has no device to ask
+    KernelCache cache(cache_options);
+    int compiled = 0;
+    int found = 0;
+    std::string failure;
+    for (const auto& kernel : demo_kernels()) {
+        auto origin = cache.prebuild(kernel.key, kernel.source, kArch);
+        if (!origin) {
+            failure = origin.error().message();
+            break;
+        }
+        (*origin == ArtifactOrigin::kCompiled ? compiled : found)++;
+    }
+    const CacheStats stats = cache.stats();
+    if (options.json) {
+        std::printf("{\"gpu\": false, \"reason\": %s, \"arch\": %d, %s, \"launched\": 0%s%s}\n",
+                    json_string(reason).c_str(), kArch, tier_counts_json(stats).c_str(),
+                    failure.empty() ? "" : ", \"prebuild_error\": ",
+                    failure.empty() ? "" : json_string(failure).c_str());
+        return 0;
+    }
+    std::printf("kcache demo: no GPU here (%s).\n", reason.c_str());
+    if (!failure.empty()) {
+        std::printf(
+            "Nothing can be launched, and the kernels could not be compiled ahead of "
+            "time either: %s\n",
+            failure.c_str());
+        return 0;
+    }
+    std::printf(
+        "Nothing can be launched; the demo's %d kernels were compiled for sm_%d into the "
+        "cache instead: %d compiled now, %d already there%s.\n",
+        compiled + found, kArch, compiled, found,
+        stats.disk_enabled ? " (on disk)" : " (memory only: no usable cache directory)");
+    return 0;
+}
+
 }  // namespace
 
 int run_demo(const DemoOptions& options) {
-    auto devices = driver::device_count();
-    if (!devices) {
-        if (options.json) {
-            std::printf("{\"gpu\": false, \"reason\": %s, \"launched\": 0}\n",
-                        json_string(devices.error().message()).c_str());
-        } else {
-            std::printf(
-                "kcache demo: no GPU here (%s).\n"
-                "The demo compiles, loads and launches kernels, which needs a CUDA device; "
-                "nothing was run.\n",
-                devices.error().message().c_str());
-        }
-        return 0;
-    }
-    auto context = driver::PrimaryContext::open(0);
-    if (!context) {
-        std::fprintf(stderr, "kcache demo: %s\n", context.error().describe().c_str());
-        return 1;
-    }
     auto cache_options = CacheOptions::from_env();
     if (!cache_options) {
         std::fprintf(stderr, "kcache demo: %s\n", cache_options.error().message().c_str());
+        return 1;
+    }
+    auto devices = driver::device_count();
+    if (!devices) return run_without_gpu(options, devices.error().message(), *cache_options);
+    auto context = driver::PrimaryContext::open(0);
+    if (!context) {
+        std::fprintf(stderr, "kcache demo: %s\n", context.error().describe().c_str());
         return 1;
     }
     KernelCache cache(std::move(cache_options).value());
@@ -204,18 +268,21 @@ int run_demo(const DemoOptions& options) {
     if (options.json) {
         std::printf(
             "{\"gpu\": true, \"device\": %s, \"arch\": %d, \"passes\": %d, \"launched\": %d, "
-            "\"compiles\": %llu, \"hits\": %llu, \"misses\": %llu, \"compile_seconds\": %.6f, "
+            "%s, \"hits\": %llu, \"misses\": %llu, \"compile_seconds\": %.6f, "
             "\"max_relative_error\": %.3g, \"correct\": %s}\n",
             json_string(context->info().name).c_str(), context->info().arch, options.passes,
-            launched, static_cast<unsigned long long>(stats.compiles),
+            launched, tier_counts_json(stats).c_str(),
+
             static_cast<unsigned long long>(stats.hits),
             static_cast<unsigned long long>(stats.misses), double(stats.compile_ns) / 1e9, worst,
             correct ? "true" : "false");
     } else {
         std::printf(
-            "  %llu kernels compiled once (%.1f ms of JIT), %llu hits, results %s "
-            "(max relative error %.2g against the CPU reference)\n",
+            "  %llu kernels compiled (%.1f ms), %llu from the memory tier, %llu from disk, "
+            "%llu hits; results %s (max relative error %.2g against the CPU reference)\n",
             static_cast<unsigned long long>(stats.compiles), double(stats.compile_ns) / 1e6,
+            static_cast<unsigned long long>(stats.memory_hits),
+            static_cast<unsigned long long>(stats.disk_hits),
             static_cast<unsigned long long>(stats.hits), correct ? "match" : "DO NOT MATCH", worst);
     }
     return correct ? 0 : 1;
