@@ -4,12 +4,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "kcache/function_ref.hpp"
 #include "kcache/launch.hpp"
@@ -85,6 +87,22 @@ ThreadStats thread_stats() noexcept;
 void reset_thread_stats() noexcept;
 
 class KernelHandle;
+
+// One kernel for warm_up(): what kernel() would be asked.
+struct WarmUpItem {
+    std::string key;
+    std::function<Result<Source>()> make_source;
+    std::string kernel_name;
+};
+
+// Reported after each item of a warm_up(), from the thread that finished it (calls are
+// serialised). `error` is null on success.
+struct WarmUpProgress {
+    std::size_t done = 0;
+    std::size_t total = 0;
+    std::string_view key;
+    const Error* error = nullptr;
+};
 
 // Where prebuild() found or made an artifact.
 enum class ArtifactOrigin : std::uint8_t {
@@ -232,6 +250,13 @@ public:
         auto generate = [&]() -> Result<Source> { return make_source(); };
         return prebuild_impl(key, generate, arch);
     }
+
+    // Compiles a list of kernels on `threads` worker threads (host compilers run in parallel),
+    // then loads them all on the calling thread, which needs a current context. Results come in
+    // the items' order; a failed item does not stop the others.
+    std::vector<Result<KernelHandle>> warm_up(
+        const std::vector<WarmUpItem>& items, unsigned threads,
+        const std::function<void(const WarmUpProgress&)>& progress = {});
 
     // The seed's calls: PTX given up front.
     Result<ModuleHandle> get_or_compile(std::string_view key, std::string_view ptx);

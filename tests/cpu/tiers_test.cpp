@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "driver/compiler_api.hpp"
@@ -198,6 +199,80 @@ TEST_F(PrebuildTest, PtxWithoutHostCompilationIsUnsupported) {
     auto origin = cache.prebuild("gelu:16", gelu, 90);
     ASSERT_FALSE(origin.ok());
     EXPECT_EQ(origin.error().code(), Errc::kUnsupported);
+}
+
+}  // namespace
+}  // namespace kcache
+
+namespace kcache {
+namespace {
+
+class WarmUpTest : public TiersTest {
+protected:
+    static std::vector<WarmUpItem> softmax_items(int count) {
+        std::vector<WarmUpItem> items;
+        for (int cols = 1; cols <= count; ++cols) {
+            items.push_back({"softmax:" + std::to_string(cols),
+                             [cols]() -> Result<Source> {
+                                 return Source::ptx(examples::softmax_rows_ptx(cols));
+                             },
+                             "softmax_rows"});
+        }
+        return items;
+    }
+};
+
+TEST_F(WarmUpTest, CompilesEveryKernelAndLoadsThem) {
+    KernelCache cache(options());
+    auto results = cache.warm_up(softmax_items(12), 4);
+    ASSERT_EQ(results.size(), 12u);
+    for (const auto& result : results) ASSERT_TRUE(result.ok()) << result.error().describe();
+    EXPECT_EQ(cache.stats().compiles, 12u);
+    EXPECT_EQ(cache.size(), 12u);
+    // Loaded: a lookup afterwards is a hit.
+    reset_thread_stats();
+    auto items = softmax_items(1);
+    ASSERT_TRUE(cache.kernel(items[0].key, items[0].make_source, "softmax_rows").ok());
+    EXPECT_EQ(thread_stats().hits, 1u);
+}
+
+TEST_F(WarmUpTest, ReportsEveryItemOnceWithARisingCount) {
+    KernelCache cache(options());
+    std::vector<std::string> seen;
+    std::size_t last = 0;
+    bool rising = true;
+    cache.warm_up(softmax_items(8), 3, [&](const WarmUpProgress& p) {
+        rising = rising && p.done == last + 1 && p.total == 8;
+        last = p.done;
+        seen.emplace_back(p.key);
+    });
+    EXPECT_TRUE(rising);
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end());
+    EXPECT_EQ(seen.size(), 8u);
+}
+
+TEST_F(WarmUpTest, AFailingItemDoesNotStopTheOthers) {
+    KernelCache cache(options());
+    auto items = softmax_items(4);
+    items.insert(
+        items.begin() + 2,
+        {"broken", []() -> Result<Source> { return Source::ptx(".version 7.8\nnope"); }, "broken"});
+    auto results = cache.warm_up(items, 2);
+    ASSERT_EQ(results.size(), 5u);
+    EXPECT_FALSE(results[2].ok());
+    EXPECT_EQ(results[2].error().code(), Errc::kCompileFailed);
+    for (std::size_t i : {0u, 1u, 3u, 4u}) EXPECT_TRUE(results[i].ok()) << i;
+}
+
+TEST_F(WarmUpTest, WithoutHostCompilationTheDriverJitsOnTheCallingThread) {
+    CacheOptions o = options();
+    o.host_compile = false;
+    KernelCache cache(o);
+    auto results = cache.warm_up(softmax_items(3), 2);
+    for (const auto& result : results) ASSERT_TRUE(result.ok()) << result.error().describe();
+    EXPECT_EQ(cache.stats().compiles, 3u);
+    EXPECT_EQ(cache.stats().disk_writes, 0u);
 }
 
 }  // namespace
