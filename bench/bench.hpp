@@ -51,4 +51,10 @@ std::vector<LaunchRow> run_launch_overhead(int launches_per_block, int blocks,
                                            const std::vector<int>& threads, std::string& note);
 std::string format_launch(const std::vector<LaunchRow>& rows);
 
+// Needs a GPU. Cold warm-up of 64 PTX kernels (driver JIT vs kcache) and warm start from the
+// disk tier in `directory` against the in-memory floor. Empty result and `note` on failure.
+std::string run_warm_start(const std::string& directory, std::string& note);
+// Needs a GPU: the same 64 PTX through the driver with its ComputeCache as configured.
+std::string run_compute_cache(std::string& note);
+
 }  // namespace kcache::bench

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
     bool smoke = false;
     bool force_fake = false;
     bool launch_bench = true;
+    std::string tiers_directory;
+    bool compute_cache = false;
     int launches = 2000;
     int blocks = 15;
     std::vector<int> launch_threads = {1, 16};
@@ -43,6 +45,10 @@ int main(int argc, char** argv) {
         };
         if (!std::strcmp(argv[i], "--smoke")) {
             smoke = true;
+        } else if (!std::strcmp(argv[i], "--tiers")) {
+            tiers_directory = next();
+        } else if (!std::strcmp(argv[i], "--compute-cache")) {
+            compute_cache = true;
         } else if (!std::strcmp(argv[i], "--no-launch")) {
             launch_bench = false;
         } else if (!std::strcmp(argv[i], "--fake")) {
@@ -56,10 +62,10 @@ int main(int argc, char** argv) {
         } else if (!std::strcmp(argv[i], "--out")) {
             out_path = next();
         } else {
-            std::fprintf(
-                stderr,
-                "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--ms N] [--threads 1,2,4] "
-                "[--launch-threads 1,16] [--out FILE]\n");
+            std::fprintf(stderr,
+                         "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
+                         "[--compute-cache] [--ms N] [--threads 1,2,4] "
+                         "[--launch-threads 1,16] [--out FILE]\n");
             return 2;
         }
     }
@@ -70,6 +76,16 @@ int main(int argc, char** argv) {
         launches = 50;
         blocks = 2;
         launch_threads = {1, 2};
+    }
+
+    if (!tiers_directory.empty() || compute_cache) {  // the issue-3 measurements alone
+        std::string note;
+        std::string table = compute_cache ? bench::run_compute_cache(note)
+                                          : bench::run_warm_start(tiers_directory, note);
+        std::fputs(table.c_str(), stdout);
+        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
+        if (!out_path.empty()) std::ofstream(out_path) << table;
+        return table.empty() || !note.empty() ? 1 : 0;
     }
 
     std::string report;

@@ -46,6 +46,13 @@ run bench "$BIN/kcache_bench" --out "$OUT/bench.md"
 # The hit path again over the fake driver, which answers current_arch() without a driver call:
 # the difference to the table above is what cuCtxGetCurrent costs per lookup.
 run bench_fake "$BIN/kcache_bench" --fake --out "$LOGS/bench_fake.md"
+# Issue 3: 64 PTX kernels cold (driver JIT with its ComputeCache off, against kcache's parallel
+# warm-up) and warm from disk against the in-memory floor; then the driver's ComputeCache warm,
+# in processes of their own (the driver reads its cache settings at cuInit).
+run warm_start env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --tiers "$(mktemp -d)/tiers" --out "$LOGS/warm_start.md"
+export CUDA_CACHE_PATH="$(mktemp -d)"
+run compute_cache_fill "$BIN/kcache_bench" --compute-cache
+run compute_cache_warm "$BIN/kcache_bench" --compute-cache --out "$LOGS/compute_cache.md"
 
 {
   echo
@@ -70,6 +77,14 @@ run bench_fake "$BIN/kcache_bench" --fake --out "$LOGS/bench_fake.md"
   echo "## Hit path over the fake driver on this host (no driver call per lookup)"
   echo
   sed -n '/^| threads/,$p' "$LOGS/bench_fake.md" 2>/dev/null
+  echo
+  echo "## Cold and warm start of 64 distinct PTX kernels"
+  echo
+  cat "$LOGS/warm_start.md" 2>/dev/null
+  echo
+  echo "Driver ComputeCache, second process (warm):"
+  echo
+  cat "$LOGS/compute_cache.md" 2>/dev/null
 } >> "$OUT/summary.md"
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOGS"
 echo

@@ -1,0 +1,195 @@
+// Issue 3's measurements on a GPU: 64 distinct PTX kernels compiled cold (the driver's JIT on 1
+// and 16 threads against kcache's parallel warm-up), and loaded warm in a new cache (disk tier)
+// against the floor (the same cubin loaded from memory) and the driver's ComputeCache.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "bench/bench.hpp"
+#include "compile/compiler.hpp"
+#include "driver/cuda_api.hpp"
+#include "driver/device_memory.hpp"
+#include "kcache/kernel_cache.hpp"
+#include "ptx_kernels.hpp"
+
+namespace kcache::bench {
+namespace {
+
+constexpr int kKernels = 64;
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+}
+
+// Distinct modules: the row length is baked into each softmax's code.
+std::vector<std::string> kernel_set() {
+    std::vector<std::string> ptx;
+    for (int i = 0; i < kKernels; ++i) ptx.push_back(examples::softmax_rows_ptx(1000 + i));
+    return ptx;
+}
+
+std::string key_of(int i) {
+    return "softmax:" + std::to_string(1000 + i);
+}
+
+// Loads every PTX through the driver's JIT (cuModuleLoadData) on `threads` threads.
+double driver_jit_ms(const driver::CudaApi& cu, const driver::PrimaryContext& context,
+                     const std::vector<std::string>& ptx, unsigned threads, bool& ok) {
+    std::atomic<int> next{0};
+    std::atomic<bool> failed{false};
+    std::vector<CUmodule> modules(ptx.size());
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+        pool.emplace_back([&] {
+            (void)context.make_current();
+            for (int i = next.fetch_add(1); i < static_cast<int>(ptx.size());
+                 i = next.fetch_add(1)) {
+                if (cu.cuModuleLoadData(&modules[static_cast<std::size_t>(i)],
+                                        ptx[static_cast<std::size_t>(i)].c_str()) != CUDA_SUCCESS) {
+                    failed = true;
+                }
+            }
+        });
+    }
+    for (auto& thread : pool) thread.join();
+    const double elapsed = ms_since(start);
+    for (CUmodule m : modules) {
+        if (m != nullptr) cu.cuModuleUnload(m);
+    }
+    ok = ok && !failed;
+    return elapsed;
+}
+
+}  // namespace
+
+std::string run_warm_start(const std::string& directory, std::string& note) {
+    const auto& api = driver::cuda_api();
+    if (!api) {
+        note = api.error().message();
+        return {};
+    }
+    const driver::CudaApi& cu = **api;
+    auto context = driver::PrimaryContext::open(0);
+    if (!context) {
+        note = context.error().message();
+        return {};
+    }
+    const int arch = context->info().arch;
+    const auto ptx = kernel_set();
+    std::vector<WarmUpItem> items;
+    for (int i = 0; i < kKernels; ++i) {
+        const std::string* text = &ptx[static_cast<std::size_t>(i)];
+        items.push_back(
+            {key_of(i), [text]() -> Result<Source> { return Source::ptx(*text); }, "softmax_rows"});
+    }
+
+    bool ok = true;
+    // Cold: run the driver first, so that kcache cannot profit from anything it cached
+    // (gpu-check runs this with CUDA_CACHE_DISABLE=1, so the driver caches nothing either).
+    const double jit_1 = driver_jit_ms(cu, *context, ptx, 1, ok);
+    const double jit_16 = driver_jit_ms(cu, *context, ptx, 16, ok);
+    std::filesystem::remove_all(directory);
+    double warm_up_ms = 0;
+    {
+        CacheOptions options;
+        options.disk_directory = directory;
+        KernelCache cache(options);
+        const auto start = std::chrono::steady_clock::now();
+        auto results = cache.warm_up(items, 16);
+        warm_up_ms = ms_since(start);
+        for (const auto& r : results) {
+            if (!r.ok()) {
+                ok = false;
+                note = r.error().describe();
+            }
+        }
+    }
+
+    // Warm: a new cache on the same directory is a new process's view (context aside).
+    double disk_ms = 0;
+    {
+        CacheOptions options;
+        options.disk_directory = directory;
+        KernelCache cache(options);
+        const auto start = std::chrono::steady_clock::now();
+        for (const auto& item : items) {
+            auto kernel = cache.kernel(item.key, item.make_source, item.kernel_name);
+            if (!kernel.ok()) {
+                ok = false;
+                note = kernel.error().describe();
+            }
+        }
+        disk_ms = ms_since(start);
+        if (cache.stats().compiles != 0) note += " (warm run compiled something!)";
+    }
+    // The floor: the same cubins, already in memory, loaded and resolved in this context.
+    std::vector<std::string> cubins;
+    for (const auto& text : ptx) {
+        auto linked = compile::link_ptx(text, compile::Target{arch, false});
+        if (!linked) {
+            note = linked.error().describe();
+            return {};
+        }
+        cubins.push_back(std::move(linked->cubin));
+    }
+    const auto floor_start = std::chrono::steady_clock::now();
+    for (const auto& cubin : cubins) {
+        CUlibrary library = nullptr;
+        CUkernel kernel = nullptr;
+        CUfunction function = nullptr;
+        if (cu.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr,
+                                 0) != CUDA_SUCCESS ||
+            cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") != CUDA_SUCCESS ||
+            cu.cuKernelGetFunction(&function, kernel) != CUDA_SUCCESS) {
+            ok = false;
+        }
+        cu.cuLibraryUnload(library);
+    }
+    const double floor_ms = ms_since(floor_start);
+    if (!ok && note.empty()) note = "a load failed";
+
+    char text[2048];
+    std::snprintf(
+        text, sizeof text,
+        "| %d distinct PTX kernels, cold | total ms | per kernel ms | driver JIT 1 thread / this "
+        "|\n"
+        "|---|---:|---:|---:|\n"
+        "| driver JIT (cuModuleLoadData), 1 thread | %.1f | %.3f | 1.0x |\n"
+        "| driver JIT, 16 threads | %.1f | %.3f | %.1fx |\n"
+        "| kcache warm_up, 16 threads (nvJitLink + load) | %.1f | %.3f | %.1fx |\n\n"
+        "| warm start, per kernel | ms | vs floor |\n|---|---:|---:|\n"
+        "| floor: same cubin from memory, load + resolve | %.4f | 1.00x |\n"
+        "| kcache, new cache on a warm disk (read, verify, decompress, load) | %.4f | %.2fx |\n",
+        kKernels, jit_1, jit_1 / kKernels, jit_16, jit_16 / kKernels, jit_1 / jit_16, warm_up_ms,
+        warm_up_ms / kKernels, jit_1 / warm_up_ms, floor_ms / kKernels, disk_ms / kKernels,
+        disk_ms / floor_ms);
+    return text;
+}
+
+std::string run_compute_cache(std::string& note) {
+    const auto& api = driver::cuda_api();
+    if (!api) {
+        note = api.error().message();
+        return {};
+    }
+    auto context = driver::PrimaryContext::open(0);
+    if (!context) {
+        note = context.error().message();
+        return {};
+    }
+    bool ok = true;
+    const double ms = driver_jit_ms(**api, *context, kernel_set(), 1, ok);
+    if (!ok) note = "a load failed";
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "| driver with its ComputeCache (this process's run), 1 thread | %.1f ms total | "
+                  "%.4f ms per kernel |\n",
+                  ms, ms / kKernels);
+    return text;
+}
+
+}  // namespace kcache::bench
