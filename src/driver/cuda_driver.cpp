@@ -14,12 +14,12 @@ namespace {
 // buffers live exactly as long as the library.
 struct CudaLibrary {
     CUlibrary library = nullptr;
-    std::array<char, 16384> error_log{};
-    std::array<char, 16384> info_log{};
+    std::string error_log;  // sized only for PTX: binaries are not JIT-compiled
+    std::string info_log;
 
     std::string logs() const {
-        std::string out(error_log.data());
-        std::string info(info_log.data());
+        std::string out(error_log.c_str());
+        std::string info(info_log.c_str());
         if (!info.empty()) out += (out.empty() ? "" : "\n") + info;
         return out;
     }
@@ -74,18 +74,23 @@ public:
         std::array<CUjit_option, 4> options = {
             CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_INFO_LOG_BUFFER,
             CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+        const bool jit = source.kind == SourceKind::kPtx;
+        if (jit) {
+            wrapper->error_log.assign(16384, '\0');
+            wrapper->info_log.assign(16384, '\0');
+        }
         // The driver takes sizes smuggled through void* slots.
         // NOLINTBEGIN(performance-no-int-to-ptr)
         std::array<void*, 4> values = {
             wrapper->error_log.data(),
-            reinterpret_cast<void*>(static_cast<std::uintptr_t>(wrapper->error_log.size() - 1)),
+            reinterpret_cast<void*>(static_cast<std::uintptr_t>(wrapper->error_log.size())),
             wrapper->info_log.data(),
-            reinterpret_cast<void*>(static_cast<std::uintptr_t>(wrapper->info_log.size() - 1))};
+            reinterpret_cast<void*>(static_cast<std::uintptr_t>(wrapper->info_log.size()))};
         // NOLINTEND(performance-no-int-to-ptr)
         // PTX must reach the driver NUL-terminated; std::string guarantees that.
-        CUresult rc =
-            api_.cuLibraryLoadData(&wrapper->library, source.bytes.c_str(), options.data(),
-                                   values.data(), options.size(), nullptr, nullptr, 0);
+        CUresult rc = api_.cuLibraryLoadData(
+            &wrapper->library, source.bytes.c_str(), jit ? options.data() : nullptr,
+            jit ? values.data() : nullptr, jit ? 4u : 0u, nullptr, nullptr, 0);
         if (rc != CUDA_SUCCESS) {
             Error base = api_.error(
                 Errc::kCompileFailed,
