@@ -6,22 +6,14 @@
 
 #include <filesystem>
 
+#include "test_support.hpp"
+
 namespace kcache::store {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "kcache-tiers-XXXXXX").string();
-        path = mkdtemp(pattern.data());
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        fs::remove_all(path, ignored);
-    }
-};
+using test::TempDir;
 
 std::unique_ptr<DiskStore> disk_at(const std::string& path) {
     DiskOptions options;
@@ -41,7 +33,7 @@ const util::Fingerprint kPrint{1, 2};
 
 TEST(ArtifactStore, SecondGetIsServedFromMemory) {
     TempDir dir;
-    ArtifactStore store(1 << 20, disk_at(dir.path));
+    ArtifactStore store(1 << 20, disk_at(dir.path()));
     store.put(kPrint, entry_with("cubin"));
     ASSERT_TRUE(store.get(kPrint).has_value());
     EXPECT_EQ(store.stats().memory_hits, 1u);
@@ -50,8 +42,8 @@ TEST(ArtifactStore, SecondGetIsServedFromMemory) {
 
 TEST(ArtifactStore, ANewStoreOnTheSameDirectoryHitsDiskThenMemory) {
     TempDir dir;
-    ArtifactStore(1 << 20, disk_at(dir.path)).put(kPrint, entry_with("cubin"));
-    ArtifactStore fresh(1 << 20, disk_at(dir.path));  // as a new process would
+    ArtifactStore(1 << 20, disk_at(dir.path())).put(kPrint, entry_with("cubin"));
+    ArtifactStore fresh(1 << 20, disk_at(dir.path()));  // as a new process would
     auto first = fresh.get(kPrint);
     ASSERT_TRUE(first.has_value());
     EXPECT_EQ(first->entry.payload, "cubin");

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "test_support.hpp"
 #include "util/files.hpp"
 
 namespace kcache::store {
@@ -16,21 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
-public:
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "kcache-test-XXXXXX").string();
-        path_ = mkdtemp(pattern.data());
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        fs::remove_all(path_, ignored);
-    }
-    const std::string& path() const { return path_; }
-
-private:
-    std::string path_;
-};
+using test::TempDir;
 
 // Delegates to the real file system, failing writes with a chosen errno when told to.
 class FaultyFiles final : public util::Files {

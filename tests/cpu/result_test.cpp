@@ -85,7 +85,7 @@ TEST(Error, EveryCodeHasADistinctKnownName) {
     const Errc all[] = {Errc::kNoDriver,       Errc::kNoContext,       Errc::kCompileFailed,
                         Errc::kSourceFailed,   Errc::kKeyConflict,     Errc::kArgumentMismatch,
                         Errc::kKernelNotFound, Errc::kInvalidArgument, Errc::kDriverError,
-                        Errc::kUnsupported,       Errc::kCorruptEntry,     Errc::kIoError};
+                        Errc::kUnsupported,    Errc::kCorruptEntry,    Errc::kIoError};
     std::set<std::string> names;
     for (Errc code : all) {
         std::string name = errc_name(code);

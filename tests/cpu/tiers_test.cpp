@@ -12,6 +12,7 @@
 #include "driver/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
+#include "test_support.hpp"
 #include "util/fingerprint.hpp"
 
 namespace kcache {
@@ -25,13 +26,6 @@ protected:
         if (!driver::nvjitlink_api().ok()) {
             GTEST_SKIP() << driver::nvjitlink_api().error().describe();
         }
-        std::string pattern = (fs::temp_directory_path() / "kcache-tiers-XXXXXX").string();
-        dir_ = mkdtemp(pattern.data());
-        dir_ += "/cache";
-    }
-    void TearDown() override {
-        std::error_code ignored;
-        if (!dir_.empty()) fs::remove_all(fs::path(dir_).parent_path(), ignored);
     }
 
     CacheOptions options() const {
@@ -44,7 +38,8 @@ protected:
     static Source gelu() { return Source::ptx(examples::gelu_ptx()); }
 
     std::shared_ptr<driver::FakeDriver> fake_ = std::make_shared<driver::FakeDriver>();
-    std::string dir_;
+    test::TempDir temp_;
+    std::string dir_ = temp_.path() + "/cache";
 };
 
 TEST_F(TiersTest, FirstMissCompilesOnTheHostAndWritesTheDisk) {
