@@ -29,6 +29,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 // Distinct modules: the row length is baked into each softmax's code.
 std::vector<std::string> kernel_set() {
     std::vector<std::string> ptx;
+    ptx.reserve(kKernels);
     for (int i = 0; i < kKernels; ++i) ptx.push_back(examples::softmax_rows_ptx(1000 + i));
     return ptx;
 }
@@ -183,7 +184,8 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
             auto bytes = util::real_files().read(file.string());
             if (!bytes || !*bytes || !store::decode(**bytes)) ok = false;
         }
-        disk_only_ms = files.empty() ? 0 : ms_since(start) * kKernels / files.size();
+        disk_only_ms =
+            files.empty() ? 0 : ms_since(start) * kKernels / static_cast<double>(files.size());
     }
     if (!ok && note.empty()) note = "a load failed";
 

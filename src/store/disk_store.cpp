@@ -19,7 +19,7 @@ Result<std::string> default_directory() {
                  "no cache directory: set KCACHE_DIR (neither XDG_CACHE_HOME nor HOME is set)");
 }
 
-Result<std::unique_ptr<DiskStore>> DiskStore::open(DiskOptions options) {
+Result<std::unique_ptr<DiskStore>> DiskStore::open(const DiskOptions& options) {
     std::string directory = options.directory;
     if (directory.empty()) {
         auto found = default_directory();

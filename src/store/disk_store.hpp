@@ -37,7 +37,7 @@ class DiskStore {
 public:
     // Creates the directory (mode 0700) if needed. A group- or world-writable directory is
     // refused, with the reason, unless allowed: anyone who can write there could plant a kernel.
-    static Result<std::unique_ptr<DiskStore>> open(DiskOptions options);
+    static Result<std::unique_ptr<DiskStore>> open(const DiskOptions& options);
 
     std::optional<StoredEntry> get(const util::Fingerprint& fingerprint);
     Result<void> put(const util::Fingerprint& fingerprint, const StoredEntry& entry);
