@@ -24,6 +24,18 @@ std::string toolchain(const driver::NvJitLinkApi& jitlink) {
            "; entry format " + std::to_string(store::kFormatVersion);
 }
 
+// PTX written for arch-specific features (.target sm_90a) must be compiled for that target:
+// nvJitLink refuses to build it for plain sm_90.
+bool targets_arch_specific(std::string_view ptx) {
+    const std::size_t at = ptx.find(".target");
+    if (at == std::string_view::npos) return false;
+    const std::size_t end = ptx.find_first_of("\n,", at);
+    const std::string_view target =
+        ptx.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    const std::size_t last = target.find_last_not_of(" \t\r");
+    return last != std::string_view::npos && target[last] == 'a';
+}
+
 }  // namespace
 
 const char* origin_name(ArtifactPipeline::Origin origin) noexcept {
@@ -48,6 +60,15 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
     if (!produced) return std::move(produced).error();
     const auto start = std::chrono::steady_clock::now();
     auto library = driver_.load_library(produced->loadable);
+    if (!library && produced->loadable.kind != source.kind) {
+        // A cubin this driver cannot load (say, from a host compiler newer than the driver):
+        // the source itself still may, through the driver's JIT.
+        util::log_line(util::LogLevel::kInfo, "compiled artifact for " + std::string(key) +
+                                                  " did not load (" + library.error().message() +
+                                                  "); handing the PTX to the driver");
+        produced->origin = Origin::kDriverJit;
+        library = driver_.load_library(source);
+    }
     if (!library) return std::move(library).error();
     std::uint64_t compile_ns = produced->compile_ns;
     // Loading PTX is the driver's JIT: that is compile time too.
@@ -61,7 +82,7 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view ke
     const auto& jitlink = driver::nvjitlink_api();
     if (!host_compile_ || !jitlink) return Produced{source, Origin::kDriverJit, 0};
 
-    const compile::Target target{arch, false};
+    const compile::Target target{arch, targets_arch_specific(source.bytes)};
     const util::Fingerprint source_hash = util::source_fingerprint(source, 0);
     const std::string tools = toolchain(**jitlink);
     util::FingerprintBuilder builder;

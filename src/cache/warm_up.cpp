@@ -8,6 +8,7 @@
 
 #include "cache/cache_core.hpp"
 #include "kcache/kernel_cache.hpp"
+#include "util/log.hpp"
 
 namespace kcache {
 
@@ -38,8 +39,17 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
             std::lock_guard lock(progress_mutex);
             ++done;
             if (progress) {
-                progress({done, items.size(), item.key,
-                          compile_errors[i] ? &*compile_errors[i] : nullptr});
+                // The caller's callback runs on our worker: an exception from it must not end
+                // the process, and there is no one to hand it to, so it is logged.
+                try {
+                    progress({done, items.size(), item.key,
+                              compile_errors[i] ? &*compile_errors[i] : nullptr});
+                } catch (const std::exception& e) {
+                    util::log_line(util::LogLevel::kInfo,
+                                   std::string("warm_up progress callback threw: ") + e.what());
+                } catch (...) {
+                    util::log_line(util::LogLevel::kInfo, "warm_up progress callback threw");
+                }
             }
         }
     };

@@ -1,6 +1,7 @@
 #include "store/disk_store.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -29,9 +30,15 @@ Result<std::unique_ptr<DiskStore>> DiskStore::open(const DiskOptions& options) {
     util::Files& files = options.files != nullptr ? *options.files : util::real_files();
     if (auto made = files.make_directories(directory, 0700); !made) return made.error();
     struct stat info {};
-    if (stat(directory.c_str(), &info) != 0) return util::io_error("stat", directory, errno);
+    if (lstat(directory.c_str(), &info) != 0) return util::io_error("stat", directory, errno);
     if (!S_ISDIR(info.st_mode)) {
         return Error(Errc::kIoError, "cache directory " + directory + " is not a directory");
+    }
+    if (info.st_uid != geteuid() && !options.allow_shared_directory) {
+        return Error(Errc::kIoError, "refusing cache directory " + directory +
+                                         ": it belongs to another user (uid " +
+                                         std::to_string(info.st_uid) +
+                                         "), who could plant kernels in it");
     }
     if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !options.allow_shared_directory) {
         char mode[8];

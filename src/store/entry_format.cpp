@@ -12,6 +12,9 @@ namespace {
 constexpr char kMagic[8] = {'K', 'C', 'A', 'C', 'H', 'E', 'E', '\x01'};
 constexpr std::uint8_t kZstd = 1;
 constexpr std::size_t kChecksumSize = 16;
+// No cubin comes near this; a larger declared size is damage (or an attack) and must not make
+// us allocate it.
+constexpr std::uint64_t kMaxPayloadBytes = 1ull << 30;
 
 // Fixed-size header, little-endian fields.
 struct Header {
@@ -166,10 +169,13 @@ Result<StoredEntry> decode(std::string_view bytes) {
     }
     if (header.kind < 1 || header.kind > 3) return corrupt("unknown payload kind");
     if (header.compression != kZstd) return corrupt("unknown compression");
-    if (static_cast<std::uint64_t>(kHeaderSize) + header.key_bytes + header.compressed_bytes !=
-        body.size()) {
+    // Checked without adding untrusted sizes, which could wrap around.
+    const std::uint64_t after_header = body.size() - kHeaderSize;
+    if (header.key_bytes > after_header ||
+        header.compressed_bytes != after_header - header.key_bytes) {
         return corrupt("lengths do not add up to the entry's size");
     }
+    if (header.payload_bytes > kMaxPayloadBytes) return corrupt("payload larger than any kernel");
     auto key = KeyMaterial::parse(body.substr(kHeaderSize, header.key_bytes));
     if (!key) return key.error();
 
@@ -179,7 +185,9 @@ Result<StoredEntry> decode(std::string_view bytes) {
     const std::string_view compressed = body.substr(kHeaderSize + header.key_bytes);
     const unsigned long long declared =
         ZSTD_getFrameContentSize(compressed.data(), compressed.size());
-    if (declared != header.payload_bytes) return corrupt("payload size disagrees with its frame");
+    if (declared >= ZSTD_CONTENTSIZE_ERROR || declared != header.payload_bytes) {
+        return corrupt("payload size disagrees with its frame");
+    }
     entry.payload.resize(header.payload_bytes);
     const std::size_t size =
         ZSTD_decompressDCtx(thread_dctx(), entry.payload.data(), entry.payload.size(),

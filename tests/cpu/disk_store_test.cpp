@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -211,6 +212,24 @@ TEST(DefaultDirectory, FollowsKcacheDirThenXdgThenHome) {
     restore("KCACHE_DIR", saved_dir != nullptr, keep_dir);
     restore("XDG_CACHE_HOME", saved_xdg != nullptr, keep_xdg);
     restore("HOME", saved_home != nullptr, keep_home);
+}
+
+}  // namespace
+}  // namespace kcache::store
+
+namespace kcache::store {
+namespace {
+
+TEST(DiskStore, RefusesADirectoryOwnedByAnotherUser) {
+    TempDir dir;
+    // As root (CI) chown works; elsewhere this test cannot set the scene and says so.
+    if (chown(dir.path().c_str(), 12345, 12345) != 0) GTEST_SKIP() << "cannot chown here";
+    ASSERT_EQ(chmod(dir.path().c_str(), 0700), 0);
+    DiskOptions options;
+    options.directory = dir.path();
+    auto store = DiskStore::open(options);
+    ASSERT_FALSE(store.ok());
+    EXPECT_NE(store.error().message().find("another user"), std::string::npos);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // length), so that a damaged entry can only ever be a miss.
 #include "store/entry_format.hpp"
 
+#define XXH_INLINE_ALL
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 namespace kcache::store {
 namespace {
@@ -79,6 +81,55 @@ TEST(EntryFormat, TrailingBytesAreDetected) {
 
 TEST(KeyMaterialText, RejectsFieldsOutOfOrder) {
     EXPECT_FALSE(KeyMaterial::parse("source-kind: ptx\narch: sm_90\n").ok());
+}
+
+}  // namespace
+}  // namespace kcache::store
+
+namespace kcache::store {
+namespace {
+
+// Rewrites a header field and fixes the checksum, as someone able to write the file could, so
+// that the size checks themselves are what must catch it.
+std::string with_field(std::string bytes, std::size_t offset, std::uint64_t value, int width) {
+    for (int i = 0; i < width; ++i) {
+        bytes[offset + static_cast<std::size_t>(i)] = static_cast<char>((value >> (8 * i)) & 0xff);
+    }
+    const std::size_t body = bytes.size() - 16;
+    const XXH128_hash_t digest = XXH3_128bits(bytes.data(), body);
+    for (int i = 0; i < 8; ++i) {
+        bytes[body + static_cast<std::size_t>(i)] =
+            static_cast<char>((digest.high64 >> (8 * i)) & 0xff);
+        bytes[body + 8 + static_cast<std::size_t>(i)] =
+            static_cast<char>((digest.low64 >> (8 * i)) & 0xff);
+    }
+    return bytes;
+}
+
+TEST(EntryFormat, ARewrittenFieldWithAFixedChecksumStillDecodesWhenValid) {
+    // The helper itself must produce entries that pass the checksum: rewrite a field to the
+    // value it already has.
+    const std::string bytes = encode(small_entry());
+    EXPECT_TRUE(decode(with_field(bytes, 8, kFormatVersion, 2)).ok());
+}
+
+TEST(EntryFormat, WrappingLengthsAreRejectedNotTrusted) {
+    const std::string bytes = encode(small_entry());
+    // key_bytes (offset 12) at its maximum and compressed_bytes (offset 24) chosen so that
+    // header + key + compressed wraps around to exactly the body's size.
+    const std::uint64_t body = bytes.size() - 16;
+    const std::uint64_t wrapped = body - 32 - 0xffffffffull;  // modulo 2^64
+    auto decoded = decode(with_field(with_field(bytes, 12, 0xffffffffu, 4), 24, wrapped, 8));
+    ASSERT_FALSE(decoded.ok());
+    EXPECT_EQ(decoded.error().code(), Errc::kCorruptEntry);
+}
+
+TEST(EntryFormat, AHugeDeclaredPayloadIsRejectedWithoutAllocatingIt) {
+    const std::string bytes = encode(small_entry());
+    // payload_bytes (offset 16, 8 bytes): 2^40.
+    auto decoded = decode(with_field(bytes, 16, 1ull << 40, 8));
+    ASSERT_FALSE(decoded.ok());
+    EXPECT_EQ(decoded.error().code(), Errc::kCorruptEntry);
 }
 
 }  // namespace

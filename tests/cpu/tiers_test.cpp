@@ -272,3 +272,24 @@ TEST_F(WarmUpTest, WithoutHostCompilationTheDriverJitsOnTheCallingThread) {
 
 }  // namespace
 }  // namespace kcache
+
+namespace kcache {
+namespace {
+
+TEST_F(TiersTest, ArchSpecificPtxIsCompiledForItsArchSpecificTarget) {
+    std::string ptx = examples::gelu_ptx();
+    const std::size_t at = ptx.find(".target sm_70");
+    ASSERT_NE(at, std::string::npos);
+    ptx.replace(at, 13, ".target sm_90a");  // as PTX using wgmma or setmaxnreg must say
+    const std::size_t version = ptx.find(".version 7.8");
+    ASSERT_NE(version, std::string::npos);
+    ptx.replace(version, 12, ".version 8.0");  // the first PTX version that knows sm_90a
+    KernelCache cache(options());
+    auto kernel = cache.kernel(
+        "gelu:sm_90a", [&] { return Source::ptx(ptx); }, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
+}  // namespace
+}  // namespace kcache

@@ -148,7 +148,8 @@ int run_without_gpu(const DemoOptions& options, const std::string& reason,
             failure = origin.error().message();
             break;
         }
-        (*origin == ArtifactOrigin::kCompiled ? compiled : found)++;
+        if (*origin == ArtifactOrigin::kCompiled) ++compiled;
+        if (*origin == ArtifactOrigin::kDiskTier) ++found;
     }
     const CacheStats stats = cache.stats();
     if (options.json) {
@@ -167,10 +168,11 @@ int run_without_gpu(const DemoOptions& options, const std::string& reason,
         return 0;
     }
     std::printf(
-        "Nothing can be launched; the demo's %d kernels were compiled for sm_%d into the "
-        "cache instead: %d compiled now, %d already there%s.\n",
-        compiled + found, kArch, compiled, found,
-        stats.disk_enabled ? " (on disk)" : " (memory only: no usable cache directory)");
+        "Nothing can be launched; the demo's %zu kernels were prepared for sm_%d in the cache "
+        "instead: %d compiled now, %d found on disk, the rest share a compiled source%s.\n",
+        demo_kernels().size(), kArch, compiled, found,
+        stats.disk_writes > 0 || stats.disk_hits > 0 ? " (kept on disk)"
+                                                     : " (memory only: nothing reached the disk)");
     return 0;
 }
 
@@ -246,7 +248,7 @@ int run_demo(const DemoOptions& options) {
         result.misses = thread_stats().misses;
         passes.push_back(result);
         if (!options.json) {
-            std::printf("  pass %d: %2d launches, %2llu compiled, %2llu hits, %8.2f ms\n", pass + 1,
+            std::printf("  pass %d: %2d launches, %2llu misses, %2llu hits, %8.2f ms\n", pass + 1,
                         result.launches, static_cast<unsigned long long>(result.misses),
                         static_cast<unsigned long long>(result.hits), result.milliseconds);
         }
