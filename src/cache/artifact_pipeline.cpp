@@ -93,18 +93,34 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view ke
         .add(source.bytes);
     const util::Fingerprint fingerprint = builder.finish();
 
-    if (store_) {
-        if (auto found = store_->get(fingerprint)) {
-            // The file name is the fingerprint; the recorded key material must agree with it too.
-            const store::StoredEntry& stored = found->entry;
-            if (stored.key.arch == target.name() && stored.key.source_hash == source_hash.hex() &&
-                stored.key.toolchain == tools && stored.kind == store::PayloadKind::kCubin) {
-                const Origin origin =
-                    found->tier == store::Tier::kDisk ? Origin::kDiskTier : Origin::kMemoryTier;
-                return Produced{Source::cubin(std::move(found->entry.payload)), origin, 0};
-            }
+    auto lookup = [&]() -> std::optional<Produced> {
+        if (!store_) return std::nullopt;
+        auto found = store_->get(fingerprint);
+        if (!found) return std::nullopt;
+        // The file name is the fingerprint; the recorded key material must agree with it too.
+        const store::StoredEntry& stored = found->entry;
+        if (stored.key.arch != target.name() || stored.key.source_hash != source_hash.hex() ||
+            stored.key.toolchain != tools || stored.kind != store::PayloadKind::kCubin) {
             util::log_line(util::LogLevel::kInfo, "stored artifact for " + std::string(key) +
                                                       " has other key material; recompiling");
+            return std::nullopt;
+        }
+        const Origin origin =
+            found->tier == store::Tier::kDisk ? Origin::kDiskTier : Origin::kMemoryTier;
+        return Produced{Source::cubin(std::move(found->entry.payload)), origin, 0};
+    };
+    if (auto hit = lookup()) return std::move(*hit);
+
+    // Across processes: one compiles, the others wait on the lock and then find its result.
+    // Held until the artifact is stored; without the lock in time, compile privately.
+    std::optional<util::FileLock> lock;
+    if (store_ && store_->disk() != nullptr) {
+        lock = store_->disk()->lock(fingerprint, std::chrono::minutes(2));
+        if (lock) {
+            if (auto hit = lookup()) return std::move(*hit);
+        } else {
+            util::log_line(util::LogLevel::kInfo,
+                           "no compile lock for " + std::string(key) + "; compiling without it");
         }
     }
 

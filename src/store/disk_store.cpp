@@ -59,6 +59,13 @@ std::string DiskStore::path_of(const util::Fingerprint& fingerprint) const {
     return directory_ + "/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".kc";
 }
 
+std::optional<util::FileLock> DiskStore::lock(const util::Fingerprint& fingerprint,
+                                              std::chrono::milliseconds patience) {
+    const std::string path = path_of(fingerprint);
+    if (!files_.make_directories(path.substr(0, path.rfind('/')), 0700)) return std::nullopt;
+    return util::FileLock::acquire(path + ".lock", patience);
+}
+
 std::optional<StoredEntry> DiskStore::get(const util::Fingerprint& fingerprint) {
     const std::string path = path_of(fingerprint);
     auto bytes = files_.read(path);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 
 #include "kcache/result.hpp"
 #include "store/entry_format.hpp"
+#include "util/file_lock.hpp"
 #include "util/files.hpp"
 #include "util/fingerprint.hpp"
 
@@ -43,6 +45,10 @@ public:
     Result<void> put(const util::Fingerprint& fingerprint, const StoredEntry& entry);
 
     std::string path_of(const util::Fingerprint& fingerprint) const;
+    // Serialises the compile of one artifact across processes (a lock file beside its entry).
+    // nullopt when the lock cannot be had within `patience`: the caller compiles privately.
+    std::optional<util::FileLock> lock(const util::Fingerprint& fingerprint,
+                                       std::chrono::milliseconds patience);
     const std::string& directory() const noexcept { return directory_; }
     DiskStats stats() const;
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "test_support.hpp"
+#include "util/file_lock.hpp"
 #include "util/files.hpp"
 
 namespace kcache::store {
@@ -234,3 +235,26 @@ TEST(DiskStore, RefusesADirectoryOwnedByAnotherUser) {
 
 }  // namespace
 }  // namespace kcache::store
+
+namespace kcache::util {
+namespace {
+
+TEST(FileLock, ASecondHolderGivesUpAfterItsPatienceAndGetsItOnceReleased) {
+    test::TempDir dir;
+    const std::string path = dir.path() + "/artifact.lock";
+    auto first = FileLock::acquire(path, std::chrono::milliseconds(100));
+    ASSERT_TRUE(first.has_value());
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(FileLock::acquire(path, std::chrono::milliseconds(50)).has_value());
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+    first.reset();
+    EXPECT_TRUE(FileLock::acquire(path, std::chrono::milliseconds(50)).has_value());
+}
+
+TEST(FileLock, AnUnopenableLockFileIsNoLockRatherThanAnError) {
+    EXPECT_FALSE(
+        FileLock::acquire("/nonexistent-dir/x.lock", std::chrono::milliseconds(10)).has_value());
+}
+
+}  // namespace
+}  // namespace kcache::util

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -289,6 +291,54 @@ TEST_F(TiersTest, ArchSpecificPtxIsCompiledForItsArchSpecificTarget) {
         "gelu:sm_90a", [&] { return Source::ptx(ptx); }, "gelu");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
     EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
+}  // namespace
+}  // namespace kcache
+
+namespace kcache {
+namespace {
+
+TEST_F(TiersTest, EightProcessesMissingOneKeyCompileItOnce) {
+    int go[2];
+    ASSERT_EQ(pipe(go), 0);
+    std::vector<pid_t> children;
+    for (int i = 0; i < 8; ++i) {
+        const pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {  // a separate process with its own cache on the shared directory
+            close(go[1]);
+            char byte = 0;
+            (void)!read(go[0], &byte, 1);  // returns when the parent closes its end: all start
+            CacheOptions o;
+            o.driver = std::make_shared<driver::FakeDriver>(0);
+            o.disk_directory = dir_;
+            KernelCache cache(o);
+            auto origin = cache.prebuild(
+                "softmax:777", [] { return Source::ptx(examples::softmax_rows_ptx(777)); }, 90);
+            _exit(origin.ok() ? static_cast<int>(*origin) : 100);
+        }
+        children.push_back(pid);
+    }
+    close(go[0]);
+    close(go[1]);
+    int compiled = 0;
+    int from_disk = 0;
+    for (const pid_t pid : children) {
+        int status = 0;
+        ASSERT_EQ(waitpid(pid, &status, 0), pid);
+        ASSERT_TRUE(WIFEXITED(status));
+        const int code = WEXITSTATUS(status);
+        if (code == static_cast<int>(ArtifactOrigin::kCompiled)) {
+            ++compiled;
+        } else if (code == static_cast<int>(ArtifactOrigin::kDiskTier)) {
+            ++from_disk;
+        } else {
+            ADD_FAILURE() << "child exited with " << code;
+        }
+    }
+    EXPECT_EQ(compiled, 1);
+    EXPECT_EQ(from_disk, 7);
 }
 
 }  // namespace

@@ -1,0 +1,29 @@
+// An exclusive advisory lock on a file (flock), across processes on one machine. Used so that N
+// processes missing one artifact compile it once; a lock that cannot be had in time is given up
+// on (the caller compiles privately), never turned into a failure.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace kcache::util {
+
+class FileLock {
+public:
+    // Creates the lock file if needed and waits up to `patience` for the lock. nullopt if the
+    // file cannot be opened or the lock not taken in time.
+    static std::optional<FileLock> acquire(const std::string& path,
+                                           std::chrono::milliseconds patience);
+    FileLock(FileLock&& other) noexcept;
+    FileLock& operator=(FileLock&& other) noexcept;
+    FileLock(const FileLock&) = delete;
+    ~FileLock();  // releases the lock
+
+private:
+    explicit FileLock(int fd) : fd_(fd) {}
+    void release() noexcept;
+    int fd_ = -1;
+};
+
+}  // namespace kcache::util
