@@ -201,9 +201,11 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
         return Error(Errc::kInvalidArgument,
                      "key '" + std::string(key) + "': the source generator returned no bytes");
     }
-    util::log_line(util::LogLevel::kInfo, "miss " + describe_key(key, arch) + ": " +
-                                              source_kind_name(source.kind) + ", " +
-                                              std::to_string(source.bytes.size()) + " bytes");
+    if (util::log_enabled(util::LogLevel::kInfo)) {  // no string building when silent
+        util::log_line(util::LogLevel::kInfo, "miss " + describe_key(key, arch) + ": " +
+                                                  source_kind_name(source.kind) + ", " +
+                                                  std::to_string(source.bytes.size()) + " bytes");
+    }
     auto built = pipeline_.build(key, arch, source);
     if (!built) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
@@ -227,7 +229,7 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
     auto library = built->library;
 
     auto* entry = new Entry(std::string(key), arch, hash, util::source_fingerprint(source, arch),
-                            source.bytes.size(), library, driver_, library_counters_);
+                            library, driver_, library_counters_);
     // Our reference is taken before the entry is published, so eviction cannot unload it under
     // the caller.
     const std::uint32_t stripe = util::my_stripe();

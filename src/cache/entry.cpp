@@ -6,14 +6,12 @@
 namespace kcache::cache {
 
 Entry::Entry(std::string key_in, int arch_in, std::uint64_t hash_in,
-             util::Fingerprint fingerprint_in, std::size_t source_bytes_in,
-             driver::LibraryId library, std::shared_ptr<driver::Driver> driver,
-             std::shared_ptr<LibraryCounters> counters)
+             util::Fingerprint fingerprint_in, driver::LibraryId library,
+             std::shared_ptr<driver::Driver> driver, std::shared_ptr<LibraryCounters> counters)
     : key(std::move(key_in)),
       arch(arch_in),
       hash(hash_in),
       fingerprint(fingerprint_in),
-      source_bytes(source_bytes_in),
       library_(library),
       driver_(std::move(driver)),
       counters_(std::move(counters)) {

@@ -34,8 +34,8 @@ struct ResolvedKernel {
 class Entry {
 public:
     Entry(std::string key, int arch, std::uint64_t hash, util::Fingerprint fingerprint,
-          std::size_t source_bytes, driver::LibraryId library,
-          std::shared_ptr<driver::Driver> driver, std::shared_ptr<LibraryCounters> counters);
+          driver::LibraryId library, std::shared_ptr<driver::Driver> driver,
+          std::shared_ptr<LibraryCounters> counters);
     ~Entry();
     Entry(const Entry&) = delete;
     Entry& operator=(const Entry&) = delete;
@@ -44,7 +44,6 @@ public:
     const int arch;
     const std::uint64_t hash;  // util::hash_key(key, arch)
     const util::Fingerprint fingerprint;
-    const std::size_t source_bytes;
 
     // Recency for LRU: the cache's insertion tick when last used. Written without a lock and
     // only when it changes, so steady hits do not bounce the line between cores.

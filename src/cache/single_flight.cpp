@@ -30,9 +30,4 @@ void SingleFlight::finish(const std::string& id, const std::shared_ptr<Flight>& 
     flight->done_cv_.notify_all();
 }
 
-std::size_t SingleFlight::in_flight() const {
-    std::lock_guard lock(mutex_);
-    return flights_.size();
-}
-
 }  // namespace kcache::cache

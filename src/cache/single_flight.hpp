@@ -42,8 +42,6 @@ public:
     void finish(const std::string& id, const std::shared_ptr<Flight>& flight,
                 std::optional<Error> error);
 
-    std::size_t in_flight() const;
-
 private:
     mutable std::mutex mutex_;
     std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;  // guarded by mutex_
