@@ -57,4 +57,15 @@ std::string run_warm_start(const std::string& directory, std::string& note);
 // Needs a GPU: the same 64 PTX through the driver with its ComputeCache as configured.
 std::string run_compute_cache(std::string& note);
 
+// No GPU needed: `light_count` and `heavy_count` distinct CUDA C++ kernels compiled by NVRTC on 1
+// thread and on `threads` threads of this process.
+std::string run_nvrtc_scaling(int arch, int light_count, int heavy_count, int threads,
+                              std::string& note);
+// Needs a GPU: a CUDA C++ kernel's readiness in new processes (this program, re-run with
+// --cuda-warm-child) on a cold and a warm disk tier in `directory`, and a warm-up of
+// `warm_up_count` distinct CUDA C++ kernels against compiling them one by one.
+std::string run_cuda_warm_start(const std::string& directory, int warm_up_count, std::string& note);
+// The child side: prints "context_ms ready_ms compiles".
+int run_cuda_warm_child(const std::string& directory);
+
 }  // namespace kcache::bench

@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
     bool force_fake = false;
     bool launch_bench = true;
     std::string tiers_directory;
+    std::string cuda_directory;
+    int nvrtc_arch = 0;
+    int light = 16, heavy = 8, nvrtc_threads = 16, cuda_warm_up = 16;
     bool compute_cache = false;
     int launches = 2000;
     int blocks = 15;
@@ -47,6 +50,20 @@ int main(int argc, char** argv) {
             smoke = true;
         } else if (!std::strcmp(argv[i], "--tiers")) {
             tiers_directory = next();
+        } else if (!std::strcmp(argv[i], "--cuda-warm-child")) {
+            return bench::run_cuda_warm_child(next());
+        } else if (!std::strcmp(argv[i], "--cuda")) {
+            cuda_directory = next();
+        } else if (!std::strcmp(argv[i], "--cuda-warm-up")) {
+            cuda_warm_up = std::atoi(next());
+        } else if (!std::strcmp(argv[i], "--nvrtc-scaling")) {
+            nvrtc_arch = std::atoi(next());
+        } else if (!std::strcmp(argv[i], "--nvrtc-kernels")) {
+            const std::vector<int> counts = parse_list(next());
+            light = counts.at(0);
+            heavy = counts.size() > 1 ? counts[1] : 0;
+        } else if (!std::strcmp(argv[i], "--nvrtc-threads")) {
+            nvrtc_threads = std::atoi(next());
         } else if (!std::strcmp(argv[i], "--compute-cache")) {
             compute_cache = true;
         } else if (!std::strcmp(argv[i], "--no-launch")) {
@@ -64,7 +81,9 @@ int main(int argc, char** argv) {
         } else {
             std::fprintf(stderr,
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
-                         "[--compute-cache] [--ms N] [--threads 1,2,4] "
+                         "[--compute-cache] [--cuda DIR] [--cuda-warm-up N] [--nvrtc-scaling ARCH] "
+                         "[--nvrtc-kernels LIGHT,HEAVY] [--nvrtc-threads N] [--ms N] "
+                         "[--threads 1,2,4] "
                          "[--launch-threads 1,16] [--out FILE]\n");
             return 2;
         }
@@ -78,6 +97,17 @@ int main(int argc, char** argv) {
         launch_threads = {1, 2};
     }
 
+    if (nvrtc_arch != 0 || !cuda_directory.empty()) {  // CUDA C++ measurements alone
+        std::string note;
+        std::string table =
+            nvrtc_arch != 0
+                ? bench::run_nvrtc_scaling(nvrtc_arch, light, heavy, nvrtc_threads, note)
+                : bench::run_cuda_warm_start(cuda_directory, cuda_warm_up, note);
+        std::fputs(table.c_str(), stdout);
+        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
+        if (!out_path.empty()) std::ofstream(out_path) << table;
+        return table.empty() || !note.empty() ? 1 : 0;
+    }
     if (!tiers_directory.empty() || compute_cache) {  // the issue-3 measurements alone
         std::string note;
         std::string table = compute_cache ? bench::run_compute_cache(note)

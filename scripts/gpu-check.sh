@@ -53,6 +53,11 @@ run warm_start env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --tiers "$(mktemp -d
 export CUDA_CACHE_PATH="$(mktemp -d)"
 run compute_cache_fill "$BIN/kcache_bench" --compute-cache
 run compute_cache_warm "$BIN/kcache_bench" --compute-cache --out "$LOGS/compute_cache.md"
+# Issue 3, CUDA C++: how NVRTC scales inside one process (light and CUB-heavy kernels), a CUDA C++
+# kernel's readiness in cold and warm new processes, and a warm-up of CUDA C++ kernels.
+ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
+run nvrtc_scaling "$BIN/kcache_bench" --nvrtc-scaling "${ARCH:-90}" --nvrtc-kernels 32,16 --nvrtc-threads 16 --out "$LOGS/nvrtc_scaling.md"
+run cuda_warm "$BIN/kcache_bench" --cuda "$(mktemp -d)/cuda" --cuda-warm-up 16 --out "$LOGS/cuda_warm.md"
 
 {
   echo
@@ -85,6 +90,14 @@ run compute_cache_warm "$BIN/kcache_bench" --compute-cache --out "$LOGS/compute_
   echo "Driver ComputeCache, second process (warm):"
   echo
   cat "$LOGS/compute_cache.md" 2>/dev/null
+  echo
+  echo "## CUDA C++: NVRTC inside one process"
+  echo
+  cat "$LOGS/nvrtc_scaling.md" 2>/dev/null
+  echo
+  echo "## CUDA C++: a kernel in new processes, and a warm-up"
+  echo
+  cat "$LOGS/cuda_warm.md" 2>/dev/null
 } >> "$OUT/summary.md"
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOGS"
 echo

@@ -50,9 +50,20 @@ struct CacheOptions {
     std::string disk_directory;
     // Accept a group- or world-writable disk directory (KCACHE_ALLOW_SHARED_DIR=1).
     bool allow_shared_directory = false;
+    // Compile CUDA C++ in this many worker processes (`kcache compile-worker`), so that a warm-up
+    // compiles in parallel: NVRTC serializes compiles inside one process. 0: in this process.
+    // KCACHE_COMPILE_WORKERS; the command is KCACHE_COMPILE_WORKER, else a `kcache` beside this
+    // program. Without a usable command, compiles stay in this process (logged).
+    std::size_t compile_workers = 0;
+    std::string compile_worker_command;  // empty: as above
+    // Budgets of the disk directory (shared by every process using it); 0: no limit. Beyond one,
+    // the least recently used entries are removed, by one process at a time.
+    std::uint64_t disk_max_bytes = std::uint64_t{4} << 30;  // KCACHE_MAX_SIZE ("4Gi", "500M")
+    std::uint64_t disk_max_files = 0;                       // KCACHE_MAX_FILES
 
-    // Defaults, overridden by KCACHE_MAX_ENTRIES, KCACHE_VERIFY, KCACHE_DISK, KCACHE_DIR and
-    // KCACHE_ALLOW_SHARED_DIR; a bad value is an error.
+    // Defaults, overridden by KCACHE_MAX_ENTRIES, KCACHE_VERIFY, KCACHE_DISK, KCACHE_DIR,
+    // KCACHE_ALLOW_SHARED_DIR, KCACHE_MAX_SIZE, KCACHE_MAX_FILES and KCACHE_COMPILE_WORKERS; a bad
+    // value is an error.
     static Result<CacheOptions> from_env();
 };
 
@@ -74,6 +85,8 @@ struct CacheStats {
     std::uint64_t disk_writes = 0;
     std::uint64_t disk_errors = 0;   // I/O failures, and a disk directory that could not be used
     std::uint64_t disk_corrupt = 0;  // entries that failed their checks, removed
+    std::uint64_t disk_evicted = 0;  // entries removed to keep the disk budgets, by this cache
+    std::uint64_t disk_evicted_bytes = 0;
     bool disk_enabled = false;
 };
 

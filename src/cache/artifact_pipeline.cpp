@@ -1,10 +1,10 @@
 #include "cache/artifact_pipeline.hpp"
 
+#include <algorithm>
 #include <chrono>
 
-#include "compile/compiler.hpp"
-#include "driver/compiler_api.hpp"
-#include "util/fingerprint.hpp"
+#include "compile/options.hpp"
+#include "store/key_index.hpp"
 #include "util/log.hpp"
 
 namespace kcache::cache {
@@ -14,14 +14,6 @@ std::uint64_t since(std::chrono::steady_clock::time_point start) {
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                           std::chrono::steady_clock::now() - start)
                                           .count());
-}
-
-// Everything that decides the bytes of the artifact besides the source and arch: the host
-// compiler's version and kcache's entry format. Not the driver's version: a cubin does not depend
-// on it, and leaving it out is what lets a CPU-only machine fill the cache for a GPU machine.
-std::string toolchain(const driver::NvJitLinkApi& jitlink) {
-    return "nvJitLink " + std::to_string(jitlink.major) + "." + std::to_string(jitlink.minor) +
-           "; entry format " + std::to_string(store::kFormatVersion);
 }
 
 // PTX written for arch-specific features (.target sm_90a) must be compiled for that target:
@@ -34,6 +26,62 @@ bool targets_arch_specific(std::string_view ptx) {
         ptx.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
     const std::size_t last = target.find_last_not_of(" \t\r");
     return last != std::string_view::npos && target[last] == 'a';
+}
+
+// The source's own bytes: the code and, for CUDA C++, its headers by name (their order in the
+// list does not change what compiles).
+util::Fingerprint source_hash_of(const Source& source) {
+    util::FingerprintBuilder builder;
+    builder.add(static_cast<std::uint64_t>(source.kind)).add(source.bytes);
+    std::vector<const std::pair<std::string, std::string>*> headers;
+    for (const auto& header : source.headers) headers.push_back(&header);
+    std::sort(headers.begin(), headers.end(), [](auto* a, auto* b) { return a->first < b->first; });
+    builder.add(static_cast<std::uint64_t>(headers.size()));
+    for (const auto* header : headers) builder.add(header->first).add(header->second);
+    return builder.finish();
+}
+
+// Key material is line-based text; a caller's key may contain anything.
+std::string one_line(std::string_view key) {
+    std::string line(key);
+    for (char& c : line) {
+        if (c == '\n' || c == '\r') c = ' ';
+    }
+    return line;
+}
+
+std::vector<std::string> sorted(std::vector<std::string> values) {
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    return values;
+}
+
+// Kernel-name lines of the key material: "<lowered> <- <expression>". A lowered name has no
+// spaces, so the first " <- " splits it.
+constexpr std::string_view kArrow = " <- ";
+
+std::vector<std::string> name_lines(const LoweredNames& names) {
+    std::vector<std::string> lines;
+    for (const auto& [expression, lowered] : names) {
+        lines.push_back(one_line(lowered + std::string(kArrow) + expression));
+    }
+    return lines;
+}
+
+// The lowered names a stored entry recorded for the expressions the source asks for; nullopt if
+// any is missing (then the entry is not the one wanted).
+std::optional<LoweredNames> names_for(const std::vector<std::string>& lines,
+                                      const std::vector<std::string>& expressions) {
+    LoweredNames names;
+    for (const auto& expression : expressions) {
+        auto line = std::find_if(lines.begin(), lines.end(), [&](const std::string& text) {
+            const std::size_t arrow = text.find(kArrow);
+            return arrow != std::string::npos && text.substr(arrow + kArrow.size()) == expression;
+        });
+        if (line == lines.end()) return std::nullopt;
+        names.emplace_back(expression, line->substr(0, line->find(kArrow)));
+    }
+    return names;
 }
 
 }  // namespace
@@ -60,7 +108,7 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
     if (!produced) return std::move(produced).error();
     const auto start = std::chrono::steady_clock::now();
     auto library = driver_.load_library(produced->loadable);
-    if (!library && produced->loadable.kind != source.kind) {
+    if (!library && source.kind == SourceKind::kPtx && produced->loadable.kind != source.kind) {
         // A cubin this driver cannot load (say, from a host compiler newer than the driver):
         // the source itself still may, through the driver's JIT.
         util::log_line(util::LogLevel::kInfo, "compiled artifact for " + std::string(key) +
@@ -73,77 +121,187 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
     std::uint64_t compile_ns = produced->compile_ns;
     // Loading PTX is the driver's JIT: that is compile time too.
     if (produced->origin == Origin::kDriverJit) compile_ns += since(start);
-    return Built{*library, produced->origin, compile_ns};
+    return Built{*library, produced->origin, compile_ns, std::move(produced->names)};
+}
+
+Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
+                                                                       const Source& source) const {
+    Recipe recipe;
+    std::string toolchain;
+    std::vector<std::string> options;
+    if (source.kind == SourceKind::kPtx) {
+        if (!host_compile_) return std::optional<Recipe>();
+        auto identity = compile::ptx_compiler_identity();
+        if (!identity) return std::optional<Recipe>();  // the driver's JIT takes it
+        toolchain = std::move(*identity);
+        recipe.target = compile::Target{arch, targets_arch_specific(source.bytes)};
+    } else if (source.kind == SourceKind::kCuda) {
+        auto identity = compile::cuda_compiler_identity();
+        if (!identity) {
+            return Error(Errc::kUnsupported,
+                         "CUDA C++ needs NVRTC, which is not here: " + identity.error().message(),
+                         identity.error().log());
+        }
+        toolchain = std::move(*identity);
+        auto normalized = compile::normalize_options(source.options);
+        if (!normalized) return std::move(normalized).error();
+        options = std::move(*normalized);
+        recipe.target = compile::Target{arch, source.arch_specific};
+    } else {
+        return std::optional<Recipe>();  // a binary: nothing to compile
+    }
+    // A cubin does not depend on the driver's version, so it stays out: that is what lets a
+    // CPU-only machine fill the cache for a GPU machine.
+    toolchain += "; entry format " + std::to_string(store::kFormatVersion);
+
+    const util::Fingerprint source_hash = source_hash_of(source);
+    recipe.key.arch = recipe.target.name();
+    recipe.key.source_kind = source_kind_name(source.kind);
+    recipe.key.source_hash = source_hash.hex();
+    recipe.key.options = compile::options_line(options);
+    recipe.key.toolchain = toolchain;
+
+    util::FingerprintBuilder builder;
+    builder.add("kcache artifact")
+        .add(recipe.key.source_kind)
+        .add(recipe.key.arch)
+        .add(recipe.key.toolchain)
+        .add(static_cast<std::uint64_t>(options.size()));
+    for (const auto& option : options) builder.add(option);
+    const auto expressions = sorted(source.name_expressions);
+    builder.add(static_cast<std::uint64_t>(expressions.size()));
+    for (const auto& expression : expressions) builder.add(expression);
+    builder.add(source_hash.high).add(source_hash.low);
+    recipe.fingerprint = builder.finish();
+    return std::optional<Recipe>(std::move(recipe));
+}
+
+std::optional<ArtifactPipeline::Produced> ArtifactPipeline::lookup(std::string_view key,
+                                                                   const Recipe& recipe,
+                                                                   const Source& source) {
+    if (!store_) return std::nullopt;
+    auto found = store_->get(recipe.fingerprint);
+    if (!found) return std::nullopt;
+    // The file name is the fingerprint; the recorded key material must agree with it too.
+    const store::KeyMaterial& stored = found->entry.key;
+    std::optional<LoweredNames> names = names_for(stored.kernel_names, source.name_expressions);
+    if (stored.arch != recipe.key.arch || stored.source_kind != recipe.key.source_kind ||
+        stored.source_hash != recipe.key.source_hash || stored.options != recipe.key.options ||
+        stored.toolchain != recipe.key.toolchain ||
+        found->entry.kind != store::PayloadKind::kCubin || !names) {
+        util::log_line(util::LogLevel::kInfo, "stored artifact for " + std::string(key) +
+                                                  " has other key material; recompiling");
+        return std::nullopt;
+    }
+    const Origin origin =
+        found->tier == store::Tier::kDisk ? Origin::kDiskTier : Origin::kMemoryTier;
+    return Produced{Source::cubin(std::move(found->entry.payload)), origin, 0, std::move(*names)};
 }
 
 Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view key, int arch,
                                                              const Source& source) {
-    if (source.kind != SourceKind::kPtx) return Produced{source, Origin::kBinary, 0};
-    const auto& jitlink = driver::nvjitlink_api();
-    if (!host_compile_ || !jitlink) return Produced{source, Origin::kDriverJit, 0};
-
-    const compile::Target target{arch, targets_arch_specific(source.bytes)};
-    const util::Fingerprint source_hash = util::source_fingerprint(source, 0);
-    const std::string tools = toolchain(**jitlink);
-    util::FingerprintBuilder builder;
-    builder.add("kcache artifact")
-        .add(static_cast<std::uint64_t>(source.kind))
-        .add(target.name())
-        .add(tools)
-        .add(source.bytes);
-    const util::Fingerprint fingerprint = builder.finish();
-
-    auto lookup = [&]() -> std::optional<Produced> {
-        if (!store_) return std::nullopt;
-        auto found = store_->get(fingerprint);
-        if (!found) return std::nullopt;
-        // The file name is the fingerprint; the recorded key material must agree with it too.
-        const store::StoredEntry& stored = found->entry;
-        if (stored.key.arch != target.name() || stored.key.source_hash != source_hash.hex() ||
-            stored.key.toolchain != tools || stored.kind != store::PayloadKind::kCubin) {
-            util::log_line(util::LogLevel::kInfo, "stored artifact for " + std::string(key) +
-                                                      " has other key material; recompiling");
-            return std::nullopt;
-        }
+    auto planned = plan(arch, source);
+    if (!planned) return std::move(planned).error();
+    if (!*planned) {
         const Origin origin =
-            found->tier == store::Tier::kDisk ? Origin::kDiskTier : Origin::kMemoryTier;
-        return Produced{Source::cubin(std::move(found->entry.payload)), origin, 0};
-    };
-    if (auto hit = lookup()) return std::move(*hit);
+            source.kind == SourceKind::kPtx ? Origin::kDriverJit : Origin::kBinary;
+        return Produced{source, origin, 0, {}};
+    }
+    const Recipe& recipe = **planned;
+    if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
 
+    // Within this process: one thread compiles a fingerprint, the others wait and look again.
+    const std::string flight_id = recipe.fingerprint.hex();
+    auto ticket = flights_.join(flight_id);
+    if (!ticket.leader) {
+        if (auto error = ticket.flight->wait()) return *error;
+        if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
+        // Not kept (no tiers, or too big for memory): compile it here too.
+        return compile_and_store(key, recipe, source);
+    }
+    std::optional<Error> failure = Error(Errc::kSourceFailed, "the compile was abandoned");
+    struct Landing {
+        SingleFlight& flights;
+        const std::string& id;
+        const std::shared_ptr<SingleFlight::Flight>& flight;
+        std::optional<Error>& failure;
+        ~Landing() { flights.finish(id, flight, std::move(failure)); }
+    } landing{flights_, flight_id, ticket.flight, failure};
+    auto produced = compile_and_store(key, recipe, source);
+    if (produced) {
+        failure.reset();
+    } else {
+        failure = produced.error();
+    }
+    return produced;
+}
+
+Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::string_view key,
+                                                                       const Recipe& recipe,
+                                                                       const Source& source) {
     // Across processes: one compiles, the others wait on the lock and then find its result.
     // Held until the artifact is stored; without the lock in time, compile privately.
     std::optional<util::FileLock> lock;
     if (store_ && store_->disk() != nullptr) {
-        lock = store_->disk()->lock(fingerprint, std::chrono::minutes(2));
+        lock = store_->disk()->lock(recipe.fingerprint, std::chrono::minutes(2));
         if (lock) {
-            if (auto hit = lookup()) return std::move(*hit);
+            if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
         } else {
             util::log_line(util::LogLevel::kInfo,
                            "no compile lock for " + std::string(key) + "; compiling without it");
         }
     }
 
+    const std::string caller_key = one_line(key);
+    store::DiskStore* disk = store_ ? store_->disk() : nullptr;
+    if (disk != nullptr && util::log_enabled(util::LogLevel::kInfo)) {
+        // Why this is a miss: what differs from the entry last stored under this key.
+        auto index = store::KeyIndex::at(disk->directory());
+        auto read =
+            [disk](const util::Fingerprint& fingerprint) -> std::optional<store::KeyMaterial> {
+            auto bytes = util::real_files().read(disk->path_of(fingerprint));
+            if (!bytes || !*bytes) return std::nullopt;
+            auto entry = store::decode(**bytes);
+            if (!entry) return std::nullopt;
+            return std::move(entry->key);
+        };
+        store::KeyMaterial wanted = recipe.key;
+        wanted.caller_key = caller_key;
+        if (std::string why = store::explain_miss(index, read, wanted, recipe.fingerprint);
+            !why.empty()) {
+            util::log_line(util::LogLevel::kInfo, "miss for " + caller_key + ": " + why);
+        }
+    }
+
     const auto start = std::chrono::steady_clock::now();
-    auto linked = compile::link_ptx(source.bytes, target);
+    Result<compile::Compiled> compiled = Error(Errc::kUnsupported, "no compiler");
+    if (source.kind == SourceKind::kCuda) {
+        compile::CudaProgram program;
+        program.code = source.bytes;
+        program.headers = source.headers;
+        program.options = source.options;
+        program.name_expressions = source.name_expressions;
+        compiled = workers_ ? workers_->compile_cuda(program, recipe.target)
+                            : compile::compile_cuda(program, recipe.target);
+    } else {
+        compiled = compile::link_ptx(source.bytes, recipe.target);
+    }
     const std::uint64_t compile_ns = since(start);
-    if (!linked) return std::move(linked).error();
+    if (!compiled) return std::move(compiled).error();
+    LoweredNames names(compiled->lowered_names.begin(), compiled->lowered_names.end());
     if (store_) {
         store::StoredEntry entry;
         entry.kind = store::PayloadKind::kCubin;
-        entry.key.arch = target.name();
-        entry.key.source_kind = source_kind_name(source.kind);
-        entry.key.source_hash = source_hash.hex();
-        entry.key.toolchain = tools;
-        entry.key.caller_key = std::string(key);
-        // Key material is line-based text; a caller's key may contain anything.
-        for (char& c : entry.key.caller_key) {
-            if (c == '\n' || c == '\r') c = ' ';
-        }
-        entry.payload = linked->cubin;
-        store_->put(fingerprint, entry);
+        entry.key = recipe.key;
+        entry.key.caller_key = caller_key;
+        entry.key.kernel_names = name_lines(names);
+        entry.payload = compiled->cubin;
+        store_->put(recipe.fingerprint, entry);
+        if (disk != nullptr)
+            store::KeyIndex::at(disk->directory()).record(caller_key, recipe.fingerprint);
     }
-    return Produced{Source::cubin(std::move(linked->cubin)), Origin::kHostCompile, compile_ns};
+    return Produced{Source::cubin(std::move(compiled->cubin)), Origin::kHostCompile, compile_ns,
+                    std::move(names)};
 }
 
 }  // namespace kcache::cache

@@ -1,18 +1,26 @@
 // What a cache miss does to get a loaded library: look the artifact up in the store tiers by
-// fingerprint, else compile it on the host (PTX -> cubin through nvJitLink) and put it to every
-// tier, then load the cubin. Sources the host cannot compile (PTX without nvJitLink) go to the
-// driver's JIT, as do all sources when host compilation is off.
+// fingerprint, else compile it on the host (PTX through nvJitLink, CUDA C++ through NVRTC) and put
+// it to every tier, then load the cubin. PTX the host cannot compile (no nvJitLink, or host
+// compilation off) goes to the driver's JIT; CUDA C++ needs NVRTC.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "cache/lowered_names.hpp"
+#include "cache/single_flight.hpp"
+#include "compile/compiler.hpp"
+#include "compile/worker_pool.hpp"
 #include "driver/driver.hpp"
 #include "kcache/result.hpp"
 #include "kcache/source.hpp"
 #include "store/artifact_store.hpp"
+#include "util/fingerprint.hpp"
 
 namespace kcache::cache {
 
@@ -24,12 +32,17 @@ public:
         driver::LibraryId library = nullptr;
         Origin origin = Origin::kDriverJit;
         std::uint64_t compile_ns = 0;  // host compile or driver JIT; 0 for a tier hit
+        LoweredNames names;
     };
 
-    // `store` may be null (no tiers); `host_compile` off sends PTX to the driver's JIT.
+    // `store` may be null (no tiers); `host_compile` off sends PTX to the driver's JIT;
+    // `workers`, if any, compile CUDA C++ in processes of their own (NVRTC serializes within one).
     ArtifactPipeline(driver::Driver& driver, std::shared_ptr<store::ArtifactStore> store,
-                     bool host_compile)
-        : driver_(driver), store_(std::move(store)), host_compile_(host_compile) {}
+                     bool host_compile, std::shared_ptr<compile::WorkerPool> workers = nullptr)
+        : driver_(driver),
+          store_(std::move(store)),
+          host_compile_(host_compile),
+          workers_(std::move(workers)) {}
 
     Result<Built> build(std::string_view key, int arch, const Source& source);
 
@@ -38,15 +51,33 @@ public:
         Source loadable;
         Origin origin = Origin::kDriverJit;
         std::uint64_t compile_ns = 0;
+        LoweredNames names;
     };
     Result<Produced> produce(std::string_view key, int arch, const Source& source);
 
     store::ArtifactStore* store() const noexcept { return store_.get(); }
 
 private:
+    // What a host compile needs, and what identifies its artifact in the tiers.
+    struct Recipe {
+        compile::Target target;
+        util::Fingerprint fingerprint;
+        store::KeyMaterial key;  // without the caller's key and kernel names
+    };
+    // nullopt: nothing to compile on the host (a binary, or PTX left to the driver's JIT).
+    Result<std::optional<Recipe>> plan(int arch, const Source& source) const;
+    std::optional<Produced> lookup(std::string_view key, const Recipe& recipe,
+                                   const Source& source);
+    Result<Produced> compile_and_store(std::string_view key, const Recipe& recipe,
+                                       const Source& source);
+
     driver::Driver& driver_;
     std::shared_ptr<store::ArtifactStore> store_;
     const bool host_compile_;
+    const std::shared_ptr<compile::WorkerPool> workers_;
+    // Threads of this process missing one fingerprint (under different keys, or through
+    // warm_up and kernel() at once) compile it once; across processes, the disk lock does that.
+    SingleFlight flights_;
 };
 
 const char* origin_name(ArtifactPipeline::Origin origin) noexcept;

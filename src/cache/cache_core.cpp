@@ -59,6 +59,8 @@ std::shared_ptr<store::ArtifactStore> make_store(const CacheOptions& options,
         store::DiskOptions disk_options;
         disk_options.directory = options.disk_directory;
         disk_options.allow_shared_directory = options.allow_shared_directory;
+        disk_options.max_bytes = options.disk_max_bytes;
+        disk_options.max_files = options.disk_max_files;
         auto opened = store::DiskStore::open(disk_options);
         if (opened) {
             disk = std::move(*opened);
@@ -71,13 +73,36 @@ std::shared_ptr<store::ArtifactStore> make_store(const CacheOptions& options,
     return std::make_shared<store::ArtifactStore>(options.memory_bytes, std::move(disk));
 }
 
+// Worker processes for CUDA C++ when asked for; null (compile in this process) otherwise, or when
+// no worker command can be used.
+std::shared_ptr<compile::WorkerPool> make_workers(const CacheOptions& options) {
+    if (options.compile_workers == 0) return nullptr;
+    const std::string command = options.compile_worker_command.empty()
+                                    ? compile::default_worker_command()
+                                    : options.compile_worker_command;
+    if (command.empty()) {
+        util::log_line(util::LogLevel::kInfo,
+                       "no compile worker command (set KCACHE_COMPILE_WORKER): compiling CUDA C++ "
+                       "in this process");
+        return nullptr;
+    }
+    auto pool = compile::WorkerPool::start(command, {"compile-worker"}, options.compile_workers);
+    if (!pool) {
+        util::log_line(util::LogLevel::kInfo,
+                       "compile workers off, compiling in this process: " + pool.error().message());
+        return nullptr;
+    }
+    return std::shared_ptr<compile::WorkerPool>(std::move(*pool));
+}
+
 }  // namespace
 
 CacheCore::CacheCore(CacheOptions options_in)
     : options(std::move(options_in)),
       driver_(options.driver ? options.driver : driver::default_driver()),
       library_counters_(std::make_shared<LibraryCounters>()),
-      pipeline_(*driver_, make_store(options, disk_open_errors_), options.host_compile),
+      pipeline_(*driver_, make_store(options, disk_open_errors_), options.host_compile,
+                make_workers(options)),
       table_(new EntryTable({})) {}
 
 CacheCore::~CacheCore() {
@@ -229,7 +254,7 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
     auto library = built->library;
 
     auto* entry = new Entry(std::string(key), arch, hash, util::source_fingerprint(source, arch),
-                            library, driver_, library_counters_);
+                            library, driver_, library_counters_, std::move(built->names));
     // Our reference is taken before the entry is published, so eviction cannot unload it under
     // the caller.
     const std::uint32_t stripe = util::my_stripe();
@@ -389,6 +414,8 @@ CacheStats CacheCore::stats() const {
         s.disk_writes = t.disk.writes;
         s.disk_errors = t.disk.errors;
         s.disk_corrupt = t.disk.corrupt;
+        s.disk_evicted = t.disk.evicted;
+        s.disk_evicted_bytes = t.disk.evicted_bytes;
     }
     s.disk_errors += disk_open_errors_.load(std::memory_order_relaxed);
     return s;

@@ -7,12 +7,14 @@ namespace kcache::cache {
 
 Entry::Entry(std::string key_in, int arch_in, std::uint64_t hash_in,
              util::Fingerprint fingerprint_in, driver::LibraryId library,
-             std::shared_ptr<driver::Driver> driver, std::shared_ptr<LibraryCounters> counters)
+             std::shared_ptr<driver::Driver> driver, std::shared_ptr<LibraryCounters> counters,
+             LoweredNames names)
     : key(std::move(key_in)),
       arch(arch_in),
       hash(hash_in),
       fingerprint(fingerprint_in),
       library_(library),
+      names_(std::move(names)),
       driver_(std::move(driver)),
       counters_(std::move(counters)) {
     counters_->loaded.fetch_add(1, std::memory_order_release);
@@ -92,11 +94,23 @@ Result<const ResolvedKernel*> Entry::resolve(std::string_view name) {
     auto kernel = std::make_unique<ResolvedKernel>();
     kernel->name = std::string(name);
     kernel->driver = driver_.get();
-    auto id = driver_->get_kernel(library_, kernel->name);
+    // A name expression ("softmax<float, 32>") is asked of the driver by its lowered name.
+    std::string driver_name = kernel->name;
+    for (const auto& [expression, lowered] : names_) {
+        if (expression == name) driver_name = lowered;
+    }
+    auto id = driver_->get_kernel(library_, driver_name);
     if (!id) {
         Error error = std::move(id).error();
         if (error.code() == Errc::kCompileFailed) broken_.store(true, std::memory_order_release);
-        return Error(error.code(), "key '" + key + "': " + error.message(), error.log());
+        std::string message = "key '" + key + "': " + error.message();
+        if (error.code() == Errc::kKernelNotFound && driver_name == kernel->name &&
+            kernel->name.find_first_of("<:(") != std::string::npos) {
+            message +=
+                " (a template or namespaced CUDA C++ kernel must be listed in the source's "
+                "name_expressions, exactly as asked for here)";
+        }
+        return Error(error.code(), message, error.log());
     }
     kernel->id = *id;
     auto params = driver_->kernel_params(kernel->id);

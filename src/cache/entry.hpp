@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/lowered_names.hpp"
 #include "driver/driver.hpp"
 #include "util/fingerprint.hpp"
 #include "util/striped_counter.hpp"
@@ -35,7 +36,7 @@ class Entry {
 public:
     Entry(std::string key, int arch, std::uint64_t hash, util::Fingerprint fingerprint,
           driver::LibraryId library, std::shared_ptr<driver::Driver> driver,
-          std::shared_ptr<LibraryCounters> counters);
+          std::shared_ptr<LibraryCounters> counters, LoweredNames names = {});
     ~Entry();
     Entry(const Entry&) = delete;
     Entry& operator=(const Entry&) = delete;
@@ -87,6 +88,7 @@ private:
     std::atomic<bool> broken_{false};
 
     const driver::LibraryId library_;
+    const LoweredNames names_;  // for CUDA C++ templates; immutable
     const std::shared_ptr<driver::Driver> driver_;
     const std::shared_ptr<LibraryCounters> counters_;
 

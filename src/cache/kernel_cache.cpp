@@ -7,6 +7,7 @@
 #include "store/disk_store.hpp"
 #include "util/env.hpp"
 #include "util/log.hpp"
+#include "util/size.hpp"
 
 namespace kcache {
 
@@ -21,6 +22,18 @@ Result<CacheOptions> CacheOptions::from_env() {
     auto shared = util::env_bool("KCACHE_ALLOW_SHARED_DIR");
     if (!shared) return shared.error();
     if (*shared) options.allow_shared_directory = **shared;
+    auto workers = util::env_uint("KCACHE_COMPILE_WORKERS");
+    if (!workers) return workers.error();
+    if (*workers) options.compile_workers = static_cast<std::size_t>(**workers);
+    auto max_files = util::env_uint("KCACHE_MAX_FILES");
+    if (!max_files) return max_files.error();
+    if (*max_files) options.disk_max_files = **max_files;
+    if (auto max_size = util::env_string("KCACHE_MAX_SIZE")) {
+        auto bytes = util::parse_size(*max_size);
+        if (!bytes)
+            return Error(Errc::kInvalidArgument, "KCACHE_MAX_SIZE: " + bytes.error().message());
+        options.disk_max_bytes = *bytes;
+    }
     auto disk = util::env_bool("KCACHE_DISK");
     if (!disk) return disk.error();
     if (!*disk || **disk) {

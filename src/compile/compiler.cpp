@@ -67,6 +67,24 @@ private:
 
 }  // namespace
 
+namespace {
+
+Result<std::string> identity_of(const char* label,
+                                const Result<driver::CompilerIdentity>& identity) {
+    if (!identity) return identity.error();
+    return std::string(label) + " " + identity->build;
+}
+
+}  // namespace
+
+Result<std::string> cuda_compiler_identity() {
+    return identity_of("NVRTC", driver::nvrtc_identity());
+}
+
+Result<std::string> ptx_compiler_identity() {
+    return identity_of("nvJitLink", driver::nvjitlink_identity());
+}
+
 Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target) {
     const auto& loaded = driver::nvrtc_api();
     if (!loaded) return loaded.error();

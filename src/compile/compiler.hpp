@@ -37,6 +37,12 @@ struct Compiled {
     std::map<std::string, std::string> lowered_names;
 };
 
+// The exact compiler that compile_cuda() / link_ptx() would use, named without loading it (that
+// costs 5-60 ms, more than a warm start): "NVRTC build-id 65be0d...". The toolchain part of a
+// fingerprint. kUnsupported, saying what was looked for, when there is none.
+Result<std::string> cuda_compiler_identity();
+Result<std::string> ptx_compiler_identity();
+
 // kCompileFailed with the compiler's log on an error; kUnsupported if NVRTC is missing.
 Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target);
 

@@ -2,12 +2,16 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdlib>
 #include <string_view>
 #include <type_traits>
 #include <vector>
+
+#include "util/elf_build_id.hpp"
 
 namespace kcache::driver {
 namespace {
@@ -16,44 +20,124 @@ namespace {
 #define KCACHE_COMPILER_SYMBOL_NAME(name) KCACHE_COMPILER_SYMBOL_TEXT(name)
 #define KCACHE_COMPILER_SYMBOL_TEXT(name) #name
 
-struct Opened {
-    void* handle = nullptr;
-    std::string path;
-    std::string tried;  // why each candidate failed, for the error
+struct Library {
+    const char* label;              // "NVRTC"
+    const char* override_variable;  // KCACHE_NVRTC_LIBRARY
+    std::initializer_list<const char*> names;
 };
 
-// Tries the environment override first, then the sonames the loader knows, then the toolkit's
-// usual folder (a toolkit that is installed but not on the loader path is common).
-Opened open_first(const char* override_variable, std::initializer_list<const char*> names) {
-    Opened opened;
-    std::vector<std::string> candidates;
-    if (const char* path = std::getenv(override_variable); path != nullptr && *path != '\0') {
-        candidates.emplace_back(path);
+const Library kNvrtc{"NVRTC", "KCACHE_NVRTC_LIBRARY", {"libnvrtc.so.13", "libnvrtc.so"}};
+const Library kNvJitLink{
+    "nvJitLink", "KCACHE_NVJITLINK_LIBRARY", {"libnvJitLink.so.13", "libnvJitLink.so"}};
+
+std::string loaded_path(void* handle, const std::string& fallback) {
+    link_map* map = nullptr;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr &&
+        *map->l_name != '\0') {
+        return map->l_name;
     }
-    for (const char* name : names) candidates.emplace_back(name);
-    for (const char* name : names)
-        candidates.push_back(std::string("/usr/local/cuda/lib64/") + name);
-    for (const auto& candidate : candidates) {
-        opened.handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (opened.handle != nullptr) {
-            link_map* map = nullptr;
-            opened.path = dlinfo(opened.handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr
-                              ? map->l_name
-                              : candidate;
-            return opened;
+    return fallback;
+}
+
+std::vector<std::string> search_folders() {
+    std::vector<std::string> folders;
+    auto add_list = [&](const char* list) {
+        if (list == nullptr) return;
+        std::string_view rest(list);
+        while (!rest.empty()) {
+            const std::size_t colon = rest.find(':');
+            const std::string_view folder = rest.substr(0, colon);
+            if (!folder.empty()) folders.emplace_back(folder);
+            if (colon == std::string_view::npos) break;
+            rest.remove_prefix(colon + 1);
+        }
+    };
+    add_list(std::getenv("LD_LIBRARY_PATH"));
+    for (const char* variable : {"CUDA_HOME", "CUDA_PATH"}) {
+        if (const char* root = std::getenv(variable); root != nullptr && *root != '\0') {
+            folders.push_back(std::string(root) + "/lib64");
+            folders.push_back(std::string(root) + "/lib");
+        }
+    }
+    for (const char* folder : {"/usr/local/cuda/lib64", "/usr/local/cuda/lib",
+                               "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"}) {
+        folders.emplace_back(folder);
+    }
+    return folders;
+}
+
+std::string build_of(const std::string& path) {
+    if (auto id = util::elf_build_id(path)) return "build-id " + *id;
+    struct stat info {};
+    if (stat(path.c_str(), &info) == 0) return "size " + std::to_string(info.st_size);
+    return "unknown build";
+}
+
+Result<CompilerIdentity> locate(const Library& library) {
+    std::string tried;
+    auto found = [](std::string path) {
+        std::string build = build_of(path);
+        return CompilerIdentity{std::move(path), std::move(build)};
+    };
+    if (const char* path = std::getenv(library.override_variable);
+        path != nullptr && *path != '\0') {
+        if (access(path, R_OK) == 0) return found(path);
+        return Error(Errc::kUnsupported, std::string(library.label) +
+                                             " not found: " + library.override_variable + "=" +
+                                             path + " cannot be read");
+    }
+    // Already in the process (say, loaded by PyTorch from its own wheel): use that copy.
+    for (const char* name : library.names) {
+        if (void* handle = dlopen(name, RTLD_NOW | RTLD_NOLOAD); handle != nullptr) {
+            std::string path = loaded_path(handle, name);
+            dlclose(handle);  // drops only the reference RTLD_NOLOAD took
+            return found(std::move(path));
+        }
+    }
+    for (const auto& folder : search_folders()) {
+        for (const char* name : library.names) {
+            const std::string path = folder + "/" + name;
+            if (access(path.c_str(), R_OK) == 0) return found(path);
+            tried += "\n  " + path + ": not there";
+        }
+    }
+    // Last, the loader's own search (its cache, the executable's run path): this loads the
+    // library, which the search above exists to avoid, but only where nothing else found it.
+    for (const char* name : library.names) {
+        if (void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL); handle != nullptr) {
+            return found(loaded_path(handle, name));  // stays loaded: the api loader uses it
         }
         const char* why = dlerror();
-        opened.tried += "\n  " + candidate + ": " + (why != nullptr ? why : "dlopen failed");
+        tried += std::string("\n  ") + name + ": " + (why != nullptr ? why : "dlopen failed");
     }
-    return opened;
+    return Error(Errc::kUnsupported, std::string(library.label) + " not found", tried);
+}
+
+// dlopen of exactly the identified file, so that what compiles is what the fingerprint names.
+Result<void*> open_identified(const Library& library, const Result<CompilerIdentity>& identity) {
+    if (!identity) return identity.error();
+    void* handle = dlopen(identity->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+        const char* why = dlerror();
+        return Error(Errc::kUnsupported,
+                     std::string(library.label) + " at " + identity->path +
+                         " cannot be loaded: " + (why != nullptr ? why : "dlopen failed"));
+    }
+    return handle;
 }
 
 Result<const NvrtcApi*> load_nvrtc() {
-    Opened lib = open_first("KCACHE_NVRTC_LIBRARY", {"libnvrtc.so.13", "libnvrtc.so"});
-    if (lib.handle == nullptr) {
-        return Error(Errc::kUnsupported, "NVRTC not found: CUDA C++ cannot be compiled here",
-                     lib.tried);
+    const auto& identity = nvrtc_identity();
+    auto opened = open_identified(kNvrtc, identity);
+    if (!opened) {
+        return Error(Errc::kUnsupported,
+                     opened.error().message() + ": CUDA C++ cannot be compiled here",
+                     opened.error().log());
     }
+    struct {
+        void* handle;
+        std::string path;
+    } lib{*opened, identity->path};
     auto* api = new NvrtcApi();  // lives for the process
     std::string missing;
 #define KCACHE_NVRTC_LOAD(name)                                                           \
@@ -74,11 +158,17 @@ Result<const NvrtcApi*> load_nvrtc() {
 }
 
 Result<const NvJitLinkApi*> load_nvjitlink() {
-    Opened lib = open_first("KCACHE_NVJITLINK_LIBRARY", {"libnvJitLink.so.13", "libnvJitLink.so"});
-    if (lib.handle == nullptr) {
-        return Error(Errc::kUnsupported, "nvJitLink not found: PTX is left to the driver's JIT",
-                     lib.tried);
+    const auto& identity = nvjitlink_identity();
+    auto opened = open_identified(kNvJitLink, identity);
+    if (!opened) {
+        return Error(Errc::kUnsupported,
+                     opened.error().message() + ": PTX is left to the driver's JIT",
+                     opened.error().log());
     }
+    struct {
+        void* handle;
+        std::string path;
+    } lib{*opened, identity->path};
     auto* api = new NvJitLinkApi();
     std::string missing;
     auto load = [&](auto& slot, const char* symbol) {
@@ -110,6 +200,16 @@ Result<const NvJitLinkApi*> load_nvjitlink() {
 }
 
 }  // namespace
+
+const Result<CompilerIdentity>& nvrtc_identity() {
+    static const Result<CompilerIdentity> identity = locate(kNvrtc);
+    return identity;
+}
+
+const Result<CompilerIdentity>& nvjitlink_identity() {
+    static const Result<CompilerIdentity> identity = locate(kNvJitLink);
+    return identity;
+}
 
 const Result<const NvrtcApi*>& nvrtc_api() {
     static const Result<const NvrtcApi*> api = load_nvrtc();

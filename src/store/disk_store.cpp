@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,17 @@
 #include "util/log.hpp"
 
 namespace kcache::store {
+namespace {
+
+// A store scans again once it has written this share of a budget (1/10): often enough that the
+// directory stays near its budget, rarely enough that writes do not pay for a scan each.
+constexpr std::uint64_t kScanIntervalDivisor = 10;
+
+std::uint64_t scan_interval(std::uint64_t budget) {
+    return std::max<std::uint64_t>(1, budget / kScanIntervalDivisor);
+}
+
+}  // namespace
 
 Result<std::string> default_directory() {
     if (auto dir = util::env_string("KCACHE_DIR")) return *dir;
@@ -51,7 +63,8 @@ Result<std::unique_ptr<DiskStore>> DiskStore::open(const DiskOptions& options) {
                                          "`chmod go-w " +
                                          directory + "` or allow a shared directory explicitly");
     }
-    return std::unique_ptr<DiskStore>(new DiskStore(std::move(directory), files));
+    return std::unique_ptr<DiskStore>(
+        new DiskStore(std::move(directory), files, options.max_bytes, options.max_files));
 }
 
 std::string DiskStore::path_of(const util::Fingerprint& fingerprint) const {
@@ -88,27 +101,113 @@ std::optional<StoredEntry> DiskStore::get(const util::Fingerprint& fingerprint) 
         return std::nullopt;
     }
     hits_.fetch_add(1, std::memory_order_relaxed);
+    // The recency stamp that eviction goes by. A failure is ignored on purpose: a directory we
+    // may read but not change (another user's, a read-only mount) still serves hits, and a stale
+    // stamp only makes this entry an earlier candidate for eviction.
+    if (auto touched = files_.touch(path); !touched && util::log_enabled(util::LogLevel::kDebug)) {
+        util::log_line(util::LogLevel::kDebug,
+                       "disk stamp not refreshed: " + touched.error().message());
+    }
     return std::move(entry).value();
 }
 
 Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry) {
     const std::string path = path_of(fingerprint);
     const std::string folder = path.substr(0, path.rfind('/'));
+    const std::string bytes = encode(entry);
     auto written = files_.make_directories(folder, 0700);
-    if (written) written = files_.write_atomic(path, encode(entry));
+    if (written) written = files_.write_atomic(path, bytes);
     if (!written) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         util::log_line(util::LogLevel::kInfo, "disk write failed: " + written.error().message());
         return written;
     }
     writes_.fetch_add(1, std::memory_order_relaxed);
+    clean_up_if_due(bytes.size());
     return ok();
 }
 
+void DiskStore::clean_up_if_due(std::uint64_t bytes_written) {
+    const std::uint64_t bytes =
+        bytes_since_scan_.fetch_add(bytes_written, std::memory_order_relaxed) + bytes_written;
+    const std::uint64_t files = files_since_scan_.fetch_add(1, std::memory_order_relaxed) + 1;
+    // The first write scans even within budget: other processes may have filled the directory,
+    // and writers that died may have left temporaries behind. Later, a tenth of a budget written
+    // catches what other processes added; and the size found by the last scan plus what this
+    // store added since tells when this store's own writes exceed a budget, so that a lone
+    // writer keeps the directory within it rather than overshooting by up to a tenth.
+    const bool first = !scanned_.exchange(true, std::memory_order_relaxed);
+    const auto over = [](std::uint64_t budget, std::uint64_t known, std::uint64_t since) {
+        return budget != 0 && (since >= scan_interval(budget) || known + since > budget);
+    };
+    const bool due = first ||
+                     over(max_bytes_, known_bytes_.load(std::memory_order_relaxed), bytes) ||
+                     over(max_files_, known_files_.load(std::memory_order_relaxed), files);
+    if (!due) return;
+    std::unique_lock<std::mutex> cleaning(cleaning_, std::try_to_lock);
+    if (!cleaning.owns_lock()) return;
+    bytes_since_scan_.store(0, std::memory_order_relaxed);
+    files_since_scan_.store(0, std::memory_order_relaxed);
+    // Failures are counted and logged by cleanup(); the put has reached the disk either way.
+    auto report = cleanup(budget_request());
+    if (report && report->ran) {
+        // A pass that could not remove what it chose may leave the directory over budget; its
+        // figures would then make every write scan again, so the next scan waits for a tenth.
+        const bool trusted = report->errors == 0;
+        known_bytes_.store(trusted ? report->bytes_after : 0, std::memory_order_relaxed);
+        known_files_.store(trusted ? report->files_after : 0, std::memory_order_relaxed);
+    }
+}
+
+CleanupRequest DiskStore::budget_request() const {
+    CleanupRequest request;
+    request.max_bytes = max_bytes_;
+    request.max_files = max_files_;
+    return request;
+}
+
+Result<CleanupReport> DiskStore::cleanup(const CleanupRequest& request) {
+    auto report = clean_directory(directory_, request, files_);
+    if (!report) {
+        errors_.fetch_add(1, std::memory_order_relaxed);
+        util::log_line(util::LogLevel::kInfo, "disk cleanup failed: " + report.error().message());
+        return report;
+    }
+    if (!report->ran) {
+        util::log_line(util::LogLevel::kDebug, "disk cleanup skipped: another process is at it");
+        return report;
+    }
+    errors_.fetch_add(report->errors, std::memory_order_relaxed);
+    if (!report->dry_run) {
+        evicted_.fetch_add(report->entries_removed, std::memory_order_relaxed);
+        evicted_bytes_.fetch_add(report->bytes_removed, std::memory_order_relaxed);
+    }
+    const bool removed_any =
+        report->entries_removed + report->temps_swept + report->locks_removed != 0;
+    if (removed_any && util::log_enabled(util::LogLevel::kInfo)) {
+        util::log_line(util::LogLevel::kInfo,
+                       std::string("disk cleanup: ") +
+                           (report->dry_run ? "would remove " : "removed ") +
+                           std::to_string(report->entries_removed) + " entries (" +
+                           std::to_string(report->bytes_removed) + " bytes), " +
+                           std::to_string(report->temps_swept) + " stale temporaries, " +
+                           std::to_string(report->locks_removed) + " unused lock files; " +
+                           std::to_string(report->files_after) + " entries (" +
+                           std::to_string(report->bytes_after) + " bytes) left");
+    }
+    return report;
+}
+
 DiskStats DiskStore::stats() const {
-    return {hits_.load(std::memory_order_relaxed), misses_.load(std::memory_order_relaxed),
-            writes_.load(std::memory_order_relaxed), errors_.load(std::memory_order_relaxed),
-            corrupt_.load(std::memory_order_relaxed)};
+    DiskStats s;
+    s.hits = hits_.load(std::memory_order_relaxed);
+    s.misses = misses_.load(std::memory_order_relaxed);
+    s.writes = writes_.load(std::memory_order_relaxed);
+    s.errors = errors_.load(std::memory_order_relaxed);
+    s.corrupt = corrupt_.load(std::memory_order_relaxed);
+    s.evicted = evicted_.load(std::memory_order_relaxed);
+    s.evicted_bytes = evicted_bytes_.load(std::memory_order_relaxed);
+    return s;
 }
 
 }  // namespace kcache::store

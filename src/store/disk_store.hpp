@@ -1,16 +1,19 @@
 // The disk tier: one file per fingerprint, $DIR/ab/cdef....kc, in the entry format. A bad entry
 // is a miss (removed and counted); an I/O failure is counted and never reaches a launch as
-// anything but a miss.
+// anything but a miss. The directory is kept within byte and file budgets, least recently used
+// entries first, by store/disk_cleaner.hpp.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "kcache/result.hpp"
+#include "store/disk_cleaner.hpp"
 #include "store/entry_format.hpp"
 #include "util/file_lock.hpp"
 #include "util/files.hpp"
@@ -18,18 +21,31 @@
 
 namespace kcache::store {
 
+// 4 GiB: tens of thousands of cubins of typical size (tens to hundreds of KiB), a small share
+// of a developer's or a CI machine's disk.
+inline constexpr std::uint64_t kDefaultMaxBytes = std::uint64_t{4} << 30;
+// No limit on the number of entries: the byte budget already bounds the directory, and the
+// number of files matters only on file systems short of inodes.
+inline constexpr std::uint64_t kDefaultMaxFiles = 0;
+
 struct DiskOptions {
     std::string directory;                // empty: default_directory()
     bool allow_shared_directory = false;  // accept a group- or world-writable directory
     util::Files* files = nullptr;         // null: the real file system
+    // Budgets for the entries in the directory, 0 for no limit. Kept by removing the least
+    // recently used entries once a budget is exceeded (store/disk_cleaner.hpp).
+    std::uint64_t max_bytes = kDefaultMaxBytes;
+    std::uint64_t max_files = kDefaultMaxFiles;
 };
 
 struct DiskStats {
     std::uint64_t hits = 0;
     std::uint64_t misses = 0;
     std::uint64_t writes = 0;
-    std::uint64_t errors = 0;   // I/O failures on read or write
-    std::uint64_t corrupt = 0;  // entries that failed to decode, removed
+    std::uint64_t errors = 0;         // I/O failures on read, write or cleanup
+    std::uint64_t corrupt = 0;        // entries that failed to decode, removed
+    std::uint64_t evicted = 0;        // entries removed by this process's cleanups
+    std::uint64_t evicted_bytes = 0;  // their size
 };
 
 // KCACHE_DIR, else $XDG_CACHE_HOME/kcache, else $HOME/.cache/kcache; kIoError without any.
@@ -41,8 +57,19 @@ public:
     // refused, with the reason, unless allowed: anyone who can write there could plant a kernel.
     static Result<std::unique_ptr<DiskStore>> open(const DiskOptions& options);
 
+    // A hit sets the entry's mtime to now: its recency stamp for eviction.
     std::optional<StoredEntry> get(const util::Fingerprint& fingerprint);
+    // After a successful write, cleans the directory when due: at this store's first write,
+    // then whenever it has written a tenth of a budget since its last scan, or enough to take
+    // the directory that scan found over a budget. A failed cleanup is counted and logged; it
+    // never fails the put.
     Result<void> put(const util::Fingerprint& fingerprint, const StoredEntry& entry);
+
+    // One cleanup pass, as asked (see store/disk_cleaner.hpp); skipped, never waited for, while
+    // another process cleans. Removals are counted in stats() (not those of a dry run).
+    Result<CleanupReport> cleanup(const CleanupRequest& request);
+    // A request for this store's own budgets.
+    CleanupRequest budget_request() const;
 
     std::string path_of(const util::Fingerprint& fingerprint) const;
     // Serialises the compile of one artifact across processes (a lock file beside its entry).
@@ -53,12 +80,30 @@ public:
     DiskStats stats() const;
 
 private:
-    DiskStore(std::string directory, util::Files& files)
-        : directory_(std::move(directory)), files_(files) {}
+    DiskStore(std::string directory, util::Files& files, std::uint64_t max_bytes,
+              std::uint64_t max_files)
+        : directory_(std::move(directory)),
+          files_(files),
+          max_bytes_(max_bytes),
+          max_files_(max_files) {}
+
+    void clean_up_if_due(std::uint64_t bytes_written);
 
     const std::string directory_;
     util::Files& files_;
+    const std::uint64_t max_bytes_;
+    const std::uint64_t max_files_;
     std::atomic<std::uint64_t> hits_{0}, misses_{0}, writes_{0}, errors_{0}, corrupt_{0};
+    std::atomic<std::uint64_t> evicted_{0}, evicted_bytes_{0};
+    // What this store has written since its last scan, and what that scan left in the directory,
+    // to tell when the next is due. Relaxed, like the flag: a scan that starts a few writes early
+    // or late is harmless. The known_ pair is written only under cleaning_.
+    std::atomic<std::uint64_t> bytes_since_scan_{0}, files_since_scan_{0};
+    std::atomic<std::uint64_t> known_bytes_{0}, known_files_{0};
+    std::atomic<bool> scanned_{false};
+    // Held by the thread running this store's automatic cleanup; another thread whose write makes
+    // one due meanwhile skips it rather than wait or scan twice. Guards no data.
+    std::mutex cleaning_;
 };
 
 }  // namespace kcache::store

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <thread>
 
+#include "util/files.hpp"
+
 namespace kcache::util {
 
 std::optional<FileLock> FileLock::acquire(const std::string& path,
@@ -26,6 +28,19 @@ std::optional<FileLock> FileLock::acquire(const std::string& path,
     }
     close(fd);
     return std::nullopt;
+}
+
+Result<std::optional<FileLock>> FileLock::try_acquire(const std::string& path) {
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return io_error("open", path, errno);
+    for (;;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return std::optional<FileLock>(FileLock(fd));
+        if (errno != EINTR) break;
+    }
+    const int saved = errno;
+    close(fd);
+    if (saved == EWOULDBLOCK) return std::optional<FileLock>();
+    return io_error("lock", path, saved);
 }
 
 FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_) {

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "kcache/result.hpp"
+
 namespace kcache::util {
 
 class FileLock {
@@ -15,6 +17,10 @@ public:
     // file cannot be opened or the lock not taken in time.
     static std::optional<FileLock> acquire(const std::string& path,
                                            std::chrono::milliseconds patience);
+    // One attempt, never waiting: for work that another process doing it makes unnecessary
+    // (cleaning the directory). nullopt if another holder has the lock; kIoError if the lock
+    // file cannot be opened, which is a different answer: nobody may be doing the work.
+    static Result<std::optional<FileLock>> try_acquire(const std::string& path);
     FileLock(FileLock&& other) noexcept;
     FileLock& operator=(FileLock&& other) noexcept;
     FileLock(const FileLock&) = delete;

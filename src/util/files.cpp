@@ -1,5 +1,6 @@
 #include "util/files.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -86,6 +87,50 @@ public:
             if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
                 return io_error("mkdir", prefix, errno);
             }
+        }
+        return ok();
+    }
+
+    Result<std::vector<std::string>> list_directory(const std::string& path) override {
+        DIR* dir = opendir(path.c_str());
+        if (dir == nullptr) return io_error("list", path, errno);
+        std::vector<std::string> names;
+        for (;;) {
+            // readdir signals an error only through errno, so it is cleared before each call.
+            errno = 0;
+            const dirent* item = readdir(dir);
+            if (item == nullptr) break;
+            const std::string_view name = item->d_name;
+            if (name != "." && name != "..") names.emplace_back(name);
+        }
+        const int saved = errno;
+        closedir(dir);
+        if (saved != 0) return io_error("list", path, saved);
+        return names;
+    }
+
+    Result<std::optional<FileStatus>> status(const std::string& path) override {
+        struct stat info {};
+        if (lstat(path.c_str(), &info) != 0) {
+            if (errno == ENOENT) return std::optional<FileStatus>();
+            return io_error("stat", path, errno);
+        }
+        FileStatus out;
+        out.kind = S_ISREG(info.st_mode)   ? FileKind::kRegular
+                   : S_ISDIR(info.st_mode) ? FileKind::kDirectory
+                                           : FileKind::kOther;
+        out.size = static_cast<std::uint64_t>(info.st_size);
+        out.modified = std::chrono::system_clock::time_point(
+            std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                std::chrono::seconds(info.st_mtim.tv_sec) +
+                std::chrono::nanoseconds(info.st_mtim.tv_nsec)));
+        return std::optional<FileStatus>(out);
+    }
+
+    Result<void> touch(const std::string& path) override {
+        const timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+        if (utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
+            return io_error("touch", path, errno);
         }
         return ok();
     }

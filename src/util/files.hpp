@@ -4,13 +4,26 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kcache/result.hpp"
 
 namespace kcache::util {
+
+// Symbolic links are kOther: status() does not follow them, so that a link planted in the cache
+// directory cannot lead the cleaner to delete files outside it.
+enum class FileKind : std::uint8_t { kRegular, kDirectory, kOther };
+
+struct FileStatus {
+    FileKind kind = FileKind::kOther;
+    std::uint64_t size = 0;
+    std::chrono::system_clock::time_point modified;
+};
 
 class Files {
 public:
@@ -24,6 +37,14 @@ public:
     virtual Result<void> remove(const std::string& path) = 0;
     // mkdir -p with `mode` for what it creates.
     virtual Result<void> make_directories(const std::string& path, mode_t mode) = 0;
+    // The names in a directory, without "." and "..", in no particular order.
+    virtual Result<std::vector<std::string>> list_directory(const std::string& path) = 0;
+    // lstat: nullopt if the path does not exist (a file that vanished between a listing and this
+    // call is normal where other processes write and clean), kIoError for any other failure.
+    virtual Result<std::optional<FileStatus>> status(const std::string& path) = 0;
+    // Sets the file's modification time to now, leaving its access time alone. The mtime is
+    // kcache's recency stamp: atime cannot be relied on (noatime and relatime mounts).
+    virtual Result<void> touch(const std::string& path) = 0;
 };
 
 // The real file system.

@@ -45,6 +45,16 @@ Fingerprint source_fingerprint(const Source& source, int arch) {
     builder.add(static_cast<std::uint64_t>(source.kind))
         .add(static_cast<std::uint64_t>(arch))
         .add(source.bytes);
+    // Exactly as given: verification asks whether the generator still returns the same thing.
+    if (source.kind == SourceKind::kCuda) {
+        builder.add(static_cast<std::uint64_t>(source.headers.size()));
+        for (const auto& [name, text] : source.headers) builder.add(name).add(text);
+        builder.add(static_cast<std::uint64_t>(source.options.size()));
+        for (const auto& option : source.options) builder.add(option);
+        builder.add(static_cast<std::uint64_t>(source.name_expressions.size()));
+        for (const auto& expression : source.name_expressions) builder.add(expression);
+    }
+    builder.add(static_cast<std::uint64_t>(source.arch_specific));
     return builder.finish();
 }
 

@@ -49,6 +49,8 @@ const char* source_kind_name(SourceKind kind) noexcept {
             return "cubin";
         case SourceKind::kFatbin:
             return "fatbin";
+        case SourceKind::kCuda:
+            return "cuda";
     }
     return "unknown";
 }

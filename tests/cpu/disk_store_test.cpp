@@ -38,6 +38,13 @@ public:
     Result<void> make_directories(const std::string& path, mode_t mode) override {
         return util::real_files().make_directories(path, mode);
     }
+    Result<std::vector<std::string>> list_directory(const std::string& path) override {
+        return util::real_files().list_directory(path);
+    }
+    Result<std::optional<util::FileStatus>> status(const std::string& path) override {
+        return util::real_files().status(path);
+    }
+    Result<void> touch(const std::string& path) override { return util::real_files().touch(path); }
 };
 
 StoredEntry sample(const std::string& payload = "cubin bytes") {

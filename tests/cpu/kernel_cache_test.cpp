@@ -455,6 +455,22 @@ TEST(CacheOptionsFromEnv, ReadsMaxEntriesAndVerify) {
     EXPECT_TRUE(options->verify);
 }
 
+TEST(CacheOptionsFromEnv, ReadsTheDiskBudgets) {
+    ScopedEnv size("KCACHE_MAX_SIZE", "500Mi");
+    ScopedEnv files("KCACHE_MAX_FILES", "300");
+    auto options = CacheOptions::from_env();
+    ASSERT_TRUE(options.ok()) << options.error().describe();
+    EXPECT_EQ(options->disk_max_bytes, 500ull << 20);
+    EXPECT_EQ(options->disk_max_files, 300u);
+}
+
+TEST(CacheOptionsFromEnv, RejectsABadSizeNamingTheVariable) {
+    ScopedEnv size("KCACHE_MAX_SIZE", "lots");
+    auto options = CacheOptions::from_env();
+    ASSERT_FALSE(options.ok());
+    EXPECT_NE(options.error().message().find("KCACHE_MAX_SIZE"), std::string::npos);
+}
+
 TEST(CacheOptionsFromEnv, UsesDefaultsWhenUnset) {
     ScopedEnv max_entries("KCACHE_MAX_ENTRIES", nullptr);
     ScopedEnv verify("KCACHE_VERIFY", nullptr);

@@ -9,12 +9,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "driver/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
+#include "util/files.hpp"
+#include "util/log.hpp"
 
 namespace kcache::test {
 
@@ -36,6 +39,45 @@ public:
 
 private:
     std::string path_;
+};
+
+// The kcache command, for tests that start it (compile workers): the one beside this test binary
+// when there is one (binaries copied to another machine together), else the one this build made.
+inline std::string tool_path() {
+    std::error_code error;
+    const auto beside =
+        std::filesystem::read_symlink("/proc/self/exe", error).parent_path() / "kcache";
+    if (!error && std::filesystem::exists(beside)) return beside.string();
+#ifdef KCACHE_TOOL_PATH
+    return KCACHE_TOOL_PATH;
+#else
+    return "kcache";
+#endif
+}
+
+// Sends kcache's log to a file for one test, and back to what it was after.
+class LogToFile {
+public:
+    explicit LogToFile(std::string path) : path_(std::move(path)) {
+        if (const char* saved = std::getenv("KCACHE_LOG")) saved_ = saved;
+        setenv("KCACHE_LOG", path_.c_str(), 1);
+        util::reload_log_config();
+    }
+    ~LogToFile() {
+        if (saved_) {
+            setenv("KCACHE_LOG", saved_->c_str(), 1);
+        } else {
+            unsetenv("KCACHE_LOG");
+        }
+        util::reload_log_config();
+    }
+    LogToFile(const LogToFile&) = delete;
+    LogToFile& operator=(const LogToFile&) = delete;
+    std::string text() const { return util::real_files().read(path_)->value_or(""); }
+
+private:
+    std::string path_;
+    std::optional<std::string> saved_;
 };
 
 inline CacheOptions fake_options(std::shared_ptr<driver::FakeDriver> fake,

@@ -77,6 +77,26 @@ TEST_F(TiersTest, TheSameSourceUnderAnotherKeyComesFromMemory) {
     EXPECT_EQ(cache.stats().memory_hits, 1u);
 }
 
+TEST_F(TiersTest, TheDiskStaysWithinItsFileBudget) {
+    CacheOptions o = options();
+    o.disk_max_files = 3;
+    KernelCache cache(o);
+    for (int cols = 1; cols <= 6; ++cols) {
+        ASSERT_TRUE(cache
+                        .kernel(
+                            test::softmax_key(cols), [cols] { return test::softmax_source(cols); },
+                            test::kSoftmax)
+                        .ok());
+    }
+    std::size_t files = 0;
+    for (const auto& item : fs::recursive_directory_iterator(dir_)) {
+        if (item.path().extension() == ".kc") ++files;
+    }
+    EXPECT_LE(files, 3u);
+    EXPECT_GE(cache.stats().disk_evicted, 3u);
+    EXPECT_EQ(cache.stats().disk_writes, 6u);
+}
+
 TEST_F(TiersTest, ACorruptDiskEntryIsRecompiledAndReplaced) {
     {
         KernelCache first(options());

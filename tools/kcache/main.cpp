@@ -1,6 +1,7 @@
 // The kcache command. Subcommands grow with the tiers; today: demo.
 #include <CLI/CLI.hpp>
 
+#include "compile/worker_main.hpp"
 #include "tools/kcache/demo.hpp"
 
 namespace {
@@ -19,6 +20,11 @@ int run(int argc, char** argv) {
         ->check(CLI::Range(1, 1000));
     demo_cmd->add_flag("--json", demo.json, "Print a JSON summary instead of the table");
 
+    // Internal: the process a WorkerPool starts to compile CUDA C++ (requests on stdin, answers
+    // on stdout). Hidden from --help: an empty group.
+    auto* worker_cmd =
+        app.add_subcommand("compile-worker", "Serve a kcache compile worker pool")->group("");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -30,6 +36,7 @@ int run(int argc, char** argv) {
         return app.exit(e);
     }
     if (*demo_cmd) return kcache::tool::run_demo(demo);
+    if (*worker_cmd) return kcache::compile::run_compile_worker(0, 1);
     return 0;
 }
 

@@ -1,0 +1,301 @@
+// CUDA C++ measurements for issue 3: how NVRTC scales across threads of one process (light and
+// heavy-header kernels; no GPU needed), a warm new process having its CUDA C++ kernel ready from
+// the disk tier (context creation timed apart), and kcache's warm-up of CUDA C++ kernels against
+// compiling them one by one.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench.hpp"
+#include "compile/compiler.hpp"
+#include "compile/worker_pool.hpp"
+#include "driver/device_memory.hpp"
+#include "kcache/kernel_cache.hpp"
+
+extern char** environ;
+
+namespace kcache::bench {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+}
+
+std::string cuda_include_root() {
+    for (const char* variable : {"CUDA_HOME", "CUDA_PATH"}) {
+        if (const char* root = std::getenv(variable); root != nullptr && *root != '\0') {
+            return std::string(root) + "/include";
+        }
+    }
+    return "/usr/local/cuda/include";
+}
+
+// A distinct module per `variant`. Light: a few lines of arithmetic. Heavy: CUB's block reduce,
+// the kind of header an inference engine's generated kernels pull in.
+Source cuda_kernel(int variant, bool heavy) {
+    if (!heavy) {
+        return Source::cuda(
+            "extern \"C\" __global__ void scale(float* out, const float* in, int n) {\n"
+            "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "    if (i < n) out[i] = in[i] * " +
+            std::to_string(variant + 1) + ".0f + 0.5f;\n}\n");
+    }
+    const std::string root = cuda_include_root();
+    return Source::cuda(
+        "#include <cub/block/block_reduce.cuh>\n"
+        "extern \"C\" __global__ void block_sum(float* out, const float* in) {\n"
+        "    using Reduce = cub::BlockReduce<float, 128>;\n"
+        "    __shared__ typename Reduce::TempStorage storage;\n"
+        "    float v = Reduce(storage).Sum(in[blockIdx.x * 128 + threadIdx.x] * " +
+            std::to_string(variant + 1) +
+            ".0f);\n"
+            "    if (threadIdx.x == 0) out[blockIdx.x] = v;\n}\n",
+        {"-std=c++17", "-I" + root + "/cccl", "-I" + root});
+}
+
+const char* kernel_name(bool heavy) {
+    return heavy ? "block_sum" : "scale";
+}
+
+compile::CudaProgram program_of(const Source& source) {
+    compile::CudaProgram program;
+    program.code = source.bytes;
+    program.options = source.options;
+    return program;
+}
+
+// Wall time to compile `count` distinct kernels on `threads` threads of this process, or through
+// `workers` (one process per thread) when given.
+double nvrtc_ms(int count, int first_variant, bool heavy, int threads, int arch, bool& ok,
+                compile::WorkerPool* workers = nullptr) {
+    std::atomic<int> next{0};
+    std::atomic<bool> failed{false};
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&] {
+            for (int i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+                const auto program = program_of(cuda_kernel(first_variant + i, heavy));
+                auto compiled = workers != nullptr
+                                    ? workers->compile_cuda(program, compile::Target{arch})
+                                    : compile::compile_cuda(program, compile::Target{arch});
+                if (!compiled) {
+                    std::fprintf(stderr, "%s\n", compiled.error().describe().c_str());
+                    failed = true;
+                }
+            }
+        });
+    }
+    for (auto& thread : pool) thread.join();
+    ok = ok && !failed;
+    return ms_since(start);
+}
+
+}  // namespace
+
+std::string run_nvrtc_scaling(int arch, int light_count, int heavy_count, int threads,
+                              std::string& note) {
+    bool ok = true;
+    // Warm NVRTC up (its load and first compile) before anything is timed.
+    (void)nvrtc_ms(1, 100000, false, 1, arch, ok);
+    // Worker processes (`kcache compile-worker` beside this program), started and warmed before
+    // the timing like this process's NVRTC.
+    std::unique_ptr<compile::WorkerPool> workers;
+    if (const std::string command = compile::default_worker_command(); !command.empty()) {
+        if (auto pool = compile::WorkerPool::start(command, {"compile-worker"},
+                                                   static_cast<std::size_t>(threads))) {
+            workers = std::move(*pool);
+            (void)nvrtc_ms(threads, 200000, false, threads, arch, ok, workers.get());
+        }
+    }
+    std::string table = "| NVRTC, sm_" + std::to_string(arch) + " | kernels | 1 thread ms | " +
+                        std::to_string(threads) + " threads, one process ms | ratio | " +
+                        std::to_string(threads) + " worker processes ms | ratio |\n" +
+                        "|---|---:|---:|---:|---:|---:|---:|\n";
+    for (bool heavy : {false, true}) {
+        const int count = heavy ? heavy_count : light_count;
+        if (count == 0) continue;
+        const double one = nvrtc_ms(count, 0, heavy, 1, arch, ok);
+        const double many = nvrtc_ms(count, 1000, heavy, threads, arch, ok);
+        const double spread =
+            workers ? nvrtc_ms(count, 2000, heavy, threads, arch, ok, workers.get()) : 0;
+        char row[256];
+        std::snprintf(row, sizeof row, "| %s | %d | %.1f | %.1f | %.2fx | %.1f | %.2fx |\n",
+                      heavy ? "heavy (CUB block reduce)" : "light (a few lines)", count, one, many,
+                      one / many, spread, spread > 0 ? one / spread : 0.0);
+        table += row;
+    }
+    if (!workers) table += "\n(no `kcache` beside this program: worker processes not measured)\n";
+    if (!ok) note = "a compile failed";
+    return table;
+}
+
+int run_cuda_warm_child(const std::string& directory) {
+    const auto context_start = std::chrono::steady_clock::now();
+    auto context = driver::PrimaryContext::open(0);
+    if (!context || !context->make_current()) return 3;
+    const double context_ms = ms_since(context_start);
+    CacheOptions options;
+    options.disk_directory = directory;
+    KernelCache cache(options);
+    const auto start = std::chrono::steady_clock::now();
+    auto kernel = cache.kernel(
+        "block_sum", [] { return cuda_kernel(0, true); }, kernel_name(true));
+    const double ready_ms = ms_since(start);
+    if (!kernel) {
+        std::fprintf(stderr, "%s\n", kernel.error().describe().c_str());
+        return 4;
+    }
+    std::printf("%.4f %.4f %llu\n", context_ms, ready_ms,
+                static_cast<unsigned long long>(cache.stats().compiles));
+    return 0;
+}
+
+namespace {
+
+// Runs this program as a warm (or cold) child; fills context and ready times.
+bool spawn_child(const std::string& directory, double& context_ms, double& ready_ms,
+                 unsigned long long& compiles) {
+    int fds[2];
+    if (pipe(fds) != 0) return false;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    posix_spawn_file_actions_addclose(&actions, fds[0]);
+    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    std::string flag = "--cuda-warm-child";
+    std::string dir = directory;
+    char* argv[] = {self.data(), flag.data(), dir.data(), nullptr};
+    pid_t child = 0;
+    const int rc = posix_spawn(&child, self.c_str(), &actions, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    std::string out;
+    char buffer[256];
+    for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) {
+        out.append(buffer, static_cast<std::size_t>(n));
+    }
+    close(fds[0]);
+    if (rc != 0) return false;
+    int status = 0;
+    waitpid(child, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+           std::sscanf(out.c_str(), "%lf %lf %llu", &context_ms, &ready_ms, &compiles) == 3;
+}
+
+}  // namespace
+
+std::string run_cuda_warm_start(const std::string& directory, int warm_up_count,
+                                std::string& note) {
+    auto context = driver::PrimaryContext::open(0);
+    if (!context) {
+        note = context.error().message();
+        return {};
+    }
+    (void)context->make_current();
+    std::filesystem::remove_all(directory);
+    std::string table =
+        "| CUDA C++ (CUB block reduce), new process | context ms | kernel ready ms "
+        "| compiles |\n|---|---:|---:|---:|\n";
+    double context_ms = 0, ready_ms = 0;
+    unsigned long long compiles = 0;
+    auto row = [&](const char* what) {
+        char text[256];
+        std::snprintf(text, sizeof text, "| %s | %.1f | %.3f | %llu |\n", what, context_ms,
+                      ready_ms, compiles);
+        table += text;
+    };
+    if (!spawn_child(directory, context_ms, ready_ms, compiles)) {
+        note = "the cold child failed";
+        return {};
+    }
+    row("cold: empty cache (NVRTC load + compile + store + load)");
+    std::vector<double> ready;
+    double worst = 0;
+    for (int run = 0; run < 7; ++run) {
+        if (!spawn_child(directory, context_ms, ready_ms, compiles) || compiles != 0) {
+            note = "a warm child failed or compiled";
+            return {};
+        }
+        ready.push_back(ready_ms);
+        worst = std::max(worst, ready_ms);
+    }
+    ready_ms = median(ready);
+    row("warm: disk tier (median of 7 new processes)");
+    ready_ms = worst;
+    row("warm: disk tier (slowest of the 7)");
+
+    // Warm-up of distinct CUDA C++ kernels, cold, against compiling them one by one.
+    std::vector<WarmUpItem> items;
+    for (int i = 0; i < warm_up_count; ++i) {
+        items.push_back({"block_sum:" + std::to_string(i),
+                         [i]() -> Result<Source> { return cuda_kernel(5000 + i, true); },
+                         kernel_name(true)});
+    }
+    std::vector<WarmUpItem> items_again;
+    for (int i = 0; i < warm_up_count; ++i) {
+        items_again.push_back({"block_sum:" + std::to_string(i),
+                               [i]() -> Result<Source> { return cuda_kernel(9000 + i, true); },
+                               kernel_name(true)});
+    }
+    std::vector<WarmUpItem> items_workers;
+    for (int i = 0; i < warm_up_count; ++i) {
+        items_workers.push_back({"block_sum:" + std::to_string(i),
+                                 [i]() -> Result<Source> { return cuda_kernel(13000 + i, true); },
+                                 kernel_name(true)});
+    }
+    bool ok = true;
+    double one_by_one = 0, parallel = 0, with_workers = 0;
+    {
+        std::filesystem::remove_all(directory);
+        CacheOptions options;
+        options.disk_directory = directory;
+        KernelCache cache(options);
+        const auto start = std::chrono::steady_clock::now();
+        for (const auto& item : items)
+            ok = ok && cache.kernel(item.key, item.make_source, item.kernel_name).ok();
+        one_by_one = ms_since(start);
+    }
+    {
+        std::filesystem::remove_all(directory);
+        CacheOptions options;
+        options.disk_directory = directory;
+        KernelCache cache(options);
+        const auto start = std::chrono::steady_clock::now();
+        for (const auto& result : cache.warm_up(items_again, 16)) ok = ok && result.ok();
+        parallel = ms_since(start);
+    }
+    if (!compile::default_worker_command().empty()) {
+        std::filesystem::remove_all(directory);
+        CacheOptions options;
+        options.disk_directory = directory;
+        options.compile_workers = 16;
+        KernelCache cache(options);
+        const auto start = std::chrono::steady_clock::now();  // worker start-up included
+        for (const auto& result : cache.warm_up(items_workers, 16)) ok = ok && result.ok();
+        with_workers = ms_since(start);
+    }
+    if (!ok) note = "a CUDA C++ warm-up compile failed";
+    char text[768];
+    std::snprintf(text, sizeof text,
+                  "\n| %d distinct CUDA C++ kernels (CUB), cold | total ms | vs one by one |\n"
+                  "|---|---:|---:|\n| kernel() one by one, 1 thread | %.1f | 1.00x |\n"
+                  "| kcache warm_up, 16 threads, NVRTC in this process | %.1f | %.2fx |\n"
+                  "| kcache warm_up, 16 threads, 16 compile worker processes (start-up "
+                  "included) | %.1f | %.2fx |\n",
+                  warm_up_count, one_by_one, parallel, one_by_one / parallel, with_workers,
+                  with_workers > 0 ? one_by_one / with_workers : 0.0);
+    table += text;
+    return table;
+}
+
+}  // namespace kcache::bench

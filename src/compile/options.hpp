@@ -1,0 +1,21 @@
+// NVRTC options in one spelling for the fingerprint, so that "-D N=4", "-DN=4" and
+// "--define-macro=N=4" share one artifact, and a refusal for options that would make something
+// other than a loadable cubin for the cache's arch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kcache/result.hpp"
+
+namespace kcache::compile {
+
+// Order is kept (a later -D wins in the compiler too). kInvalidArgument, naming the option, for
+// one that names the arch (-arch, --gpu-architecture, -gencode, -code: the cache picks the arch)
+// or makes relocatable or LTO output (-rdc=true, -dlto), which cannot be loaded on its own.
+Result<std::vector<std::string>> normalize_options(const std::vector<std::string>& options);
+
+// The normalized options as one readable line, for the key material.
+std::string options_line(const std::vector<std::string>& normalized);
+
+}  // namespace kcache::compile

@@ -1,0 +1,440 @@
+// Encoding, strict decoding and pipe framing of the compile worker protocol
+// (compile/worker_protocol.hpp).
+#include "compile/worker_protocol.hpp"
+
+#include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+
+namespace kcache::compile {
+
+namespace {
+
+constexpr char kMagic[4] = {'K', 'C', 'W', 'P'};
+
+// The first payload byte says what the message is, so that a response is never read as a request.
+enum class Kind : std::uint8_t { kRequest = 1, kResponse = 2, kHello = 3 };
+enum class Status : std::uint8_t { kOk = 0, kError = 1 };
+
+Error protocol_error(const std::string& what) {
+    return Error(Errc::kIoError, "compile worker protocol: " + what);
+}
+
+void put_u8(std::string& out, std::uint8_t value) {
+    out.push_back(static_cast<char>(value));
+}
+
+void put_u32(std::string& out, std::uint32_t value) {
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+void put_u64(std::string& out, std::uint64_t value) {
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+void put_string(std::string& out, std::string_view text) {
+    put_u64(out, text.size());
+    out.append(text);
+}
+
+void put_count(std::string& out, std::size_t count) {
+    put_u32(out, static_cast<std::uint32_t>(count));
+}
+
+std::uint64_t get_le(const char* bytes, int width) {
+    std::uint64_t value = 0;
+    for (int i = width - 1; i >= 0; --i) {
+        value = (value << 8) | static_cast<unsigned char>(bytes[i]);
+    }
+    return value;
+}
+
+// Reads fields from a payload; the first failure sticks, so a decoder can read every field and
+// check once. Lengths and counts are checked against the bytes left before anything is built.
+class Reader {
+public:
+    explicit Reader(std::string_view in) : in_(in) {}
+
+    bool failed() const { return !error_.empty(); }
+    const std::string& error() const { return error_; }
+
+    std::uint8_t u8(const char* field) {
+        if (!need(1, field)) return 0;
+        auto value = static_cast<std::uint8_t>(in_[0]);
+        in_.remove_prefix(1);
+        return value;
+    }
+    std::uint32_t u32(const char* field) {
+        if (!need(4, field)) return 0;
+        auto value = static_cast<std::uint32_t>(get_le(in_.data(), 4));
+        in_.remove_prefix(4);
+        return value;
+    }
+    std::string string(const char* field) {
+        if (!need(8, field)) return {};
+        std::uint64_t size = get_le(in_.data(), 8);
+        in_.remove_prefix(8);
+        if (size > in_.size()) {
+            fail(std::string(field) + ": declared " + std::to_string(size) + " bytes, " +
+                 std::to_string(in_.size()) + " left");
+            return {};
+        }
+        std::string text(in_.substr(0, size));
+        in_.remove_prefix(size);
+        return text;
+    }
+    // A count of items that take at least `min_item_bytes` each: a count the remaining bytes
+    // cannot hold is refused here, so that no loop or reservation trusts it.
+    std::uint32_t count(const char* field, std::size_t min_item_bytes) {
+        std::uint32_t n = u32(field);
+        if (!failed() && n > in_.size() / min_item_bytes) {
+            fail(std::string(field) + ": " + std::to_string(n) + " items cannot fit in " +
+                 std::to_string(in_.size()) + " bytes");
+            return 0;
+        }
+        return n;
+    }
+    void expect_kind(Kind kind) {
+        std::uint8_t got = u8("message kind");
+        if (!failed() && got != static_cast<std::uint8_t>(kind)) {
+            fail("message kind " + std::to_string(got) + ", expected " +
+                 std::to_string(static_cast<int>(kind)));
+        }
+    }
+    void expect_end() {
+        if (!failed() && !in_.empty()) {
+            fail(std::to_string(in_.size()) + " unexpected bytes after the message");
+        }
+    }
+    void fail(std::string what) {
+        if (!failed()) error_ = std::move(what);
+    }
+
+private:
+    bool need(std::size_t bytes, const char* field) {
+        if (failed()) return false;
+        if (in_.size() < bytes) {
+            fail(std::string("truncated at ") + field);
+            return false;
+        }
+        return true;
+    }
+
+    std::string_view in_;
+    std::string error_;
+};
+
+constexpr std::size_t kMinStringBytes = 8;  // the length field of an empty string
+
+// Error codes travel by name (errc_name), not by number: a worker from another build with
+// reordered codes then still reports the right one, or an error that it is unknown.
+std::optional<Errc> errc_from_name(std::string_view name) {
+    for (int i = 0; i <= 255; ++i) {
+        auto code = static_cast<Errc>(i);
+        std::string_view known = errc_name(code);
+        if (known == "unknown") break;  // codes are dense from 0
+        if (known == name) return code;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::string encode_request(const CompileRequest& request) {
+    const CudaProgram& program = request.program;
+    std::string out;
+    out.reserve(64 + program.name.size() + program.code.size());
+    put_u8(out, static_cast<std::uint8_t>(Kind::kRequest));
+    put_string(out, program.name);
+    put_string(out, program.code);
+    put_count(out, program.headers.size());
+    for (const auto& [name, text] : program.headers) {
+        put_string(out, name);
+        put_string(out, text);
+    }
+    put_count(out, program.options.size());
+    for (const auto& option : program.options) put_string(out, option);
+    put_count(out, program.name_expressions.size());
+    for (const auto& expression : program.name_expressions) put_string(out, expression);
+    put_u32(out, static_cast<std::uint32_t>(request.target.arch));
+    put_u8(out, request.target.arch_specific ? 1 : 0);
+    return out;
+}
+
+Result<CompileRequest> decode_request(std::string_view payload) {
+    Reader in(payload);
+    CompileRequest request;
+    CudaProgram& program = request.program;
+    in.expect_kind(Kind::kRequest);
+    program.name = in.string("program name");
+    program.code = in.string("program code");
+    std::uint32_t headers = in.count("header count", 2 * kMinStringBytes);
+    for (std::uint32_t i = 0; i < headers && !in.failed(); ++i) {
+        std::string name = in.string("header name");
+        std::string text = in.string("header text");
+        program.headers.emplace_back(std::move(name), std::move(text));
+    }
+    std::uint32_t options = in.count("option count", kMinStringBytes);
+    for (std::uint32_t i = 0; i < options && !in.failed(); ++i) {
+        program.options.push_back(in.string("option"));
+    }
+    std::uint32_t expressions = in.count("name expression count", kMinStringBytes);
+    for (std::uint32_t i = 0; i < expressions && !in.failed(); ++i) {
+        program.name_expressions.push_back(in.string("name expression"));
+    }
+    request.target.arch = static_cast<int>(in.u32("target arch"));
+    std::uint8_t arch_specific = in.u8("target arch-specific flag");
+    if (!in.failed() && arch_specific > 1) {
+        in.fail("target arch-specific flag " + std::to_string(arch_specific));
+    }
+    request.target.arch_specific = arch_specific == 1;
+    in.expect_end();
+    if (in.failed()) return protocol_error("bad request: " + in.error());
+    return request;
+}
+
+std::string encode_response(const CompileResponse& response) {
+    std::string out;
+    put_u8(out, static_cast<std::uint8_t>(Kind::kResponse));
+    if (response.ok()) {
+        const Compiled& compiled = response.value();
+        out.reserve(64 + compiled.cubin.size() + compiled.log.size());
+        put_u8(out, static_cast<std::uint8_t>(Status::kOk));
+        put_string(out, compiled.cubin);
+        put_string(out, compiled.log);
+        put_count(out, compiled.lowered_names.size());
+        for (const auto& [expression, lowered] : compiled.lowered_names) {
+            put_string(out, expression);
+            put_string(out, lowered);
+        }
+    } else {
+        const Error& error = response.error();
+        put_u8(out, static_cast<std::uint8_t>(Status::kError));
+        put_string(out, errc_name(error.code()));
+        put_string(out, error.message());
+        put_string(out, error.log());
+    }
+    return out;
+}
+
+Result<CompileResponse> decode_response(std::string_view payload) {
+    Reader in(payload);
+    in.expect_kind(Kind::kResponse);
+    std::uint8_t status = in.u8("status");
+    if (in.failed()) return protocol_error("bad response: " + in.error());
+    if (status == static_cast<std::uint8_t>(Status::kOk)) {
+        Compiled compiled;
+        compiled.cubin = in.string("cubin");
+        compiled.log = in.string("log");
+        std::uint32_t names = in.count("lowered name count", 2 * kMinStringBytes);
+        for (std::uint32_t i = 0; i < names && !in.failed(); ++i) {
+            std::string expression = in.string("name expression");
+            std::string lowered = in.string("lowered name");
+            if (!in.failed() &&
+                !compiled.lowered_names.emplace(std::move(expression), std::move(lowered)).second) {
+                in.fail("name expression listed twice");
+            }
+        }
+        in.expect_end();
+        if (in.failed()) return protocol_error("bad response: " + in.error());
+        return CompileResponse(std::move(compiled));
+    }
+    if (status == static_cast<std::uint8_t>(Status::kError)) {
+        std::string code_name = in.string("error code");
+        std::string message = in.string("error message");
+        std::string log = in.string("error log");
+        in.expect_end();
+        if (in.failed()) return protocol_error("bad response: " + in.error());
+        auto code = errc_from_name(code_name);
+        if (!code) return protocol_error("bad response: unknown error code '" + code_name + "'");
+        return CompileResponse(Error(*code, std::move(message), std::move(log)));
+    }
+    return protocol_error("bad response: status " + std::to_string(status));
+}
+
+std::string encode_hello(const WorkerHello& hello) {
+    std::string out;
+    put_u8(out, static_cast<std::uint8_t>(Kind::kHello));
+    put_string(out, hello.compiler_identity);
+    return out;
+}
+
+Result<WorkerHello> decode_hello(std::string_view payload) {
+    Reader in(payload);
+    in.expect_kind(Kind::kHello);
+    WorkerHello hello;
+    hello.compiler_identity = in.string("compiler identity");
+    in.expect_end();
+    if (in.failed()) return protocol_error("bad hello: " + in.error());
+    return hello;
+}
+
+namespace {
+
+// Writing to a pipe whose reader has gone raises SIGPIPE, whose default action kills the whole
+// process: a crashed worker must cost one request, not the program. The choices:
+// - signal(SIGPIPE, SIG_IGN) changes a process-wide setting that belongs to the application;
+// - send(MSG_NOSIGNAL) works on sockets only, and the worker's stdin/stdout are pipes;
+// - F_SETNOSIGPIPE exists on macOS only.
+// So SIGPIPE is blocked for the writing thread alone while it writes; the signal a failed write
+// raises is then pending on that thread and is taken with a zero-timeout sigtimedwait before the
+// old mask returns, unless one was already pending before (not ours to take). Two extra system
+// calls per frame, against a compile of 100 ms and more.
+class SigpipeBlocked {
+public:
+    SigpipeBlocked() {
+        sigemptyset(&pipe_);
+        sigaddset(&pipe_, SIGPIPE);
+        sigset_t pending;
+        sigemptyset(&pending);
+        already_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+        blocked_ = pthread_sigmask(SIG_BLOCK, &pipe_, &old_) == 0;
+    }
+    ~SigpipeBlocked() {
+        if (blocked_) (void)pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    }
+    SigpipeBlocked(const SigpipeBlocked&) = delete;
+    SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+    // After a write failed with EPIPE.
+    void take_our_signal() {
+        if (!blocked_ || already_pending_) return;
+        const timespec zero{};
+        while (sigtimedwait(&pipe_, nullptr, &zero) == -1 && errno == EINTR) {
+        }
+    }
+
+private:
+    sigset_t pipe_;
+    sigset_t old_;
+    bool blocked_ = false;
+    bool already_pending_ = false;
+};
+
+Error errno_error(const char* what, int fd, int error_number) {
+    return Error(Errc::kIoError, std::string("compile worker pipe: ") + what + " fd " +
+                                     std::to_string(fd) + ": " + std::strerror(error_number));
+}
+
+Result<void> write_all(int fd, std::string_view bytes, SigpipeBlocked& sigpipe) {
+    while (!bytes.empty()) {
+        ssize_t n = ::write(fd, bytes.data(), bytes.size());
+        if (n < 0) {
+            int error_number = errno;
+            if (error_number == EINTR) continue;
+            if (error_number == EPIPE) sigpipe.take_our_signal();
+            return errno_error("write to", fd, error_number);
+        }
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return ok();
+}
+
+using Deadline = std::optional<std::chrono::steady_clock::time_point>;
+
+// Waits until `fd` is readable or the deadline passes; no deadline: returns at once, and the
+// read blocks.
+Result<void> wait_readable(int fd, const Deadline& deadline) {
+    if (!deadline) return ok();
+    for (;;) {
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline -
+                                                                 std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            return Error(Errc::kIoError, "compile worker pipe: nothing arrived on fd " +
+                                             std::to_string(fd) + " in time");
+        }
+        pollfd poll_fd{fd, POLLIN, 0};
+        int ready =
+            ::poll(&poll_fd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 60000)));
+        if (ready > 0) return ok();  // readable, or hung up: the read says which
+        if (ready < 0 && errno != EINTR) return errno_error("poll", fd, errno);
+    }
+}
+
+// Reads exactly `size` bytes; returns how many arrived before end of file (short only at EOF).
+Result<std::size_t> read_fully(int fd, char* out, std::size_t size, const Deadline& deadline) {
+    std::size_t done = 0;
+    while (done < size) {
+        if (auto waited = wait_readable(fd, deadline); !waited) return std::move(waited).error();
+        ssize_t n = ::read(fd, out + done, size - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno_error("read from", fd, errno);
+        }
+        if (n == 0) break;
+        done += static_cast<std::size_t>(n);
+    }
+    return done;
+}
+
+Result<std::optional<std::string>> read_frame_until(int fd, const Deadline& deadline) {
+    char header[kFrameHeaderSize];
+    auto got = read_fully(fd, header, sizeof header, deadline);
+    if (!got) return std::move(got).error();
+    if (*got == 0) return std::optional<std::string>();
+    if (*got < sizeof header) {
+        return protocol_error("end of file inside a frame header (" + std::to_string(*got) +
+                              " of " + std::to_string(sizeof header) + " bytes)");
+    }
+    if (std::memcmp(header, kMagic, sizeof kMagic) != 0) {
+        return protocol_error("bad frame magic (not a kcache compile worker stream)");
+    }
+    auto version = static_cast<std::uint32_t>(get_le(header + 4, 4));
+    if (version != kWorkerProtocolVersion) {
+        return protocol_error("protocol version " + std::to_string(version) + ", expected " +
+                              std::to_string(kWorkerProtocolVersion) +
+                              " (worker and library from different kcache builds?)");
+    }
+    std::uint64_t size = get_le(header + 8, 8);
+    if (size > kMaxFramePayload) {
+        return protocol_error("frame of " + std::to_string(size) + " bytes exceeds the limit of " +
+                              std::to_string(kMaxFramePayload));
+    }
+    // Grown as bytes arrive, so that a lying length costs at most one chunk beyond what came.
+    constexpr std::size_t kChunk = std::size_t{1} << 20;
+    std::string payload;
+    while (payload.size() < size) {
+        std::size_t old_size = payload.size();
+        std::size_t step = std::min<std::uint64_t>(kChunk, size - old_size);
+        payload.resize(old_size + step);
+        auto read = read_fully(fd, payload.data() + old_size, step, deadline);
+        if (!read) return std::move(read).error();
+        if (*read < step) {
+            return protocol_error("end of file inside a frame (" +
+                                  std::to_string(old_size + *read) + " of " + std::to_string(size) +
+                                  " payload bytes)");
+        }
+    }
+    return std::optional<std::string>(std::move(payload));
+}
+
+}  // namespace
+
+Result<void> write_frame(int fd, std::string_view payload) {
+    if (payload.size() > kMaxFramePayload) {
+        return protocol_error("frame of " + std::to_string(payload.size()) +
+                              " bytes exceeds the limit of " + std::to_string(kMaxFramePayload));
+    }
+    std::string header(kMagic, sizeof kMagic);
+    put_u32(header, kWorkerProtocolVersion);
+    put_u64(header, payload.size());
+    SigpipeBlocked sigpipe;
+    if (auto written = write_all(fd, header, sigpipe); !written) return written;
+    return write_all(fd, payload, sigpipe);
+}
+
+Result<std::optional<std::string>> read_frame(int fd) {
+    return read_frame_until(fd, std::nullopt);
+}
+
+Result<std::optional<std::string>> read_frame(int fd, std::chrono::milliseconds timeout) {
+    return read_frame_until(fd, std::chrono::steady_clock::now() + timeout);
+}
+
+}  // namespace kcache::compile

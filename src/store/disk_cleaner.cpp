@@ -1,0 +1,253 @@
+#include "store/disk_cleaner.hpp"
+
+#include <algorithm>
+#include <string_view>
+#include <tuple>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "util/file_lock.hpp"
+#include "util/log.hpp"
+
+namespace kcache::store {
+namespace {
+
+std::string join(std::string_view folder, std::string_view name) {
+    std::string path;
+    path.reserve(folder.size() + 1 + name.size());
+    path.append(folder).append(1, '/').append(name);
+    return path;
+}
+
+bool is_hex(std::string_view text) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    });
+}
+
+// The entry folders are named by a fingerprint's first byte. Anything else at the top of the
+// directory (a config file, statistics, a future index folder) is not the cleaner's business.
+bool is_entry_folder(std::string_view name) {
+    return name.size() == 2 && is_hex(name);
+}
+
+enum class NameKind { kEntry, kTemporary, kLock, kForeign };
+
+// What a name inside an entry folder is: `<hex>.kc`, `<hex>.kc.tmp.<host>.<pid>.<random>` (see
+// util::Files::write_atomic) or `<hex>.kc.lock` (DiskStore::lock). The temporary's pattern is
+// tried first because a host name may contain anything, ".kc" included.
+NameKind classify(std::string_view name) {
+    constexpr std::string_view kTemporary = ".kc.tmp.";
+    constexpr std::string_view kLock = ".kc.lock";
+    constexpr std::string_view kEntry = ".kc";
+    if (const auto at = name.find(kTemporary); at != std::string_view::npos) {
+        return is_hex(name.substr(0, at)) ? NameKind::kTemporary : NameKind::kForeign;
+    }
+    if (name.ends_with(kLock)) {
+        return is_hex(name.substr(0, name.size() - kLock.size())) ? NameKind::kLock
+                                                                  : NameKind::kForeign;
+    }
+    if (name.ends_with(kEntry)) {
+        return is_hex(name.substr(0, name.size() - kEntry.size())) ? NameKind::kEntry
+                                                                   : NameKind::kForeign;
+    }
+    return NameKind::kForeign;
+}
+
+struct Found {
+    std::string path;
+    util::FileStatus status;
+};
+
+struct Scan {
+    std::vector<Found> entries;
+    std::vector<Found> temporaries;
+    std::vector<Found> locks;
+};
+
+// Per-file trouble is logged and counted; the pass goes on, so that one unreadable file cannot
+// keep the whole directory over its budget.
+void note_failure(CleanupReport& report, const Error& error) {
+    ++report.errors;
+    util::log_line(util::LogLevel::kInfo, "disk cleanup: " + error.message());
+}
+
+Result<Scan> scan(const std::string& directory, util::Files& files, CleanupReport& report) {
+    auto top = files.list_directory(directory);
+    if (!top) return top.error();
+    Scan out;
+    for (const std::string& folder_name : *top) {
+        if (!is_entry_folder(folder_name)) continue;
+        const std::string folder = join(directory, folder_name);
+        auto folder_status = files.status(folder);
+        if (!folder_status) {
+            note_failure(report, folder_status.error());
+            continue;
+        }
+        // A symbolic link named like an entry folder is not followed: it could lead the cleaner
+        // to delete files outside the cache.
+        if (!*folder_status || (*folder_status)->kind != util::FileKind::kDirectory) continue;
+        auto names = files.list_directory(folder);
+        if (!names) {
+            note_failure(report, names.error());
+            continue;
+        }
+        for (const std::string& name : *names) {
+            const NameKind kind = classify(name);
+            if (kind == NameKind::kForeign) continue;
+            std::string path = join(folder, name);
+            auto status = files.status(path);
+            if (!status) {
+                note_failure(report, status.error());
+                continue;
+            }
+            // Gone since the listing (a writer's rename, a reader removing a corrupt entry).
+            if (!*status || (*status)->kind != util::FileKind::kRegular) continue;
+            Found found{std::move(path), **status};
+            switch (kind) {
+                case NameKind::kEntry:
+                    out.entries.push_back(std::move(found));
+                    break;
+                case NameKind::kTemporary:
+                    out.temporaries.push_back(std::move(found));
+                    break;
+                case NameKind::kLock:
+                    out.locks.push_back(std::move(found));
+                    break;
+                case NameKind::kForeign:
+                    break;
+            }
+        }
+    }
+    return out;
+}
+
+// `percent` of `budget` without overflowing for budgets near the top of the range.
+std::uint64_t share_of(std::uint64_t budget, std::uint64_t percent) {
+    return budget / 100 * percent + budget % 100 * percent / 100;
+}
+
+// Which entries go, oldest stamp first: those older than the age limit, then as many as it
+// takes to bring both counts down to the low-water mark, if either budget is exceeded.
+std::vector<bool> choose_evictions(const std::vector<Found>& entries, const CleanupRequest& request,
+                                   std::chrono::system_clock::time_point now) {
+    std::vector<bool> evict(entries.size(), false);
+    std::uint64_t files = entries.size();
+    std::uint64_t bytes = 0;
+    for (const Found& entry : entries) bytes += entry.status.size;
+    auto take = [&](std::size_t i) {
+        evict[i] = true;
+        --files;
+        bytes -= entries[i].status.size;
+    };
+    if (request.evict_older_than) {
+        const auto cutoff = now - *request.evict_older_than;
+        for (std::size_t i = 0; i < entries.size(); ++i) {
+            if (entries[i].status.modified < cutoff) take(i);
+        }
+    }
+    const bool over = (request.max_files != 0 && files > request.max_files) ||
+                      (request.max_bytes != 0 && bytes > request.max_bytes);
+    if (!over) return evict;
+    const std::uint64_t files_goal = share_of(request.max_files, kLowWaterPercent);
+    const std::uint64_t bytes_goal = share_of(request.max_bytes, kLowWaterPercent);
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        const bool enough = (request.max_files == 0 || files <= files_goal) &&
+                            (request.max_bytes == 0 || bytes <= bytes_goal);
+        if (enough) break;
+        if (!evict[i]) take(i);
+    }
+    return evict;
+}
+
+}  // namespace
+
+Result<CleanupReport> clean_directory(const std::string& directory, const CleanupRequest& request,
+                                      util::Files& files) {
+    CleanupReport report;
+    report.dry_run = request.dry_run;
+    // Two cleaners would only repeat each other's work, and a writer must never wait for a
+    // cleanup: whoever finds the lock taken leaves the directory to its holder.
+    auto cleanup_lock = util::FileLock::try_acquire(join(directory, kCleanupLockName));
+    if (!cleanup_lock) return cleanup_lock.error();
+    if (!*cleanup_lock) return report;
+    report.ran = true;
+
+    auto scanned = scan(directory, files, report);
+    if (!scanned) return scanned.error();
+    Scan& found = *scanned;
+    const auto now = std::chrono::system_clock::now();
+
+    // Oldest stamp first; the path breaks ties so that a pass is reproducible.
+    std::sort(found.entries.begin(), found.entries.end(), [](const Found& a, const Found& b) {
+        return std::tie(a.status.modified, a.path) < std::tie(b.status.modified, b.path);
+    });
+    report.files_before = found.entries.size();
+    for (const Found& entry : found.entries) report.bytes_before += entry.status.size;
+
+    // An entry hit after the scan can still be removed here, though it is now the newest: the
+    // next miss recompiles it. Stamps are a heuristic; correctness never depends on them.
+    const std::vector<bool> evict = choose_evictions(found.entries, request, now);
+    std::unordered_set<std::string> remaining;
+    for (std::size_t i = 0; i < found.entries.size(); ++i) {
+        const Found& entry = found.entries[i];
+        if (evict[i] && !request.dry_run) {
+            if (auto removed = files.remove(entry.path); !removed) {
+                note_failure(report, removed.error());
+                remaining.insert(entry.path);
+                continue;
+            }
+        }
+        if (evict[i]) {
+            ++report.entries_removed;
+            report.bytes_removed += entry.status.size;
+        } else {
+            remaining.insert(entry.path);
+        }
+    }
+    report.files_after = report.files_before - report.entries_removed;
+    report.bytes_after = report.bytes_before - report.bytes_removed;
+
+    for (const Found& temporary : found.temporaries) {
+        if (now - temporary.status.modified <= kStaleTemporaryAge) continue;
+        if (!request.dry_run) {
+            if (auto removed = files.remove(temporary.path); !removed) {
+                note_failure(report, removed.error());
+                continue;
+            }
+        }
+        ++report.temps_swept;
+    }
+
+    // A lock file outlives its compile on purpose (removing it on release would let a process
+    // that opened it just before lock a file nobody else can find). Once its entry is gone and
+    // nobody holds it, it is litter. Holding its lock while unlinking keeps out whoever would
+    // lock it now, but not a process that opened it a moment ago and locks it after we let go:
+    // that process holds a lock on an unlinked file while the next one creates a new file and
+    // locks that. Both then compile the same artifact; each writes it atomically, so the only
+    // cost is a duplicate compile, never a torn or wrong entry.
+    constexpr std::string_view kLockSuffix = ".lock";
+    for (const Found& lock : found.locks) {
+        const std::string entry = lock.path.substr(0, lock.path.size() - kLockSuffix.size());
+        if (remaining.contains(entry)) continue;
+        // Opening creates the file again if it vanished meanwhile; it is removed just below,
+        // and in a dry run it is an empty lock file such as any compile would create.
+        auto held = util::FileLock::try_acquire(lock.path);
+        if (!held) {
+            note_failure(report, held.error());
+            continue;
+        }
+        if (!*held) continue;  // a compile is under way
+        if (!request.dry_run) {
+            if (auto removed = files.remove(lock.path); !removed) {
+                note_failure(report, removed.error());
+                continue;
+            }
+        }
+        ++report.locks_removed;
+    }
+    return report;
+}
+
+}  // namespace kcache::store

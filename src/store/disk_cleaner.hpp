@@ -1,0 +1,59 @@
+// Keeps a disk cache directory within its budgets: removes the least recently used entries (by
+// their mtime, kcache's own recency stamp), temporary files left by writers that died, and lock
+// files nobody needs any more. One process cleans a directory at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kcache/result.hpp"
+#include "util/files.hpp"
+
+namespace kcache::store {
+
+// Once a budget is exceeded, entries are removed down to this share of each budget, so that the
+// next writes do not trigger another cleanup at once.
+inline constexpr std::uint64_t kLowWaterPercent = 90;
+// A temporary file (`<entry>.kc.tmp.<host>.<pid>.<random>`) this old belongs to a writer that
+// died: a live one renames or removes its temporary moments after creating it.
+inline constexpr std::chrono::hours kStaleTemporaryAge{1};
+// Taken, never waited for, by the process that cleans; it lies beside the entry folders.
+inline constexpr const char* kCleanupLockName = "cleanup.lock";
+
+struct CleanupRequest {
+    std::uint64_t max_bytes = 0;  // bytes of entries; 0: no byte budget
+    std::uint64_t max_files = 0;  // number of entries; 0: no file budget
+    // Removes every entry whose stamp is older than this, whatever the budgets say.
+    std::optional<std::chrono::seconds> evict_older_than;
+    // Counts what would be removed and removes nothing.
+    bool dry_run = false;
+};
+
+// Files and bytes count entries (`*.kc`) only; temporary and lock files are counted apart. In a
+// dry run, the removals and the "after" figures are what a real run would have done.
+struct CleanupReport {
+    // false: another process holds the cleanup lock, so this one looked at nothing.
+    bool ran = false;
+    bool dry_run = false;
+    std::uint64_t files_before = 0;
+    std::uint64_t bytes_before = 0;
+    std::uint64_t files_after = 0;
+    std::uint64_t bytes_after = 0;
+    std::uint64_t entries_removed = 0;
+    std::uint64_t bytes_removed = 0;
+    std::uint64_t temps_swept = 0;
+    std::uint64_t locks_removed = 0;
+    // Files that could not be looked at or removed (each logged); the pass goes on without them.
+    std::uint64_t errors = 0;
+};
+
+// One pass over `directory`. Only its two-hex-digit folders (`ab/`) and, in them, names made of
+// a hex stem and `.kc`, `.kc.tmp.*` or `.kc.lock` are kcache's: anything else is left alone.
+// Skipped (ran == false) when another process is cleaning. kIoError when the directory cannot be
+// listed or the cleanup lock cannot be opened.
+Result<CleanupReport> clean_directory(const std::string& directory, const CleanupRequest& request,
+                                      util::Files& files);
+
+}  // namespace kcache::store

@@ -1,0 +1,132 @@
+// The caller's-key index: tiny files written atomically, read back strictly, and never allowed to
+// fail a store or a lookup.
+#include "store/key_index.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "store/key_difference.hpp"
+#include "util/log.hpp"
+
+namespace kcache::store {
+namespace {
+
+constexpr std::size_t kHexDigits = 32;
+constexpr std::size_t kShownKeyBytes = 60;
+constexpr std::size_t kShownFingerprintDigits = 12;
+
+struct Record {
+    util::Fingerprint fingerprint;
+    std::string_view caller_key;
+};
+
+// "<32 hex digits>\n<caller's key>\n"; the key may itself hold newlines, so it is everything
+// between the first newline and the last.
+std::optional<Record> parse_record(std::string_view text) {
+    if (text.size() < kHexDigits + 2 || text[kHexDigits] != '\n' || text.back() != '\n') {
+        return std::nullopt;
+    }
+    auto fingerprint = parse_fingerprint(text.substr(0, kHexDigits));
+    if (!fingerprint) return std::nullopt;
+    return Record{*fingerprint, text.substr(kHexDigits + 1, text.size() - kHexDigits - 2)};
+}
+
+std::optional<std::uint64_t> parse_word(std::string_view hex) {
+    std::uint64_t value = 0;
+    for (const char c : hex) {
+        std::uint64_t digit = 0;
+        if (c >= '0' && c <= '9') {
+            digit = static_cast<std::uint64_t>(c - '0');
+        } else if (c >= 'a' && c <= 'f') {
+            digit = static_cast<std::uint64_t>(c - 'a') + 10;
+        } else {
+            return std::nullopt;
+        }
+        value = (value << 4) | digit;
+    }
+    return value;
+}
+
+}  // namespace
+
+std::optional<util::Fingerprint> parse_fingerprint(std::string_view hex) {
+    if (hex.size() != kHexDigits) return std::nullopt;
+    const auto high = parse_word(hex.substr(0, kHexDigits / 2));
+    const auto low = parse_word(hex.substr(kHexDigits / 2));
+    if (!high || !low) return std::nullopt;
+    return util::Fingerprint{*high, *low};
+}
+
+KeyIndex KeyIndex::at(std::string directory, util::Files& files) {
+    return KeyIndex(std::move(directory), files);
+}
+
+std::string KeyIndex::path_of(std::string_view caller_key) const {
+    util::FingerprintBuilder builder;
+    const std::string hex = builder.add(caller_key).finish().hex();
+    return directory_ + "/keys/" + hex.substr(0, 2) + "/" + hex.substr(2);
+}
+
+void KeyIndex::record(std::string_view caller_key, const util::Fingerprint& fingerprint) {
+    const std::string path = path_of(caller_key);
+    auto written = files_.make_directories(path.substr(0, path.rfind('/')), 0700);
+    if (written) {
+        std::string text = fingerprint.hex();
+        text += '\n';
+        text += caller_key;
+        text += '\n';
+        written = files_.write_atomic(path, text);
+    }
+    // Ignored on purpose: the entry itself is stored (or not) regardless, and a missing record
+    // only costs a later miss its explanation. Logged so that a broken index is not invisible.
+    if (!written && util::log_enabled(util::LogLevel::kInfo)) {
+        util::log_line(
+            util::LogLevel::kInfo,
+            "key index not updated, a later miss may not say why: " + written.error().message());
+    }
+}
+
+std::optional<util::Fingerprint> KeyIndex::last_stored(std::string_view caller_key) {
+    const std::string path = path_of(caller_key);
+    auto bytes = files_.read(path);
+    if (!bytes) {
+        util::log_line(util::LogLevel::kInfo, "key index unreadable: " + bytes.error().message());
+        return std::nullopt;
+    }
+    if (!*bytes) return std::nullopt;
+    const auto record = parse_record(**bytes);
+    if (!record) {
+        // Records are replaced by rename, so a reader never sees half of one: a malformed file is
+        // damage and only gets in the way. (Removing it can race with a concurrent record() and
+        // take the new file instead; that loses one explanation, nothing more.)
+        util::log_line(util::LogLevel::kInfo, path + ": malformed key index record; removed");
+        if (auto removed = files_.remove(path); !removed) {
+            util::log_line(util::LogLevel::kInfo, removed.error().message());
+        }
+        return std::nullopt;
+    }
+    if (record->caller_key != caller_key) {
+        // Two keys with one XXH3-128: the file is the other key's, valid, and stays.
+        util::log_line(util::LogLevel::kInfo, path + ": key index record belongs to another key");
+        return std::nullopt;
+    }
+    return record->fingerprint;
+}
+
+std::string explain_miss(KeyIndex& index, const KeyMaterialReader& read_key_material,
+                         const KeyMaterial& wanted, const util::Fingerprint& wanted_fingerprint) {
+    const auto nearest = index.last_stored(wanted.caller_key);
+    if (!nearest || *nearest == wanted_fingerprint) return {};
+    std::string line = "nearest entry for key '" + printable(wanted.caller_key, kShownKeyBytes) +
+                       "' (" + nearest->hex().substr(0, kShownFingerprintDigits) + "\u2026): ";
+    const auto stored = read_key_material(*nearest);
+    if (!stored) return line + "its entry is gone";
+    const std::string difference = describe_difference(*stored, wanted);
+    // Equal material under another fingerprint means the fingerprint covers something the key
+    // material does not record; say so rather than nothing.
+    return line + (difference.empty() ? "its key material is the same" : difference);
+}
+
+}  // namespace kcache::store

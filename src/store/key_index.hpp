@@ -1,0 +1,66 @@
+// Which entry was stored last under each caller's key, so that a miss can be compared with its
+// nearest entry (usually the same kernel before the user changed its source, options, arch or
+// toolchain) and say what differs.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "store/entry_format.hpp"
+#include "util/files.hpp"
+#include "util/fingerprint.hpp"
+
+namespace kcache::store {
+
+// One small file per caller's key: $DIR/keys/ab/cdef..., named by the XXH3-128 of the key (as
+// util::FingerprintBuilder computes it), holding the fingerprint's hex on the first line and the
+// key itself on the second, so that two keys whose hashes collide are told apart rather than
+// mixed up. The disk cleaner only walks two-hex-digit folders of $DIR, so it leaves keys/ alone.
+//
+// Holds no mutable state: several threads and processes may use it at once. Two processes
+// recording the same key race; the last rename wins, and either fingerprint is a fair "last".
+class KeyIndex {
+public:
+    // Creates nothing yet: keys/ appears with the first record().
+    static KeyIndex at(std::string directory, util::Files& files = util::real_files());
+
+    // Remembers `fingerprint` as the entry last stored under `caller_key`. Never fails the
+    // caller: the index only makes miss explanations better, so a write that fails is logged and
+    // otherwise ignored.
+    void record(std::string_view caller_key, const util::Fingerprint& fingerprint);
+
+    // The fingerprint last recorded for `caller_key`; nullopt if none, if the file cannot be read,
+    // or if it belongs to another key. A malformed index file is removed.
+    std::optional<util::Fingerprint> last_stored(std::string_view caller_key);
+
+    // Where `caller_key`'s record lives.
+    std::string path_of(std::string_view caller_key) const;
+    const std::string& directory() const noexcept { return directory_; }
+
+private:
+    KeyIndex(std::string directory, util::Files& files)
+        : directory_(std::move(directory)), files_(files) {}
+
+    std::string directory_;  // the cache directory; records live under directory_/keys
+    util::Files& files_;
+};
+
+// The inverse of Fingerprint::hex(): exactly 32 lowercase hex digits, high word first; nullopt for
+// anything else. (Here rather than in util/fingerprint so that only the index depends on it.)
+std::optional<util::Fingerprint> parse_fingerprint(std::string_view hex);
+
+// Reads the key material of the entry with a given fingerprint; nullopt if it is gone or bad.
+using KeyMaterialReader = std::function<std::optional<KeyMaterial>(const util::Fingerprint&)>;
+
+// One line for a miss on `wanted` (whose entry would be `wanted_fingerprint`) comparing it with the
+// entry last stored under the same caller's key, such as
+//   nearest entry for key 'softmax' (3fa2b1c4d5e6…): options differ (stored "...", now "...")
+// or "... : its entry is gone" when that entry no longer reads. Empty when the key has no nearest
+// entry or it is the wanted one. Reads a file or two: call it only when the line will be logged.
+std::string explain_miss(KeyIndex& index, const KeyMaterialReader& read_key_material,
+                         const KeyMaterial& wanted, const util::Fingerprint& wanted_fingerprint);
+
+}  // namespace kcache::store

@@ -1,0 +1,97 @@
+#include "util/elf_build_id.hpp"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+namespace kcache::util {
+namespace {
+
+// Closes the file however the reader leaves.
+struct Fd {
+    int fd;
+    ~Fd() {
+        if (fd >= 0) close(fd);
+    }
+};
+
+bool read_at(int fd, void* out, std::size_t size, std::uint64_t offset) {
+    std::size_t done = 0;
+    while (done < size) {
+        const ssize_t n = pread(fd, static_cast<char*>(out) + done, size - done,
+                                static_cast<off_t>(offset + done));
+        if (n <= 0) return false;
+        done += static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+std::string hex(const unsigned char* bytes, std::size_t size) {
+    static const char kDigits[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(size * 2);
+    for (std::size_t i = 0; i < size; ++i) {
+        out.push_back(kDigits[bytes[i] >> 4]);
+        out.push_back(kDigits[bytes[i] & 15]);
+    }
+    return out;
+}
+
+std::size_t align4(std::size_t n) {
+    return (n + 3) & ~std::size_t{3};
+}
+
+// Walks one PT_NOTE segment's notes for the GNU build ID.
+std::optional<std::string> build_id_in(const std::vector<unsigned char>& notes) {
+    std::size_t at = 0;
+    while (at + sizeof(Elf64_Nhdr) <= notes.size()) {
+        Elf64_Nhdr header;
+        std::memcpy(&header, notes.data() + at, sizeof header);
+        const std::size_t name_at = at + sizeof header;
+        const std::size_t desc_at = name_at + align4(header.n_namesz);
+        const std::size_t next = desc_at + align4(header.n_descsz);
+        if (header.n_namesz > notes.size() || header.n_descsz > notes.size() ||
+            next > notes.size()) {
+            return std::nullopt;
+        }
+        if (header.n_type == NT_GNU_BUILD_ID && header.n_namesz == 4 &&
+            std::memcmp(notes.data() + name_at, "GNU", 4) == 0 && header.n_descsz > 0) {
+            return hex(notes.data() + desc_at, header.n_descsz);
+        }
+        at = next;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> elf_build_id(const std::string& path) {
+    const Fd file{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (file.fd < 0) return std::nullopt;
+    Elf64_Ehdr elf;
+    if (!read_at(file.fd, &elf, sizeof elf, 0)) return std::nullopt;
+    if (std::memcmp(elf.e_ident, ELFMAG, SELFMAG) != 0 || elf.e_ident[EI_CLASS] != ELFCLASS64 ||
+        elf.e_ident[EI_DATA] != ELFDATA2LSB || elf.e_phentsize != sizeof(Elf64_Phdr) ||
+        elf.e_phnum == 0 || elf.e_phnum > 512) {
+        return std::nullopt;
+    }
+    std::vector<Elf64_Phdr> segments(elf.e_phnum);
+    if (!read_at(file.fd, segments.data(), segments.size() * sizeof(Elf64_Phdr), elf.e_phoff)) {
+        return std::nullopt;
+    }
+    for (const Elf64_Phdr& segment : segments) {
+        // A note segment is a few hundred bytes; anything huge is not one we want to read.
+        if (segment.p_type != PT_NOTE || segment.p_filesz == 0 || segment.p_filesz > 65536) {
+            continue;
+        }
+        std::vector<unsigned char> notes(segment.p_filesz);
+        if (!read_at(file.fd, notes.data(), notes.size(), segment.p_offset)) continue;
+        if (auto id = build_id_in(notes)) return id;
+    }
+    return std::nullopt;
+}
+
+}  // namespace kcache::util

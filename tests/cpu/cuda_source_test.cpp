@@ -1,0 +1,372 @@
+// CUDA C++ through the cache: compiled on the host by the real NVRTC, kept in the tiers under a
+// fingerprint that covers code, headers, normalized options and name expressions, and found again
+// by name expression in a new process. The fake driver loads the real cubins (by section name).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "driver/compiler_api.hpp"
+#include "driver/fake_driver.hpp"
+#include "kcache/kcache.hpp"
+#include "test_support.hpp"
+
+extern char** environ;
+
+namespace kcache {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kScaleCode = R"(
+extern "C" __global__ void scale(float* out, const float* in, float factor, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] * factor * SCALE_BIAS;
+}
+)";
+
+constexpr const char* kTemplateCode = R"(
+#include "ops.h"
+template <typename T, int N>
+__global__ void fill(T* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) out[i] = op<T>(static_cast<T>(i));
+}
+)";
+
+Source scale_cuda(const std::string& bias = "1.0f") {
+    return Source::cuda(kScaleCode, {"-DSCALE_BIAS=" + bias});
+}
+
+Source fill_cuda(const std::string& op_body = "return x + x;") {
+    Source source =
+        Source::cuda(kTemplateCode, {"-std=c++17"}, {"fill<float, 64>", "fill<int, 8>"});
+    source.headers = {{"ops.h", "template <typename T> __device__ T op(T x) { " + op_body + " }"}};
+    return source;
+}
+
+std::size_t entry_files(const std::string& dir) {
+    std::size_t count = 0;
+    if (!fs::exists(dir)) return 0;
+    for (const auto& item : fs::recursive_directory_iterator(dir)) {
+        if (item.path().extension() == ".kc") ++count;
+    }
+    return count;
+}
+
+class CudaSourceTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        // The identity, not the library: loading NVRTC here would spoil AWarmStartLoadsNoCompiler.
+        if (!driver::nvrtc_identity().ok()) {
+            GTEST_SKIP() << driver::nvrtc_identity().error().describe();
+        }
+    }
+
+    CacheOptions options() const {
+        CacheOptions o;
+        o.driver = fake_;
+        o.disk_directory = dir_;
+        return o;
+    }
+
+    std::shared_ptr<driver::FakeDriver> fake_ = std::make_shared<driver::FakeDriver>();
+    test::TempDir temp_;
+    std::string dir_ = temp_.path() + "/cache";
+};
+
+TEST_F(CudaSourceTest, AnExternCKernelCompilesWithNvrtcAndLoads) {
+    KernelCache cache(options());
+    auto kernel = cache.kernel(
+        "scale", [] { return scale_cuda(); }, "scale");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(cache.stats().compiles, 1u);
+    EXPECT_EQ(cache.stats().disk_writes, 1u);
+    EXPECT_EQ(fake_->loads(), 1);
+}
+
+TEST_F(CudaSourceTest, ATemplateIsFoundByItsNameExpression) {
+    KernelCache cache(options());
+    auto floats = cache.kernel(
+        "fill", [] { return fill_cuda(); }, "fill<float, 64>");
+    ASSERT_TRUE(floats.ok()) << floats.error().describe();
+    auto ints = cache.kernel(
+        "fill", [] { return fill_cuda(); }, "fill<int, 8>");
+    ASSERT_TRUE(ints.ok()) << ints.error().describe();
+    EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
+TEST_F(CudaSourceTest, AnUnlistedTemplateIsNotFoundAndTheErrorSaysWhy) {
+    KernelCache cache(options());
+    auto kernel = cache.kernel(
+        "fill", [] { return fill_cuda(); }, "fill<double, 4>");
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.error().code(), Errc::kKernelNotFound);
+    EXPECT_NE(kernel.error().message().find("name_expressions"), std::string::npos)
+        << kernel.error().message();
+}
+
+TEST_F(CudaSourceTest, ANewProcessFindsTemplatesFromTheDiskWithoutNvrtc) {
+    {
+        KernelCache first(options());
+        ASSERT_TRUE(first
+                        .kernel(
+                            "fill", [] { return fill_cuda(); }, "fill<float, 64>")
+                        .ok());
+    }
+    KernelCache second(options());
+    auto kernel = second.kernel(
+        "fill", [] { return fill_cuda(); }, "fill<int, 8>");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(second.stats().compiles, 0u);
+    EXPECT_EQ(second.stats().disk_hits, 1u);
+}
+
+TEST_F(CudaSourceTest, AnotherSpellingOfTheSameOptionsSharesTheArtifact) {
+    KernelCache cache(options());
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "a", [] { return scale_cuda(); }, "scale")
+                    .ok());
+    auto respelled = [] {
+        Source source = Source::cuda(kScaleCode, {"--define-macro", "SCALE_BIAS=1.0f"});
+        return source;
+    };
+    ASSERT_TRUE(cache.kernel("b", respelled, "scale").ok());
+    EXPECT_EQ(cache.stats().compiles, 1u);
+    EXPECT_EQ(entry_files(dir_), 1u);
+}
+
+TEST_F(CudaSourceTest, ChangedOptionsCompileAgain) {
+    KernelCache cache(options());
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "a", [] { return scale_cuda("1.0f"); }, "scale")
+                    .ok());
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "b", [] { return scale_cuda("2.0f"); }, "scale")
+                    .ok());
+    EXPECT_EQ(cache.stats().compiles, 2u);
+    EXPECT_EQ(entry_files(dir_), 2u);
+}
+
+TEST_F(CudaSourceTest, AChangedHeaderCompilesAgainAndHeaderOrderDoesNot) {
+    KernelCache cache(options());
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "a", [] { return fill_cuda(); }, "fill<int, 8>")
+                    .ok());
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "b", [] { return fill_cuda("return x * x;"); }, "fill<int, 8>")
+                    .ok());
+    EXPECT_EQ(cache.stats().compiles, 2u);
+    auto reordered = [] {
+        Source source = fill_cuda();
+        source.headers.insert(source.headers.begin(), {"unused.h", "// nothing"});
+        Source same_but_reversed = source;
+        std::reverse(same_but_reversed.headers.begin(), same_but_reversed.headers.end());
+        return same_but_reversed;
+    };
+    auto with_unused = [] {
+        Source source = fill_cuda();
+        source.headers.insert(source.headers.begin(), {"unused.h", "// nothing"});
+        return source;
+    };
+    ASSERT_TRUE(cache.kernel("c", with_unused, "fill<int, 8>").ok());
+    ASSERT_TRUE(cache.kernel("d", reordered, "fill<int, 8>").ok());
+    EXPECT_EQ(cache.stats().compiles, 3u);  // an added header is new input; its order is not
+}
+
+TEST_F(CudaSourceTest, WorkerProcessesCompileForTheCache) {
+    CacheOptions o = options();
+    o.compile_workers = 2;
+    o.compile_worker_command = test::tool_path();
+    {
+        KernelCache cache(o);
+        auto floats = cache.kernel(
+            "fill", [] { return fill_cuda(); }, "fill<float, 64>");
+        ASSERT_TRUE(floats.ok()) << floats.error().describe();
+        auto scale = cache.kernel(
+            "scale", [] { return scale_cuda(); }, "scale");
+        ASSERT_TRUE(scale.ok()) << scale.error().describe();
+        EXPECT_EQ(cache.stats().compiles, 2u);
+        auto broken = cache.kernel(
+            "broken", [] { return Source::cuda("extern \"C\" __global__ void k() { nope(); }"); },
+            "k");
+        ASSERT_FALSE(broken.ok());
+        EXPECT_EQ(broken.error().code(), Errc::kCompileFailed);
+        EXPECT_NE(broken.error().log().find("nope"), std::string::npos) << broken.error().log();
+    }
+    // What the workers stored is what an in-process cache finds: same fingerprints.
+    KernelCache again(options());
+    ASSERT_TRUE(again
+                    .kernel(
+                        "fill", [] { return fill_cuda(); }, "fill<int, 8>")
+                    .ok());
+    EXPECT_EQ(again.stats().compiles, 0u);
+}
+
+TEST_F(CudaSourceTest, AnUnusableWorkerCommandLeavesCompilesInThisProcess) {
+    CacheOptions o = options();
+    o.compile_workers = 2;
+    o.compile_worker_command = temp_.path() + "/no-such-kcache";
+    KernelCache cache(o);
+    auto kernel = cache.kernel(
+        "scale", [] { return scale_cuda(); }, "scale");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
+TEST_F(CudaSourceTest, AMissSaysWhichPartDifferedFromTheNearestEntry) {
+    {
+        KernelCache first(options());
+        ASSERT_TRUE(first
+                        .kernel(
+                            "scale", [] { return scale_cuda("1.0f"); }, "scale")
+                        .ok());
+    }
+    test::LogToFile log(temp_.path() + "/log.txt");
+    KernelCache second(options());
+    ASSERT_TRUE(second
+                    .kernel(
+                        "scale", [] { return scale_cuda("2.0f"); }, "scale")
+                    .ok());
+    const std::string text = log.text();
+    EXPECT_NE(text.find("options differ"), std::string::npos) << text;
+    EXPECT_NE(text.find("-DSCALE_BIAS=1.0f"), std::string::npos) << text;
+    EXPECT_EQ(text.find("source differs"), std::string::npos) << text;
+}
+
+TEST_F(CudaSourceTest, AnArchOptionIsRefusedAndNothingIsCached) {
+    KernelCache cache(options());
+    auto kernel = cache.kernel(
+        "scale",
+        [] {
+            return Source::cuda(kScaleCode, {"-arch=sm_80", "-DSCALE_BIAS=1"});
+        },
+        "scale");
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.error().code(), Errc::kInvalidArgument);
+    EXPECT_NE(kernel.error().message().find("-arch=sm_80"), std::string::npos);
+    EXPECT_EQ(cache.size(), 0u);
+    EXPECT_EQ(entry_files(dir_), 0u);
+}
+
+TEST_F(CudaSourceTest, ACompileErrorReturnsNvrtcsLogAndStoresNothing) {
+    KernelCache cache(options());
+    auto kernel = cache.kernel(
+        "broken", [] { return Source::cuda("extern \"C\" __global__ void k() { undeclared(); }"); },
+        "k");
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.error().code(), Errc::kCompileFailed);
+    EXPECT_NE(kernel.error().log().find("undeclared"), std::string::npos) << kernel.error().log();
+    EXPECT_EQ(cache.size(), 0u);
+    EXPECT_EQ(entry_files(dir_), 0u);
+    EXPECT_EQ(cache.stats().compile_failures, 1u);
+}
+
+TEST_F(CudaSourceTest, PrebuildFillsTheDiskForAnArchWithoutAGpu) {
+    KernelCache cache(options());
+    auto origin = cache.prebuild(
+        "scale", [] { return scale_cuda(); }, 80);
+    ASSERT_TRUE(origin.ok()) << origin.error().describe();
+    EXPECT_EQ(*origin, ArtifactOrigin::kCompiled);
+    EXPECT_EQ(fake_->loads(), 0);
+    auto again = cache.prebuild(
+        "scale", [] { return scale_cuda(); }, 80);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, ArtifactOrigin::kMemoryTier);
+}
+
+TEST_F(CudaSourceTest, ThreadsMissingOneSourceUnderManyKeysCompileItOnce) {
+    CacheOptions o = options();
+    o.disk_directory.clear();  // the in-process single flight alone, no disk lock to lean on
+    KernelCache cache(o);
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t) {
+        threads.emplace_back([&, t] {
+            auto kernel = cache.kernel(
+                "scale:" + std::to_string(t), [] { return scale_cuda(); }, "scale");
+            if (!kernel.ok()) ++failures;
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(cache.stats().compiles, 1u);
+    EXPECT_EQ(cache.stats().memory_hits, 5u);
+}
+
+TEST_F(CudaSourceTest, VerificationCatchesAKeyReusedWithOtherOptions) {
+    CacheOptions o = options();
+    o.verify = true;
+    KernelCache cache(o);
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "scale", [] { return scale_cuda("1.0f"); }, "scale")
+                    .ok());
+    auto reused = cache.kernel(
+        "scale", [] { return scale_cuda("3.0f"); }, "scale");
+    ASSERT_FALSE(reused.ok());
+    EXPECT_EQ(reused.error().code(), Errc::kKeyConflict);
+}
+
+// A warm start must not load a compiler: loading NVRTC or nvJitLink costs 5-60 ms, more than the
+// whole warm start. Checked in a fresh process (this one has loaded them already): the child run
+// of this test fills nothing, it only reads the disk and checks what got loaded.
+TEST_F(CudaSourceTest, AWarmStartLoadsNoCompiler) {
+    if (const char* child_dir = std::getenv("KCACHE_TEST_WARM_CHILD_DIR")) {
+        CacheOptions o = options();
+        o.disk_directory = child_dir;
+        KernelCache cache(o);
+        auto cuda = cache.kernel(
+            "fill", [] { return fill_cuda(); }, "fill<int, 8>");
+        ASSERT_TRUE(cuda.ok()) << cuda.error().describe();
+        auto ptx = cache.kernel(
+            "gelu", [] { return Source::ptx(examples::gelu_ptx()); }, "gelu");
+        ASSERT_TRUE(ptx.ok()) << ptx.error().describe();
+        ASSERT_EQ(cache.stats().compiles, 0u);
+        EXPECT_EQ(dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_NOLOAD), nullptr);
+        EXPECT_EQ(dlopen("libnvJitLink.so.13", RTLD_NOW | RTLD_NOLOAD), nullptr);
+        return;
+    }
+    if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << "no nvJitLink";
+    {
+        KernelCache cache(options());
+        ASSERT_TRUE(cache
+                        .kernel(
+                            "fill", [] { return fill_cuda(); }, "fill<int, 8>")
+                        .ok());
+        ASSERT_TRUE(cache
+                        .kernel(
+                            "gelu", [] { return Source::ptx(examples::gelu_ptx()); }, "gelu")
+                        .ok());
+    }
+    std::vector<std::string> env_text;
+    for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);
+    env_text.push_back("KCACHE_TEST_WARM_CHILD_DIR=" + dir_);
+    std::vector<char*> env;
+    for (auto& text : env_text) env.push_back(text.data());
+    env.push_back(nullptr);
+    std::string filter = "--gtest_filter=CudaSourceTest.AWarmStartLoadsNoCompiler";
+    std::string self = fs::read_symlink("/proc/self/exe").string();
+    char* argv[] = {self.data(), filter.data(), nullptr};
+    pid_t child = 0;
+    ASSERT_EQ(posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the warm child process failed; run it by hand to see";
+}
+
+}  // namespace
+}  // namespace kcache

@@ -1,0 +1,73 @@
+// compile::normalize_options: one spelling per NVRTC option for the fingerprint, and a refusal for
+// options that would make something other than a loadable cubin for the cache's arch.
+#include "compile/options.hpp"
+
+#include <gtest/gtest.h>
+
+namespace kcache::compile {
+namespace {
+
+std::vector<std::string> normalized(const std::vector<std::string>& options) {
+    auto result = normalize_options(options);
+    EXPECT_TRUE(result.ok()) << result.error().describe();
+    return result.ok() ? *result : std::vector<std::string>{};
+}
+
+TEST(NormalizeOptions, EverySpellingOfADefineIsOne) {
+    const std::vector<std::string> want = {"-DN=4"};
+    EXPECT_EQ(normalized({"-DN=4"}), want);
+    EXPECT_EQ(normalized({"-D N=4"}), want);
+    EXPECT_EQ(normalized({"-D", "N=4"}), want);
+    EXPECT_EQ(normalized({"--define-macro=N=4"}), want);
+    EXPECT_EQ(normalized({"--define-macro", "N=4"}), want);
+    EXPECT_EQ(normalized({"  -DN=4 "}), want);
+}
+
+TEST(NormalizeOptions, IncludePathsUndefinesAndPreIncludesAreCanonical) {
+    EXPECT_EQ(normalized({"--include-path=/opt/inc", "-U", "X", "--pre-include", "a.h"}),
+              (std::vector<std::string>{"-I/opt/inc", "-UX", "-include=a.h"}));
+    EXPECT_EQ(normalized({"-include a.h"}), (std::vector<std::string>{"-include=a.h"}));
+}
+
+TEST(NormalizeOptions, DoubleDashFlagsLoseOneDash) {
+    EXPECT_EQ(normalized({"--use_fast_math", "--std=c++17", "-default-device"}),
+              (std::vector<std::string>{"-use_fast_math", "-std=c++17", "-default-device"}));
+}
+
+TEST(NormalizeOptions, OrderIsKeptAndEmptyOptionsDropped) {
+    EXPECT_EQ(normalized({"-DA=1", "", "  ", "-DA=2"}),
+              (std::vector<std::string>{"-DA=1", "-DA=2"}));
+}
+
+TEST(NormalizeOptions, ArchOptionsAreRefusedWithTheirName) {
+    for (const char* option : {"-arch=sm_80", "--gpu-architecture=sm_80", "-arch", "-gencode",
+                               "--gpu-architecture compute_90", "-code=sm_90"}) {
+        auto result = normalize_options({option});
+        ASSERT_FALSE(result.ok()) << option;
+        EXPECT_EQ(result.error().code(), Errc::kInvalidArgument);
+        EXPECT_NE(result.error().message().find(option), std::string::npos);
+    }
+}
+
+TEST(NormalizeOptions, RelocatableAndLtoOutputAreRefused) {
+    for (const char* option : {"-rdc=true", "--relocatable-device-code=true", "-dlto"}) {
+        auto result = normalize_options({option});
+        ASSERT_FALSE(result.ok()) << option;
+        EXPECT_EQ(result.error().code(), Errc::kInvalidArgument);
+    }
+    EXPECT_TRUE(normalize_options({"-rdc=false"}).ok());
+}
+
+TEST(NormalizeOptions, AValuedOptionAtTheEndLacksItsValue) {
+    auto result = normalize_options({"-DX=1", "-D"});
+    ASSERT_FALSE(result.ok());
+    EXPECT_NE(result.error().message().find("lacks its value"), std::string::npos);
+}
+
+TEST(NormalizeOptions, LineJoinsWithSpacesAndNeverBreaks) {
+    EXPECT_EQ(options_line({"-DA=1", "-use_fast_math"}), "-DA=1 -use_fast_math");
+    EXPECT_EQ(options_line({"-DA=1\n2"}), "-DA=1 2");
+}
+
+}  // namespace
+}  // namespace kcache::compile
