@@ -56,8 +56,8 @@ run compute_cache_warm "$BIN/kcache_bench" --compute-cache --out "$LOGS/compute_
 # Issue 3, CUDA C++: how NVRTC scales inside one process (light and CUB-heavy kernels), a CUDA C++
 # kernel's readiness in cold and warm new processes, and a warm-up of CUDA C++ kernels.
 ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
-run nvrtc_scaling "$BIN/kcache_bench" --nvrtc-scaling "${ARCH:-90}" --nvrtc-kernels 32,16 --nvrtc-threads 16 --out "$LOGS/nvrtc_scaling.md"
-run cuda_warm "$BIN/kcache_bench" --cuda "$(mktemp -d)/cuda" --cuda-warm-up 16 --out "$LOGS/cuda_warm.md"
+run nvrtc_scaling "$BIN/kcache_bench" --nvrtc-scaling "${ARCH:-90}" --nvrtc-kernels 16,8 --nvrtc-threads 16 --out "$LOGS/nvrtc_scaling.md"
+run cuda_warm "$BIN/kcache_bench" --cuda "$(mktemp -d)/cuda" --cuda-warm-up 12 --out "$LOGS/cuda_warm.md"
 
 {
   echo
