@@ -65,7 +65,9 @@ std::string run_nvrtc_scaling(int arch, int light_count, int heavy_count, int th
 // --cuda-warm-child) on a cold and a warm disk tier in `directory`, and a warm-up of
 // `warm_up_count` distinct CUDA C++ kernels against compiling them one by one.
 std::string run_cuda_warm_start(const std::string& directory, int warm_up_count, std::string& note);
-// The child side: prints "context_ms ready_ms compiles".
-int run_cuda_warm_child(const std::string& directory);
+// The child sides: print "context_ms first_ms second_ms compiles" for two CUDA C++ kernels from
+// the cache in `directory`, or for two cubin files loaded without kcache (the floor).
+int run_cuda_warm_child(const std::string& directory, bool heavy);
+int run_cubin_floor_child(const std::string& first, const std::string& second, bool heavy);
 
 }  // namespace kcache::bench

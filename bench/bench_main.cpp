@@ -51,7 +51,12 @@ int main(int argc, char** argv) {
         } else if (!std::strcmp(argv[i], "--tiers")) {
             tiers_directory = next();
         } else if (!std::strcmp(argv[i], "--cuda-warm-child")) {
-            return bench::run_cuda_warm_child(next());
+            const std::string directory = next();
+            return bench::run_cuda_warm_child(directory, std::strcmp(next(), "heavy") == 0);
+        } else if (!std::strcmp(argv[i], "--cubin-floor-child")) {
+            const std::string first = next();
+            const std::string second = next();
+            return bench::run_cubin_floor_child(first, second, std::strcmp(next(), "heavy") == 0);
         } else if (!std::strcmp(argv[i], "--cuda")) {
             cuda_directory = next();
         } else if (!std::strcmp(argv[i], "--cuda-warm-up")) {

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,7 +19,9 @@
 #include "bench/bench.hpp"
 #include "compile/compiler.hpp"
 #include "compile/worker_pool.hpp"
+#include "driver/cuda_api.hpp"
 #include "driver/device_memory.hpp"
+#include "util/files.hpp"
 #include "kcache/kernel_cache.hpp"
 
 extern char** environ;
@@ -139,7 +143,7 @@ std::string run_nvrtc_scaling(int arch, int light_count, int heavy_count, int th
     return table;
 }
 
-int run_cuda_warm_child(const std::string& directory) {
+int run_cuda_warm_child(const std::string& directory, bool heavy) {
     const auto context_start = std::chrono::steady_clock::now();
     auto context = driver::PrimaryContext::open(0);
     if (!context || !context->make_current()) return 3;
@@ -147,24 +151,64 @@ int run_cuda_warm_child(const std::string& directory) {
     CacheOptions options;
     options.disk_directory = directory;
     KernelCache cache(options);
-    const auto start = std::chrono::steady_clock::now();
-    auto kernel = cache.kernel(
-        "block_sum", [] { return cuda_kernel(0, true); }, kernel_name(true));
-    const double ready_ms = ms_since(start);
-    if (!kernel) {
-        std::fprintf(stderr, "%s\n", kernel.error().describe().c_str());
-        return 4;
+    // The first kernel of the process, then a second: the difference is what a process pays once.
+    double ready_ms[2] = {0, 0};
+    for (int variant = 0; variant < 2; ++variant) {
+        const auto start = std::chrono::steady_clock::now();
+        auto kernel = cache.kernel(std::string(kernel_name(heavy)) + ":" + std::to_string(variant),
+                                   [variant, heavy] { return cuda_kernel(variant, heavy); },
+                                   kernel_name(heavy));
+        ready_ms[variant] = ms_since(start);
+        if (!kernel) {
+            std::fprintf(stderr, "%s\n", kernel.error().describe().c_str());
+            return 4;
+        }
     }
-    std::printf("%.4f %.4f %llu\n", context_ms, ready_ms,
+    std::printf("%.4f %.4f %.4f %llu\n", context_ms, ready_ms[0], ready_ms[1],
                 static_cast<unsigned long long>(cache.stats().compiles));
+    return 0;
+}
+
+int run_cubin_floor_child(const std::string& first, const std::string& second, bool heavy) {
+    const auto context_start = std::chrono::steady_clock::now();
+    auto context = driver::PrimaryContext::open(0);
+    if (!context || !context->make_current()) return 3;
+    const double context_ms = ms_since(context_start);
+    const auto& api = driver::cuda_api();
+    if (!api) return 3;
+    double ready_ms[2] = {0, 0};
+    const std::string files[2] = {first, second};
+    for (int i = 0; i < 2; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        auto read = util::real_files().read(files[i]);  // as the disk tier reads
+        if (!read || !*read) return 4;
+        const std::string& cubin = **read;
+        CUlibrary library = nullptr;
+        CUkernel kernel = nullptr;
+        CUfunction function = nullptr;
+        if ((*api)->cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr,
+                                      nullptr, 0) != CUDA_SUCCESS ||
+            (*api)->cuLibraryGetKernel(&kernel, library, kernel_name(heavy)) != CUDA_SUCCESS ||
+            (*api)->cuKernelGetFunction(&function, kernel) != CUDA_SUCCESS) {
+            return 4;
+        }
+        ready_ms[i] = ms_since(start);
+    }
+    std::printf("%.4f %.4f %.4f 0\n", context_ms, ready_ms[0], ready_ms[1]);
     return 0;
 }
 
 namespace {
 
-// Runs this program as a warm (or cold) child; fills context and ready times.
-bool spawn_child(const std::string& directory, double& context_ms, double& ready_ms,
-                 unsigned long long& compiles) {
+struct ChildTimes {
+    double context_ms = 0;
+    double first_ms = 0;   // the process's first kernel
+    double second_ms = 0;  // its second
+    unsigned long long compiles = 0;
+};
+
+// Runs this program as a child (`flag` and its arguments); its times.
+bool spawn_child(std::vector<std::string> args, ChildTimes& times) {
     int fds[2];
     if (pipe(fds) != 0) return false;
     posix_spawn_file_actions_t actions;
@@ -172,11 +216,11 @@ bool spawn_child(const std::string& directory, double& context_ms, double& ready
     posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
     posix_spawn_file_actions_addclose(&actions, fds[0]);
     std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::string flag = "--cuda-warm-child";
-    std::string dir = directory;
-    char* argv[] = {self.data(), flag.data(), dir.data(), nullptr};
+    std::vector<char*> argv = {self.data()};
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
     pid_t child = 0;
-    const int rc = posix_spawn(&child, self.c_str(), &actions, nullptr, argv, environ);
+    const int rc = posix_spawn(&child, self.c_str(), &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     close(fds[1]);
     std::string out;
@@ -189,7 +233,8 @@ bool spawn_child(const std::string& directory, double& context_ms, double& ready
     int status = 0;
     waitpid(child, &status, 0);
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-           std::sscanf(out.c_str(), "%lf %lf %llu", &context_ms, &ready_ms, &compiles) == 3;
+           std::sscanf(out.c_str(), "%lf %lf %lf %llu", &times.context_ms, &times.first_ms,
+                       &times.second_ms, &times.compiles) == 4;
 }
 
 }  // namespace
@@ -204,35 +249,66 @@ std::string run_cuda_warm_start(const std::string& directory, int warm_up_count,
     (void)context->make_current();
     std::filesystem::remove_all(directory);
     std::string table =
-        "| CUDA C++ (CUB block reduce), new process | context ms | kernel ready ms "
-        "| compiles |\n|---|---:|---:|---:|\n";
-    double context_ms = 0, ready_ms = 0;
-    unsigned long long compiles = 0;
-    auto row = [&](const char* what) {
-        char text[256];
-        std::snprintf(text, sizeof text, "| %s | %.1f | %.3f | %llu |\n", what, context_ms,
-                      ready_ms, compiles);
+        "| CUDA C++ (CUB block reduce), new process | context ms | first kernel ready ms | "
+        "second kernel ready ms | compiles |\n|---|---:|---:|---:|---:|\n";
+    auto row = [&](const std::string& what, const ChildTimes& t) {
+        char text[512];
+        std::snprintf(text, sizeof text, "| %s | %.1f | %.3f | %.3f | %llu |\n", what.c_str(),
+                      t.context_ms, t.first_ms, t.second_ms, t.compiles);
         table += text;
     };
-    if (!spawn_child(directory, context_ms, ready_ms, compiles)) {
-        note = "the cold child failed";
-        return {};
-    }
-    row("cold: empty cache (NVRTC load + compile + store + load)");
-    std::vector<double> ready;
-    double worst = 0;
-    for (int run = 0; run < 7; ++run) {
-        if (!spawn_child(directory, context_ms, ready_ms, compiles) || compiles != 0) {
-            note = "a warm child failed or compiled";
+    for (bool heavy : {true, false}) {
+        const std::string kind = heavy ? "heavy" : "light";
+        const std::string what = heavy ? "CUB block reduce" : "a few lines";
+        ChildTimes times;
+        if (!spawn_child({"--cuda-warm-child", directory, kind}, times)) {
+            note = "the cold child failed";
             return {};
         }
-        ready.push_back(ready_ms);
-        worst = std::max(worst, ready_ms);
+        row("cold, " + what + ": empty cache (NVRTC load + compile + store + load)", times);
+        // The floor in a new process: the same cubins read from a file and loaded, no kcache.
+        const std::string floor_files[2] = {directory + "/floor0-" + kind + ".cubin",
+                                            directory + "/floor1-" + kind + ".cubin"};
+        for (int variant = 0; variant < 2; ++variant) {
+            auto compiled = compile::compile_cuda(program_of(cuda_kernel(variant, heavy)),
+                                                  compile::Target{context->info().arch});
+            if (!compiled) {
+                note = compiled.error().describe();
+                return {};
+            }
+            std::ofstream(floor_files[variant], std::ios::binary) << compiled->cubin;
+        }
+        // Alternating kcache and floor children, 7 of each: medians, and kcache's slowest.
+        std::vector<double> warm_first, warm_second, floor_first, floor_second, contexts;
+        double slowest = 0;
+        for (int run = 0; run < 7; ++run) {
+            ChildTimes warm, floor;
+            if (!spawn_child({"--cuda-warm-child", directory, kind}, warm) || warm.compiles != 0) {
+                note = "a warm child failed or compiled";
+                return {};
+            }
+            if (!spawn_child({"--cubin-floor-child", floor_files[0], floor_files[1], kind},
+                             floor)) {
+                note = "a floor child failed";
+                return {};
+            }
+            warm_first.push_back(warm.first_ms);
+            warm_second.push_back(warm.second_ms);
+            floor_first.push_back(floor.first_ms);
+            floor_second.push_back(floor.second_ms);
+            contexts.push_back(warm.context_ms);
+            slowest = std::max(slowest, warm.first_ms);
+        }
+        ChildTimes summary{median(contexts), median(warm_first), median(warm_second), 0};
+        row("warm, " + what + ": kcache from the disk tier (median of 7 new processes)", summary);
+        summary.first_ms = slowest;
+        summary.second_ms = 0;
+        row("warm, " + what + ": kcache, slowest first kernel of the 7", summary);
+        ChildTimes floor_summary{0, median(floor_first), median(floor_second), 0};
+        row("floor, " + what + ": the same cubin read from a file and loaded, no kcache (median "
+            "of 7)",
+            floor_summary);
     }
-    ready_ms = median(ready);
-    row("warm: disk tier (median of 7 new processes)");
-    ready_ms = worst;
-    row("warm: disk tier (slowest of the 7)");
 
     // Warm-up of distinct CUDA C++ kernels, cold, against compiling them one by one.
     std::vector<WarmUpItem> items;

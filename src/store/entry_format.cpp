@@ -10,7 +10,6 @@ namespace kcache::store {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'C', 'A', 'C', 'H', 'E', 'E', '\x01'};
-constexpr std::uint8_t kZstd = 1;
 constexpr std::size_t kChecksumSize = 16;
 // No cubin comes near this; a larger declared size is damage (or an attack) and must not make
 // us allocate it.
@@ -20,7 +19,7 @@ constexpr std::uint64_t kMaxPayloadBytes = 1ull << 30;
 struct Header {
     std::uint16_t version = kFormatVersion;
     std::uint8_t kind = 0;
-    std::uint8_t compression = kZstd;
+    std::uint8_t compression = 0;
     std::uint32_t key_bytes = 0;
     std::uint64_t payload_bytes = 0;     // uncompressed
     std::uint64_t compressed_bytes = 0;  // as stored
@@ -127,24 +126,29 @@ Result<KeyMaterial> KeyMaterial::parse(std::string_view text) {
     return key;
 }
 
-std::string encode(const StoredEntry& entry, int zstd_level) {
+std::string encode(const StoredEntry& entry, Compression compression, int zstd_level) {
     const std::string key = entry.key.serialize();
-    std::string compressed(ZSTD_compressBound(entry.payload.size()), '\0');
-    const std::size_t size =
-        ZSTD_compressCCtx(thread_cctx(), compressed.data(), compressed.size(), entry.payload.data(),
-                          entry.payload.size(), zstd_level);
-    // ZSTD_compress only fails on a too-small destination, which compressBound rules out.
-    compressed.resize(ZSTD_isError(size) ? 0 : size);
+    std::string stored;
+    if (compression == Compression::kZstd) {
+        stored.resize(ZSTD_compressBound(entry.payload.size()));
+        const std::size_t size =
+            ZSTD_compressCCtx(thread_cctx(), stored.data(), stored.size(), entry.payload.data(),
+                              entry.payload.size(), zstd_level);
+        // ZSTD_compress only fails on a too-small destination, which compressBound rules out.
+        stored.resize(ZSTD_isError(size) ? 0 : size);
+    } else {
+        stored = entry.payload;
+    }
 
     std::string out(kMagic, sizeof(kMagic));
     put_le(out, kFormatVersion);
     put_le(out, static_cast<std::uint8_t>(entry.kind));
-    put_le(out, kZstd);
+    put_le(out, static_cast<std::uint8_t>(compression));
     put_le(out, static_cast<std::uint32_t>(key.size()));
     put_le(out, static_cast<std::uint64_t>(entry.payload.size()));
-    put_le(out, static_cast<std::uint64_t>(compressed.size()));
+    put_le(out, static_cast<std::uint64_t>(stored.size()));
     out += key;
-    out += compressed;
+    out += stored;
     out += checksum(out);
     return out;
 }
@@ -168,7 +172,10 @@ Result<StoredEntry> decode(std::string_view bytes) {
                        std::to_string(kFormatVersion));
     }
     if (header.kind < 1 || header.kind > 3) return corrupt("unknown payload kind");
-    if (header.compression != kZstd) return corrupt("unknown compression");
+    if (header.compression != static_cast<std::uint8_t>(Compression::kNone) &&
+        header.compression != static_cast<std::uint8_t>(Compression::kZstd)) {
+        return corrupt("unknown compression");
+    }
     // Checked without adding untrusted sizes, which could wrap around.
     const std::uint64_t after_header = body.size() - kHeaderSize;
     if (header.key_bytes > after_header ||
@@ -183,6 +190,11 @@ Result<StoredEntry> decode(std::string_view bytes) {
     entry.kind = static_cast<PayloadKind>(header.kind);
     entry.key = std::move(*key);
     const std::string_view compressed = body.substr(kHeaderSize + header.key_bytes);
+    if (header.compression == static_cast<std::uint8_t>(Compression::kNone)) {
+        if (compressed.size() != header.payload_bytes) return corrupt("payload size disagrees");
+        entry.payload.assign(compressed);
+        return entry;
+    }
     const unsigned long long declared =
         ZSTD_getFrameContentSize(compressed.data(), compressed.size());
     if (declared >= ZSTD_CONTENTSIZE_ERROR || declared != header.payload_bytes) {

@@ -1,7 +1,7 @@
 // The bytes of one stored artifact, the same on disk and (later) in Redis:
 //   header (magic, format version, payload kind, compression, lengths)
 //   key material (readable "name: value" lines)
-//   payload (zstd)
+//   payload (raw, or zstd)
 //   XXH3-128 of everything before it
 // Anything that does not decode exactly is corrupt: a bad entry is a miss, never a wrong kernel.
 #pragma once
@@ -15,7 +15,15 @@
 
 namespace kcache::store {
 
-inline constexpr std::uint16_t kFormatVersion = 1;
+// 2: the payload may be stored raw. Part of every fingerprint, so that processes of different
+// versions sharing a directory use different entries rather than deleting each other's.
+inline constexpr std::uint16_t kFormatVersion = 2;
+
+// How the payload is stored. Raw is the disk tier's choice: a warm start is judged against loading
+// the cubin from memory, and zstd's decompression alone (15 us for a 10 KiB cubin on the H200
+// host, more than a third of the cubin's load) cost more than the target allows. zstd is for
+// where bytes cost more than time (a remote tier).
+enum class Compression : std::uint8_t { kNone = 0, kZstd = 1 };
 
 enum class PayloadKind : std::uint8_t { kCubin = 1, kFatbin = 2, kPtx = 3 };
 
@@ -43,7 +51,8 @@ struct StoredEntry {
     bool operator==(const StoredEntry&) const = default;
 };
 
-std::string encode(const StoredEntry& entry, int zstd_level = 3);
+std::string encode(const StoredEntry& entry, Compression compression = Compression::kNone,
+                   int zstd_level = 3);
 // kCorruptEntry, saying what was wrong, for anything but an exact, checksummed entry.
 Result<StoredEntry> decode(std::string_view bytes);
 

@@ -43,10 +43,38 @@ TEST(EntryFormat, RoundTripsAnEmptyPayloadAndNoKernels) {
     EXPECT_EQ(*decoded, entry);
 }
 
-TEST(EntryFormat, PayloadIsCompressed) {
+TEST(EntryFormat, PayloadIsRawByDefault) {
     StoredEntry entry = small_entry();
     entry.payload = std::string(1 << 20, 'a');
-    EXPECT_LT(encode(entry).size(), 10000u);
+    const std::string bytes = encode(entry);
+    EXPECT_GT(bytes.size(), 1u << 20);
+    EXPECT_NE(bytes.find(entry.payload), std::string::npos);
+}
+
+TEST(EntryFormat, ZstdPayloadIsCompressedAndRoundTrips) {
+    StoredEntry entry = small_entry();
+    entry.payload = std::string(1 << 20, 'a');
+    const std::string bytes = encode(entry, Compression::kZstd);
+    EXPECT_LT(bytes.size(), 10000u);
+    auto decoded = decode(bytes);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+    EXPECT_EQ(*decoded, entry);
+}
+
+TEST(EntryFormat, EveryFlippedByteOfAZstdEntryIsDetected) {
+    const std::string bytes = encode(small_entry(), Compression::kZstd);
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+        std::string damaged = bytes;
+        damaged[i] = static_cast<char>(damaged[i] ^ 0x01);
+        ASSERT_FALSE(decode(damaged).ok()) << "flipping byte " << i << " went unnoticed";
+    }
+}
+
+TEST(EntryFormat, EveryTruncationOfAZstdEntryIsDetected) {
+    const std::string bytes = encode(small_entry(), Compression::kZstd);
+    for (std::size_t length = 0; length < bytes.size(); ++length) {
+        ASSERT_FALSE(decode(std::string_view(bytes).substr(0, length)).ok()) << length;
+    }
 }
 
 TEST(EntryFormat, KeyMaterialIsReadableText) {
