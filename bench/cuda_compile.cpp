@@ -21,8 +21,8 @@
 #include "compile/worker_pool.hpp"
 #include "driver/cuda_api.hpp"
 #include "driver/device_memory.hpp"
-#include "util/files.hpp"
 #include "kcache/kernel_cache.hpp"
+#include "util/files.hpp"
 
 extern char** environ;
 
@@ -155,9 +155,9 @@ int run_cuda_warm_child(const std::string& directory, bool heavy) {
     double ready_ms[2] = {0, 0};
     for (int variant = 0; variant < 2; ++variant) {
         const auto start = std::chrono::steady_clock::now();
-        auto kernel = cache.kernel(std::string(kernel_name(heavy)) + ":" + std::to_string(variant),
-                                   [variant, heavy] { return cuda_kernel(variant, heavy); },
-                                   kernel_name(heavy));
+        auto kernel = cache.kernel(
+            std::string(kernel_name(heavy)) + ":" + std::to_string(variant),
+            [variant, heavy] { return cuda_kernel(variant, heavy); }, kernel_name(heavy));
         ready_ms[variant] = ms_since(start);
         if (!kernel) {
             std::fprintf(stderr, "%s\n", kernel.error().describe().c_str());
@@ -186,8 +186,8 @@ int run_cubin_floor_child(const std::string& first, const std::string& second, b
         CUlibrary library = nullptr;
         CUkernel kernel = nullptr;
         CUfunction function = nullptr;
-        if ((*api)->cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr,
-                                      nullptr, 0) != CUDA_SUCCESS ||
+        if ((*api)->cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr,
+                                      0) != CUDA_SUCCESS ||
             (*api)->cuLibraryGetKernel(&kernel, library, kernel_name(heavy)) != CUDA_SUCCESS ||
             (*api)->cuKernelGetFunction(&function, kernel) != CUDA_SUCCESS) {
             return 4;
@@ -305,8 +305,9 @@ std::string run_cuda_warm_start(const std::string& directory, int warm_up_count,
         summary.second_ms = 0;
         row("warm, " + what + ": kcache, slowest first kernel of the 7", summary);
         ChildTimes floor_summary{0, median(floor_first), median(floor_second), 0};
-        row("floor, " + what + ": the same cubin read from a file and loaded, no kcache (median "
-            "of 7)",
+        row("floor, " + what +
+                ": the same cubin read from a file and loaded, no kcache (median "
+                "of 7)",
             floor_summary);
     }
 

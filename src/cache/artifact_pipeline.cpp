@@ -56,6 +56,15 @@ std::vector<std::string> sorted(std::vector<std::string> values) {
     return values;
 }
 
+// An ELF of type ET_EXEC (2), which cuLibraryLoadData loads as it is.
+bool is_executable_cubin(std::string_view cubin) {
+    return cubin.size() > 17 &&
+           cubin.starts_with(
+               "\x7f"
+               "ELF") &&
+           cubin[16] == 2 && cubin[17] == 0;
+}
+
 // Kernel-name lines of the key material: "<lowered> <- <expression>". A lowered name has no
 // spaces, so the first " <- " splits it.
 constexpr std::string_view kArrow = " <- ";
@@ -142,9 +151,26 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
                          "CUDA C++ needs NVRTC, which is not here: " + identity.error().message(),
                          identity.error().log());
         }
-        toolchain = std::move(*identity);
+        // compile_cuda adds --no-source-include (headers come from Source::headers, never from
+        // the working directory): named here so that a change to it changes every fingerprint.
+        toolchain = std::move(*identity) + "; --no-source-include";
         auto normalized = compile::normalize_options(source.options);
         if (!normalized) return std::move(normalized).error();
+        for (const auto& expression : source.name_expressions) {
+            if (expression.empty() || expression.find_first_of("\r\n") != std::string::npos) {
+                return Error(Errc::kInvalidArgument,
+                             "name expression '" + expression + "' is empty or spans lines");
+            }
+        }
+        std::vector<std::string> names;
+        for (const auto& [name, text] : source.headers) names.push_back(name);
+        std::sort(names.begin(), names.end());
+        if (auto twice = std::adjacent_find(names.begin(), names.end()); twice != names.end()) {
+            return Error(Errc::kInvalidArgument,
+                         "header '" + *twice +
+                             "' is given twice: which one NVRTC uses is not "
+                             "defined");
+        }
         options = std::move(*normalized);
         recipe.target = compile::Target{arch, source.arch_specific};
     } else {
@@ -168,7 +194,9 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
         .add(recipe.key.toolchain)
         .add(static_cast<std::uint64_t>(options.size()));
     for (const auto& option : options) builder.add(option);
-    const auto expressions = sorted(source.name_expressions);
+    // Only CUDA C++ has name expressions; PTX names its kernels itself.
+    const auto expressions = source.kind == SourceKind::kCuda ? sorted(source.name_expressions)
+                                                              : std::vector<std::string>{};
     builder.add(static_cast<std::uint64_t>(expressions.size()));
     for (const auto& expression : expressions) builder.add(expression);
     builder.add(source_hash.high).add(source_hash.low);
@@ -184,7 +212,9 @@ std::optional<ArtifactPipeline::Produced> ArtifactPipeline::lookup(std::string_v
     if (!found) return std::nullopt;
     // The file name is the fingerprint; the recorded key material must agree with it too.
     const store::KeyMaterial& stored = found->entry.key;
-    std::optional<LoweredNames> names = names_for(stored.kernel_names, source.name_expressions);
+    std::optional<LoweredNames> names =
+        source.kind == SourceKind::kCuda ? names_for(stored.kernel_names, source.name_expressions)
+                                         : std::optional<LoweredNames>(LoweredNames{});
     if (stored.arch != recipe.key.arch || stored.source_kind != recipe.key.source_kind ||
         stored.source_hash != recipe.key.source_hash || stored.options != recipe.key.options ||
         stored.toolchain != recipe.key.toolchain ||
@@ -281,13 +311,39 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
         program.headers = source.headers;
         program.options = source.options;
         program.name_expressions = source.name_expressions;
-        compiled = workers_ ? workers_->compile_cuda(program, recipe.target)
-                            : compile::compile_cuda(program, recipe.target);
+        if (workers_ && workers_->usable_here()) {
+            compiled = workers_->compile_cuda(program, recipe.target);
+            if (!compiled && compiled.error().code() == Errc::kIoError) {
+                // The workers failed, not the compile: this process can still do it.
+                util::log_line(util::LogLevel::kInfo, "compile workers failed (" +
+                                                          compiled.error().message() +
+                                                          "); compiling in this process");
+                compiled = compile::compile_cuda(program, recipe.target);
+            }
+        } else {
+            compiled = compile::compile_cuda(program, recipe.target);
+        }
     } else {
         compiled = compile::link_ptx(source.bytes, recipe.target);
+        if (!compiled && compiled.error().code() == Errc::kUnsupported) {
+            // nvJitLink was found but cannot be used (say, another CUDA major's): the driver's
+            // JIT still can, as it did before there was a host compiler.
+            util::log_line(util::LogLevel::kInfo, "nvJitLink unusable (" +
+                                                      compiled.error().message() +
+                                                      "); PTX goes to the driver's JIT");
+            return Produced{source, Origin::kDriverJit, 0, {}};
+        }
     }
     const std::uint64_t compile_ns = since(start);
     if (!compiled) return std::move(compiled).error();
+    // Only an executable cubin loads on its own: relocatable output (-dc and the like) must not
+    // be stored, where it would fail every later load.
+    if (!is_executable_cubin(compiled->cubin)) {
+        return Error(Errc::kCompileFailed,
+                     "the compiler made a relocatable or otherwise non-executable cubin (an "
+                     "option like -dc or -rdc true?); nothing was stored",
+                     compiled->log);
+    }
     LoweredNames names(compiled->lowered_names.begin(), compiled->lowered_names.end());
     if (store_) {
         store::StoredEntry entry;

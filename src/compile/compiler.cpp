@@ -114,7 +114,9 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target) 
 
     // A real arch (sm_XX) makes NVRTC emit a cubin directly, with no PTX step at load time.
     const std::string arch_option = "-arch=" + target.name();
-    std::vector<const char*> options = {arch_option.c_str()};
+    // --no-source-include: NVRTC would otherwise look for #include "x.h" in the working
+    // directory, which no fingerprint covers; headers come from CudaProgram::headers.
+    std::vector<const char*> options = {arch_option.c_str(), "--no-source-include"};
     for (const auto& option : program.options) options.push_back(option.c_str());
     rc = api.nvrtcCompileProgram(prog.get(), static_cast<int>(options.size()), options.data());
     std::string log = prog.log();

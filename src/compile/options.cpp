@@ -68,8 +68,13 @@ Result<std::vector<std::string>> normalize_options(const std::vector<std::string
                                  "one given to prebuild); set Source::arch_specific for sm_XXa");
             }
         }
-        if (names(option, "-dlto") || names(option, "--dlink-time-opt") || option == "-rdc=true" ||
-            option == "--relocatable-device-code=true") {
+        const bool relocatable_apart =
+            (option == "-rdc" || option == "--relocatable-device-code") && i + 1 < options.size() &&
+            trim(options[i + 1]) == "true";
+        if (names(option, "-dlto") || names(option, "--dlink-time-opt") || option == "-dc" ||
+            option == "--device-c" || option == "-rdc=true" ||
+            option == "--relocatable-device-code=true" || relocatable_apart ||
+            names(option, "-fdevice-syntax-only")) {
             return Error(Errc::kInvalidArgument,
                          "option '" + std::string(option) +
                              "' makes relocatable or LTO output, which cannot be loaded on its "
@@ -97,12 +102,9 @@ Result<std::vector<std::string>> normalize_options(const std::vector<std::string
             break;
         }
         if (valued) continue;
-        // "--use_fast_math" and "-use_fast_math" are one option to NVRTC.
-        if (option.starts_with("--")) {
-            out.emplace_back(option.substr(1));
-        } else {
-            out.emplace_back(option);
-        }
+        // Kept as given: "--x" and "-x" are not always the same option to NVRTC (it accepts
+        // --device-debug but not -device-debug), and a missed sharing only costs a compile.
+        out.emplace_back(option);
     }
     return out;
 }

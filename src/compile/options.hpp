@@ -12,7 +12,8 @@ namespace kcache::compile {
 
 // Order is kept (a later -D wins in the compiler too). kInvalidArgument, naming the option, for
 // one that names the arch (-arch, --gpu-architecture, -gencode, -code: the cache picks the arch)
-// or makes relocatable or LTO output (-rdc=true, -dlto), which cannot be loaded on its own.
+// or makes relocatable, LTO or no output (-rdc true, -dc, -dlto, -fdevice-syntax-only), which
+// cannot be loaded on its own.
 Result<std::vector<std::string>> normalize_options(const std::vector<std::string>& options);
 
 // The normalized options as one readable line, for the key material.

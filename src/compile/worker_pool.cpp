@@ -125,7 +125,8 @@ WorkerPool::WorkerPool(std::string command, std::vector<std::string> args, std::
       args_(std::move(args)),
       slots_(workers),
       startup_timeout_(startup_timeout),
-      free_slots_(workers) {
+      free_slots_(workers),
+      owner_(::getpid()) {
     // The identity is a file read; NVRTC itself is never loaded in this process for the pool.
     if (auto identity = cuda_compiler_identity(); identity) compiler_identity_ = *identity;
     if (const auto& found = driver::nvrtc_identity(); found) compiler_path_ = found->path;
@@ -268,7 +269,9 @@ Result<Result<Compiled>> WorkerPool::exchange(const Worker& worker, const std::s
     if (auto sent = write_frame(worker.to_worker, request); !sent) {
         return Error(Errc::kIoError, "sending the request: " + sent.error().message());
     }
-    auto frame = read_frame(worker.from_worker);
+    // Bounded: a worker that hangs must not hang its caller (and every process waiting on the
+    // same fingerprint's lock) for ever. Heavy-header compiles take minutes at worst.
+    auto frame = read_frame(worker.from_worker, kCompileTimeout);
     if (!frame) return Error(Errc::kIoError, "reading the answer: " + frame.error().message());
     if (!frame->has_value()) return Error(Errc::kIoError, "no answer (end of file)");
     auto response = decode_response(**frame);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -45,6 +46,10 @@ public:
     // this source), else kIoError; either names the worker command.
     Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target);
 
+    // False in a process forked from the one that started the pool: the workers' pipes are then
+    // shared with the parent, and an answer could reach the wrong process. Compile in-process.
+    bool usable_here() const { return ::getpid() == owner_; }
+
     // The processes alive now, idle or busy: for tests and diagnostics.
     std::vector<pid_t> worker_pids() const;
     std::size_t size() const { return slots_; }
@@ -84,6 +89,7 @@ private:
     const std::vector<std::string> args_;
     const std::size_t slots_;
     const std::chrono::milliseconds startup_timeout_;
+    static constexpr std::chrono::minutes kCompileTimeout{10};
     // NVRTC of this process, as its fingerprints name it; empty when it has none. A worker that
     // reports another is refused. Set once in the constructor.
     std::string compiler_identity_;
@@ -94,6 +100,7 @@ private:
     std::vector<Worker> idle_;         // guarded by mutex_: started workers awaiting a request
     std::size_t free_slots_ = 0;       // guarded by mutex_: slots with no process and no owner
     std::vector<pid_t> live_pids_;     // guarded by mutex_: every started, unreaped worker
+    const pid_t owner_;                // the process that started the pool
 };
 
 }  // namespace kcache::compile

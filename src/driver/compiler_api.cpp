@@ -68,9 +68,13 @@ std::vector<std::string> search_folders() {
 
 std::string build_of(const std::string& path) {
     if (auto id = util::elf_build_id(path)) return "build-id " + *id;
+    // Without a build ID, size and modification time together tell builds apart far better than
+    // either alone (a reinstall of the same build then costs one recompile per kernel).
     struct stat info {};
-    if (stat(path.c_str(), &info) == 0) return "size " + std::to_string(info.st_size);
-    return "unknown build";
+    if (stat(path.c_str(), &info) == 0) {
+        return "size " + std::to_string(info.st_size) + " mtime " + std::to_string(info.st_mtime);
+    }
+    return "unreadable " + path;
 }
 
 Result<CompilerIdentity> locate(const Library& library) {
@@ -81,7 +85,13 @@ Result<CompilerIdentity> locate(const Library& library) {
     };
     if (const char* path = std::getenv(library.override_variable);
         path != nullptr && *path != '\0') {
-        if (access(path, R_OK) == 0) return found(path);
+        // Resolved here: dlopen() of a name without a slash would search the loader's path and
+        // could load another file than the one whose build was read.
+        if (char* resolved = realpath(path, nullptr); resolved != nullptr) {
+            std::string full(resolved);
+            free(resolved);
+            if (access(full.c_str(), R_OK) == 0) return found(full);
+        }
         return Error(Errc::kUnsupported, std::string(library.label) +
                                              " not found: " + library.override_variable + "=" +
                                              path + " cannot be read");
@@ -117,6 +127,14 @@ Result<CompilerIdentity> locate(const Library& library) {
 Result<void*> open_identified(const Library& library, const Result<CompilerIdentity>& identity) {
     if (!identity) return identity.error();
     void* handle = dlopen(identity->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr && build_of(identity->path) != identity->build) {
+        // Replaced (an upgrade) since its identity was read: its output would be stored under
+        // the old compiler's name.
+        dlclose(handle);
+        return Error(Errc::kUnsupported, std::string(library.label) + " at " + identity->path +
+                                             " changed since this process named it; restart "
+                                             "to use the new one");
+    }
     if (handle == nullptr) {
         const char* why = dlerror();
         return Error(Errc::kUnsupported,

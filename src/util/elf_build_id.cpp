@@ -2,6 +2,7 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -69,8 +70,11 @@ std::optional<std::string> build_id_in(const std::vector<unsigned char>& notes) 
 }  // namespace
 
 std::optional<std::string> elf_build_id(const std::string& path) {
-    const Fd file{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    // Non-blocking and regular files only: a FIFO named by mistake must not hang the caller.
+    const Fd file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
     if (file.fd < 0) return std::nullopt;
+    struct stat info {};
+    if (fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
     Elf64_Ehdr elf;
     if (!read_at(file.fd, &elf, sizeof elf, 0)) return std::nullopt;
     if (std::memcmp(elf.e_ident, ELFMAG, SELFMAG) != 0 || elf.e_ident[EI_CLASS] != ELFCLASS64 ||

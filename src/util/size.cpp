@@ -50,7 +50,7 @@ Result<std::uint64_t> parse_size(std::string_view text) {
         return bad("unknown unit");
     }
     const double bytes = value * scale;
-    if (bytes >= 1.8e19) return bad("too large");
+    if (bytes >= 9.2e18) return bad("too large");  // llround's long long would overflow
     return static_cast<std::uint64_t>(std::llround(bytes));
 }
 

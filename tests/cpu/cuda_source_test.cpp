@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -59,6 +60,25 @@ std::size_t entry_files(const std::string& dir) {
         if (item.path().extension() == ".kc") ++count;
     }
     return count;
+}
+
+// Runs this test binary again on one test, with `extra` added to the environment: for behaviour
+// that depends on what a fresh process has loaded or found once. Its exit status.
+int run_self(const std::string& test, const std::vector<std::string>& extra) {
+    std::vector<std::string> env_text;
+    for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);
+    for (const auto& item : extra) env_text.push_back(item);
+    std::vector<char*> env;
+    for (auto& text : env_text) env.push_back(text.data());
+    env.push_back(nullptr);
+    std::string filter = "--gtest_filter=" + test;
+    std::string self = fs::read_symlink("/proc/self/exe").string();
+    char* argv[] = {self.data(), filter.data(), nullptr};
+    pid_t child = 0;
+    if (posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()) != 0) return -1;
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
 }
 
 class CudaSourceTest : public ::testing::Test {
@@ -226,6 +246,99 @@ TEST_F(CudaSourceTest, AnUnusableWorkerCommandLeavesCompilesInThisProcess) {
     EXPECT_EQ(cache.stats().compiles, 1u);
 }
 
+TEST_F(CudaSourceTest, AWorkerCommandThatIsNoWorkerLeavesCompilesInThisProcess) {
+    CacheOptions o = options();
+    o.compile_workers = 2;
+    o.compile_worker_command = "/bin/true";
+    KernelCache cache(o);
+    auto kernel = cache.kernel(
+        "scale", [] { return scale_cuda(); }, "scale");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
+TEST_F(CudaSourceTest, AHeaderInTheWorkingDirectoryIsNeverPickedUp) {
+    // Were it used, its changes would reach the cubin without changing the fingerprint.
+    const fs::path previous = fs::current_path();
+    fs::current_path(temp_.path());
+    std::ofstream("stray.h") << "#define STRAY 1\n";
+    KernelCache cache(options());
+    auto kernel = cache.kernel(
+        "stray",
+        [] { return Source::cuda("#include \"stray.h\"\nextern \"C\" __global__ void k() {}"); },
+        "k");
+    fs::current_path(previous);
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.error().code(), Errc::kCompileFailed);
+    EXPECT_NE(kernel.error().log().find("stray.h"), std::string::npos) << kernel.error().log();
+}
+
+TEST_F(CudaSourceTest, ANameExpressionSpanningLinesIsRefused) {
+    KernelCache cache(options());
+    auto kernel = cache.kernel(
+        "fill",
+        [] {
+            Source source = fill_cuda();
+            source.name_expressions.push_back("fill<float,\n 2>");
+            return source;
+        },
+        "fill<int, 8>");
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.error().code(), Errc::kInvalidArgument);
+    EXPECT_EQ(entry_files(dir_), 0u);
+}
+
+TEST_F(CudaSourceTest, AHeaderGivenTwiceIsRefused) {
+    KernelCache cache(options());
+    auto kernel = cache.kernel(
+        "fill",
+        [] {
+            Source source = fill_cuda();
+            source.headers.push_back({"ops.h", "// another"});
+            return source;
+        },
+        "fill<int, 8>");
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.error().code(), Errc::kInvalidArgument);
+    EXPECT_NE(kernel.error().message().find("ops.h"), std::string::npos);
+}
+
+TEST_F(CudaSourceTest, PtxNameExpressionsDoNotDefeatTheDiskTier) {
+    if (!driver::nvjitlink_identity().ok()) GTEST_SKIP() << "no nvJitLink";
+    auto gelu = [] {
+        Source source = Source::ptx(examples::gelu_ptx());
+        source.name_expressions = {"gelu"};  // meaningless for PTX: ignored
+        return source;
+    };
+    {
+        KernelCache first(options());
+        ASSERT_TRUE(first.kernel("gelu", gelu, "gelu").ok());
+    }
+    KernelCache second(options());
+    ASSERT_TRUE(second.kernel("gelu", gelu, "gelu").ok());
+    EXPECT_EQ(second.stats().compiles, 0u);
+    EXPECT_EQ(second.stats().disk_hits, 1u);
+}
+
+// nvJitLink that is there but cannot be used (another CUDA major's, or not a library at all):
+// PTX still loads, through the driver's JIT. A fresh process, since the library is found once.
+TEST_F(CudaSourceTest, AnUnusableNvJitLinkLeavesPtxToTheDriversJit) {
+    if (std::getenv("KCACHE_TEST_BAD_NVJITLINK") != nullptr) {
+        KernelCache cache(options());
+        auto kernel = cache.kernel(
+            "gelu", [] { return Source::ptx(examples::gelu_ptx()); }, "gelu");
+        ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+        EXPECT_EQ(cache.stats().disk_writes, 0u);  // the driver's JIT keeps nothing
+        EXPECT_EQ(fake_->loads(), 1);
+        return;
+    }
+    const std::string bogus = temp_.path() + "/libnvJitLink.so.13";
+    std::ofstream(bogus) << "not a library";
+    EXPECT_EQ(run_self("CudaSourceTest.AnUnusableNvJitLinkLeavesPtxToTheDriversJit",
+                       {"KCACHE_TEST_BAD_NVJITLINK=1", "KCACHE_NVJITLINK_LIBRARY=" + bogus}),
+              0);
+}
+
 TEST_F(CudaSourceTest, AMissSaysWhichPartDifferedFromTheNearestEntry) {
     {
         KernelCache first(options());
@@ -351,21 +464,10 @@ TEST_F(CudaSourceTest, AWarmStartLoadsNoCompiler) {
                             "gelu", [] { return Source::ptx(examples::gelu_ptx()); }, "gelu")
                         .ok());
     }
-    std::vector<std::string> env_text;
-    for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);
-    env_text.push_back("KCACHE_TEST_WARM_CHILD_DIR=" + dir_);
-    std::vector<char*> env;
-    for (auto& text : env_text) env.push_back(text.data());
-    env.push_back(nullptr);
-    std::string filter = "--gtest_filter=CudaSourceTest.AWarmStartLoadsNoCompiler";
-    std::string self = fs::read_symlink("/proc/self/exe").string();
-    char* argv[] = {self.data(), filter.data(), nullptr};
-    pid_t child = 0;
-    ASSERT_EQ(posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()), 0);
-    int status = 0;
-    ASSERT_EQ(waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "the warm child process failed; run it by hand to see";
+    EXPECT_EQ(run_self("CudaSourceTest.AWarmStartLoadsNoCompiler",
+                       {"KCACHE_TEST_WARM_CHILD_DIR=" + dir_}),
+              0)
+        << "the warm child process failed; run it by hand to see";
 }
 
 }  // namespace

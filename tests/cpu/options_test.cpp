@@ -29,9 +29,10 @@ TEST(NormalizeOptions, IncludePathsUndefinesAndPreIncludesAreCanonical) {
     EXPECT_EQ(normalized({"-include a.h"}), (std::vector<std::string>{"-include=a.h"}));
 }
 
-TEST(NormalizeOptions, DoubleDashFlagsLoseOneDash) {
-    EXPECT_EQ(normalized({"--use_fast_math", "--std=c++17", "-default-device"}),
-              (std::vector<std::string>{"-use_fast_math", "-std=c++17", "-default-device"}));
+TEST(NormalizeOptions, OtherFlagsAreKeptAsGiven) {
+    // "--device-debug" is an NVRTC option and "-device-debug" is not: no dash is dropped.
+    EXPECT_EQ(normalized({"--device-debug", "-use_fast_math", "--std=c++17"}),
+              (std::vector<std::string>{"--device-debug", "-use_fast_math", "--std=c++17"}));
 }
 
 TEST(NormalizeOptions, OrderIsKeptAndEmptyOptionsDropped) {
@@ -50,12 +51,16 @@ TEST(NormalizeOptions, ArchOptionsAreRefusedWithTheirName) {
 }
 
 TEST(NormalizeOptions, RelocatableAndLtoOutputAreRefused) {
-    for (const char* option : {"-rdc=true", "--relocatable-device-code=true", "-dlto"}) {
+    for (const char* option : {"-rdc=true", "--relocatable-device-code=true", "-dlto", "-dc",
+                               "--device-c", "-fdevice-syntax-only"}) {
         auto result = normalize_options({option});
         ASSERT_FALSE(result.ok()) << option;
         EXPECT_EQ(result.error().code(), Errc::kInvalidArgument);
     }
     EXPECT_TRUE(normalize_options({"-rdc=false"}).ok());
+    EXPECT_FALSE(normalize_options({"-rdc", "true"}).ok());
+    EXPECT_FALSE(normalize_options({"--relocatable-device-code", "true"}).ok());
+    EXPECT_TRUE(normalize_options({"-rdc", "false"}).ok());
 }
 
 TEST(NormalizeOptions, AValuedOptionAtTheEndLacksItsValue) {
