@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "../cpu/test_support.hpp"
 #include "compile/compiler.hpp"
 #include "driver/compiler_api.hpp"
 #include "driver/device_memory.hpp"
@@ -271,6 +272,41 @@ TEST_F(GpuTest, NvrtcCubinOfATemplateKernelLoadsAndMatchesCpuReference) {
     ASSERT_TRUE(kernel->launch_with(linear(n), ddata.address(), factor, n).ok());
     ASSERT_TRUE(context_->synchronize().ok());
     expect_close(*ddata.download_floats(), examples::scale_ref(data, factor), 0);
+}
+
+// CUDA C++ through the cache itself: NVRTC on a miss, the template found by its name expression,
+// then a new cache (a new process's view) loading it from the disk tier with no compile; both
+// launch and match the CPU reference.
+TEST_F(GpuTest, CudaSourceThroughTheTiersMatchesCpuReferenceWarmAndCold) {
+    if (!driver::nvrtc_identity().ok()) GTEST_SKIP() << driver::nvrtc_identity().error().describe();
+    test::TempDir temp;
+    CacheOptions options;
+    options.disk_directory = temp.path() + "/cache";
+    auto source = [] {
+        Source src = Source::cuda(
+            "#include \"scale_impl.h\"\n"
+            "template <typename T> __global__ void scale(T* data, T factor, unsigned n) {\n"
+            "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "    if (i < n) data[i] = times(data[i], factor);\n"
+            "}\n",
+            {"-std=c++17"}, {"scale<float>"});
+        src.headers = {{"scale_impl.h",
+                        "template <typename T> __device__ T times(T a, T b) { return a * b; }"}};
+        return src;
+    };
+    for (int run = 0; run < 2; ++run) {
+        KernelCache cache(options);
+        auto kernel = cache.kernel("scale:cuda", source, "scale<float>");
+        ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+        EXPECT_EQ(cache.stats().compiles, run == 0 ? 1u : 0u);
+        EXPECT_EQ(cache.stats().disk_hits, run == 0 ? 0u : 1u);
+        const std::uint32_t n = 3001;
+        auto data = random_floats(n, 51 + run);
+        auto ddata = upload(data);
+        ASSERT_TRUE(kernel->launch_with(linear(n), ddata.address(), 2.5f, n).ok());
+        ASSERT_TRUE(context_->synchronize().ok());
+        expect_close(*ddata.download_floats(), examples::scale_ref(data, 2.5f), 0);
+    }
 }
 
 // PTX linked to a cubin by nvJitLink on the host, then loaded: no driver JIT involved.
