@@ -1,5 +1,7 @@
 #include "cache/artifact_pipeline.hpp"
 
+#include <string.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -19,8 +21,11 @@ std::uint64_t since(std::chrono::steady_clock::time_point start) {
 // PTX written for arch-specific features (.target sm_90a) must be compiled for that target:
 // nvJitLink refuses to build it for plain sm_90.
 bool targets_arch_specific(std::string_view ptx) {
-    const std::size_t at = ptx.find(".target");
-    if (at == std::string_view::npos) return false;
+    // memmem, not string_view::find: PTX has a '.' on every line, which find's first-character
+    // scan stops at (measured at a tenth of a warm start's own cost).
+    const void* found = memmem(ptx.data(), ptx.size(), ".target", 7);
+    if (found == nullptr) return false;
+    const std::size_t at = static_cast<std::size_t>(static_cast<const char*>(found) - ptx.data());
     const std::size_t end = ptx.find_first_of("\n,", at);
     const std::string_view target =
         ptx.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
@@ -198,7 +203,11 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
     const auto expressions = source.kind == SourceKind::kCuda ? sorted(source.name_expressions)
                                                               : std::vector<std::string>{};
     builder.add(static_cast<std::uint64_t>(expressions.size()));
-    for (const auto& expression : expressions) builder.add(expression);
+    for (const auto& expression : expressions) {
+        builder.add(expression);
+        if (!recipe.key.names.empty()) recipe.key.names += "; ";
+        recipe.key.names += expression;
+    }
     builder.add(source_hash.high).add(source_hash.low);
     recipe.fingerprint = builder.finish();
     return std::optional<Recipe>(std::move(recipe));
@@ -217,7 +226,7 @@ std::optional<ArtifactPipeline::Produced> ArtifactPipeline::lookup(std::string_v
                                          : std::optional<LoweredNames>(LoweredNames{});
     if (stored.arch != recipe.key.arch || stored.source_kind != recipe.key.source_kind ||
         stored.source_hash != recipe.key.source_hash || stored.options != recipe.key.options ||
-        stored.toolchain != recipe.key.toolchain ||
+        stored.names != recipe.key.names || stored.toolchain != recipe.key.toolchain ||
         found->entry.kind != store::PayloadKind::kCubin || !names) {
         util::log_line(util::LogLevel::kInfo, "stored artifact for " + std::string(key) +
                                                   " has other key material; recompiling");

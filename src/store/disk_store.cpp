@@ -81,7 +81,9 @@ std::optional<util::FileLock> DiskStore::lock(const util::Fingerprint& fingerpri
 
 std::optional<StoredEntry> DiskStore::get(const util::Fingerprint& fingerprint) {
     const std::string path = path_of(fingerprint);
-    auto bytes = files_.read(path);
+    // Reading refreshes the recency stamp that eviction goes by, when it is older than the
+    // granularity LRU needs: a hot entry is then stamped once in a while, not on every hit.
+    auto bytes = files_.read_and_stamp(path, kStampGranularity);
     if (!bytes) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         util::log_line(util::LogLevel::kInfo, "disk read failed: " + bytes.error().message());
@@ -101,13 +103,6 @@ std::optional<StoredEntry> DiskStore::get(const util::Fingerprint& fingerprint) 
         return std::nullopt;
     }
     hits_.fetch_add(1, std::memory_order_relaxed);
-    // The recency stamp that eviction goes by. A failure is ignored on purpose: a directory we
-    // may read but not change (another user's, a read-only mount) still serves hits, and a stale
-    // stamp only makes this entry an earlier candidate for eviction.
-    if (auto touched = files_.touch(path); !touched && util::log_enabled(util::LogLevel::kDebug)) {
-        util::log_line(util::LogLevel::kDebug,
-                       "disk stamp not refreshed: " + touched.error().message());
-    }
     return std::move(entry).value();
 }
 

@@ -28,6 +28,10 @@ inline constexpr std::uint64_t kDefaultMaxBytes = std::uint64_t{4} << 30;
 // number of files matters only on file systems short of inodes.
 inline constexpr std::uint64_t kDefaultMaxFiles = 0;
 
+// How stale an entry's recency stamp (its mtime) may get before a hit refreshes it. Eviction
+// works on hours and days; a finer stamp would cost a metadata write on every warm start.
+inline constexpr std::chrono::seconds kStampGranularity{600};
+
 struct DiskOptions {
     std::string directory;                // empty: default_directory()
     bool allow_shared_directory = false;  // accept a group- or world-writable directory

@@ -74,8 +74,9 @@ Error corrupt(const std::string& why) {
     return Error(Errc::kCorruptEntry, "corrupt cache entry: " + why);
 }
 
-const char* const kFields[] = {"arch",      "source-kind", "source-hash", "options",
-                               "toolchain", "key",         "kernel"};
+const char* const kFields[] = {"arch",  "source-kind", "source-hash", "options",
+                               "names", "toolchain",   "key",         "kernel"};
+constexpr std::size_t kSingleFields = 7;  // every field above but "kernel", in this order
 
 }  // namespace
 
@@ -91,6 +92,7 @@ std::string KeyMaterial::serialize() const {
     line("source-kind", source_kind);
     line("source-hash", source_hash);
     line("options", options);
+    line("names", names);
     line("toolchain", toolchain);
     line("key", caller_key);
     for (const auto& name : kernel_names) line("kernel", name);
@@ -99,7 +101,7 @@ std::string KeyMaterial::serialize() const {
 
 Result<KeyMaterial> KeyMaterial::parse(std::string_view text) {
     KeyMaterial key;
-    std::size_t seen = 0;  // the six single fields must come first, in order
+    std::size_t seen = 0;  // the single fields must come first, in order
     while (!text.empty()) {
         const std::size_t end = text.find('\n');
         if (end == std::string_view::npos) return corrupt("key material line without newline");
@@ -109,12 +111,12 @@ Result<KeyMaterial> KeyMaterial::parse(std::string_view text) {
         if (colon == std::string_view::npos) return corrupt("key material line without ': '");
         std::string_view name = line.substr(0, colon);
         std::string value(line.substr(colon + 2));
-        if (seen < 6) {
+        if (seen < kSingleFields) {
             if (name != kFields[seen]) {
                 return corrupt("key material field '" + std::string(name) + "' out of place");
             }
-            std::string* slots[] = {&key.arch,    &key.source_kind, &key.source_hash,
-                                    &key.options, &key.toolchain,   &key.caller_key};
+            std::string* slots[] = {&key.arch,  &key.source_kind, &key.source_hash, &key.options,
+                                    &key.names, &key.toolchain,   &key.caller_key};
             *slots[seen++] = std::move(value);
         } else if (name == "kernel") {
             key.kernel_names.push_back(std::move(value));
@@ -122,7 +124,7 @@ Result<KeyMaterial> KeyMaterial::parse(std::string_view text) {
             return corrupt("unknown key material field '" + std::string(name) + "'");
         }
     }
-    if (seen < 6) return corrupt("key material incomplete");
+    if (seen < kSingleFields) return corrupt("key material incomplete");
     return key;
 }
 

@@ -34,6 +34,7 @@ struct KeyMaterial {
     std::string source_kind;  // "cuda", "ptx", "cubin", "fatbin"
     std::string source_hash;  // XXH3-128 hex of the source bytes and headers
     std::string options;      // normalized compile options
+    std::string names;        // CUDA C++ name expressions, sorted, "; "-separated
     std::string toolchain;    // NVRTC, nvJitLink and driver versions, entry format
     std::string caller_key;   // the key the caller looked it up by
     std::vector<std::string> kernel_names;

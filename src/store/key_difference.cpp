@@ -32,6 +32,7 @@ constexpr Field kFields[] = {
     {"source kind", "differs", &KeyMaterial::source_kind},
     {"source", "differs", &KeyMaterial::source_hash},
     {"options", "differ", &KeyMaterial::options},
+    {"name expressions", "differ", &KeyMaterial::names},
     {"toolchain", "differs", &KeyMaterial::toolchain},
 };
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -19,16 +20,38 @@ std::string temporary_name(const std::string& path) {
     return path + ".tmp." + host + "." + std::to_string(getpid()) + "." + std::to_string(random());
 }
 
+std::chrono::system_clock::time_point modified_time(const struct stat& info) {
+    return std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::seconds(info.st_mtim.tv_sec) +
+            std::chrono::nanoseconds(info.st_mtim.tv_nsec)));
+}
+
 class RealFiles final : public Files {
 public:
     Result<std::optional<std::string>> read(const std::string& path) override {
+        return read_and_stamp(path, std::chrono::seconds(-1));
+    }
+
+    // A negative `stale_after` never stamps.
+    Result<std::optional<std::string>> read_and_stamp(const std::string& path,
+                                                      std::chrono::seconds stale_after) override {
         const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT) return std::optional<std::string>();
         if (fd < 0) return io_error("open", path, errno);
-        std::string out;
-        char buffer[65536];
+        struct stat info {};
+        if (fstat(fd, &info) != 0) {
+            const int saved = errno;
+            close(fd);
+            return io_error("stat", path, saved);
+        }
+        // Read into a string of the file's size at once (one allocation, no copy); a file that
+        // grows meanwhile is still read to its end.
+        std::string out(static_cast<std::size_t>(std::max<off_t>(info.st_size, 0)) + 1, '\0');
+        std::size_t done = 0;
         for (;;) {
-            const ssize_t n = ::read(fd, buffer, sizeof buffer);
+            if (done == out.size()) out.resize(out.size() * 2);
+            const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
             if (n < 0) {
                 if (errno == EINTR) continue;
                 const int saved = errno;
@@ -36,7 +59,13 @@ public:
                 return io_error("read", path, saved);
             }
             if (n == 0) break;
-            out.append(buffer, static_cast<std::size_t>(n));
+            done += static_cast<std::size_t>(n);
+        }
+        out.resize(done);
+        if (stale_after.count() >= 0 &&
+            std::chrono::system_clock::now() - modified_time(info) > stale_after) {
+            const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+            (void)futimens(fd, times);  // ignored on purpose: see Files::read_and_stamp
         }
         close(fd);
         return std::optional<std::string>(std::move(out));
@@ -120,10 +149,7 @@ public:
                    : S_ISDIR(info.st_mode) ? FileKind::kDirectory
                                            : FileKind::kOther;
         out.size = static_cast<std::uint64_t>(info.st_size);
-        out.modified = std::chrono::system_clock::time_point(
-            std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                std::chrono::seconds(info.st_mtim.tv_sec) +
-                std::chrono::nanoseconds(info.st_mtim.tv_nsec)));
+        out.modified = modified_time(info);
         return std::optional<FileStatus>(out);
     }
 
@@ -137,6 +163,13 @@ public:
 };
 
 }  // namespace
+
+Result<std::optional<std::string>> Files::read_and_stamp(const std::string& path,
+                                                         std::chrono::seconds /*stale_after*/) {
+    auto bytes = read(path);
+    if (bytes && *bytes) (void)touch(path);  // ignored on purpose: see the declaration
+    return bytes;
+}
 
 Files& real_files() {
     static RealFiles files;

@@ -45,6 +45,12 @@ public:
     // Sets the file's modification time to now, leaving its access time alone. The mtime is
     // kcache's recency stamp: atime cannot be relied on (noatime and relatime mounts).
     virtual Result<void> touch(const std::string& path) = 0;
+    // read(), then a touch() when the stamp is older than `stale_after`; a failed touch is
+    // ignored (a directory we may read but not change still serves hits). The real file system
+    // does both on one open file and skips fresh stamps: a warm start reads many entries, and a
+    // path walk plus a metadata write per entry showed in its profile.
+    virtual Result<std::optional<std::string>> read_and_stamp(const std::string& path,
+                                                              std::chrono::seconds stale_after);
 };
 
 // The real file system.

@@ -359,6 +359,27 @@ TEST_F(CudaSourceTest, AMissSaysWhichPartDifferedFromTheNearestEntry) {
     EXPECT_EQ(text.find("source differs"), std::string::npos) << text;
 }
 
+TEST_F(CudaSourceTest, AMissAfterNewNameExpressionsSaysSo) {
+    {
+        KernelCache first(options());
+        ASSERT_TRUE(first
+                        .kernel(
+                            "fill", [] { return fill_cuda(); }, "fill<int, 8>")
+                        .ok());
+    }
+    test::LogToFile log(temp_.path() + "/log.txt");
+    KernelCache second(options());
+    auto more = [] {
+        Source source = fill_cuda();
+        source.name_expressions.push_back("fill<double, 2>");
+        return source;
+    };
+    ASSERT_TRUE(second.kernel("fill", more, "fill<double, 2>").ok());
+    EXPECT_EQ(second.stats().compiles, 1u);
+    const std::string text = log.text();
+    EXPECT_NE(text.find("name expressions differ"), std::string::npos) << text;
+}
+
 TEST_F(CudaSourceTest, AnArchOptionIsRefusedAndNothingIsCached) {
     KernelCache cache(options());
     auto kernel = cache.kernel(

@@ -353,6 +353,17 @@ TEST(DiskStoreCleanup, HitRefreshesRecencySoHotEntrySurvives) {
     EXPECT_TRUE(fs::exists(store->path_of(print(3))));
 }
 
+TEST(DiskStoreCleanup, AFreshStampIsNotRewrittenOnAHit) {
+    // A warm start reads many entries: restamping each on every hit would be a metadata write
+    // per kernel for nothing, eviction works on a coarser clock.
+    TempDir dir;
+    auto store = open_store(dir.path(), 0, 0);
+    ASSERT_TRUE(store->put(print(0), sample(100, 0)).ok());
+    set_age(store->path_of(print(0)), std::chrono::minutes(2));
+    ASSERT_TRUE(store->get(print(0)).has_value());
+    EXPECT_GT(age_of(store->path_of(print(0))), 1min);
+}
+
 TEST(DiskStoreCleanup, DryRunRemovesNothing) {
     TempDir dir;
     make_entries(dir.path(), 10, 1000);

@@ -90,5 +90,10 @@ TEST(HashKey, EqualForEqualKeyAndArch) {
     EXPECT_EQ(hash_key("softmax:32", 90), hash_key(std::string("softmax:") + "32", 90));
 }
 
+TEST(Fingerprint, HexIsHighWordThenLowWordZeroPadded) {
+    EXPECT_EQ((Fingerprint{0x0123456789abcdefULL, 0x00000000000000ffULL}.hex()),
+              "0123456789abcdef00000000000000ff");
+}
+
 }  // namespace
 }  // namespace kcache::util

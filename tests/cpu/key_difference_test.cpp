@@ -37,6 +37,14 @@ TEST(KeyDifference, OptionsChangeIsNamed) {
               "options differ (stored \"-O3 -DN=4\", now \"-O3 -DN=8\")");
 }
 
+TEST(KeyDifference, NameExpressionChangeIsNamed) {
+    KeyMaterial wanted = softmax_material();
+    wanted.names = "fill<float, 64>; fill<int, 8>";
+    EXPECT_EQ(differing_fields(softmax_material(), wanted), Names{"name expressions"});
+    EXPECT_NE(describe_difference(softmax_material(), wanted).find("fill<int, 8>"),
+              std::string::npos);
+}
+
 TEST(KeyDifference, ToolchainChangeIsNamed) {
     KeyMaterial wanted = softmax_material();
     wanted.toolchain = "nvrtc 13.1; nvjitlink 13.1; driver 13010; format 1";
