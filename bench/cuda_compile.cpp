@@ -85,6 +85,7 @@ double nvrtc_ms(int count, int first_variant, bool heavy, int threads, int arch,
     std::atomic<bool> failed{false};
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::thread> pool;
+    pool.reserve(static_cast<std::size_t>(threads));
     for (int t = 0; t < threads; ++t) {
         pool.emplace_back([&] {
             for (int i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
@@ -207,6 +208,18 @@ struct ChildTimes {
     unsigned long long compiles = 0;
 };
 
+std::vector<WarmUpItem> warm_up_items(int first_variant, int count) {
+    std::vector<WarmUpItem> items;
+    items.reserve(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) {
+        const int variant = first_variant + i;
+        items.push_back({"block_sum:" + std::to_string(i),
+                         [variant]() -> Result<Source> { return cuda_kernel(variant, true); },
+                         kernel_name(true)});
+    }
+    return items;
+}
+
 // Runs this program as a child (`flag` and its arguments); its times.
 bool spawn_child(std::vector<std::string> args, ChildTimes& times) {
     int fds[2];
@@ -267,8 +280,13 @@ std::string run_cuda_warm_start(const std::string& directory, int warm_up_count,
         }
         row("cold, " + what + ": empty cache (NVRTC load + compile + store + load)", times);
         // The floor in a new process: the same cubins read from a file and loaded, no kcache.
-        const std::string floor_files[2] = {directory + "/floor0-" + kind + ".cubin",
-                                            directory + "/floor1-" + kind + ".cubin"};
+        std::string floor_files[2];
+        for (int variant = 0; variant < 2; ++variant) {
+            floor_files[variant] = directory;
+            floor_files[variant] += "/floor" + std::to_string(variant) + "-";
+            floor_files[variant] += kind;
+            floor_files[variant] += ".cubin";
+        }
         for (int variant = 0; variant < 2; ++variant) {
             auto compiled = compile::compile_cuda(program_of(cuda_kernel(variant, heavy)),
                                                   compile::Target{context->info().arch});
@@ -312,24 +330,10 @@ std::string run_cuda_warm_start(const std::string& directory, int warm_up_count,
     }
 
     // Warm-up of distinct CUDA C++ kernels, cold, against compiling them one by one.
-    std::vector<WarmUpItem> items;
-    for (int i = 0; i < warm_up_count; ++i) {
-        items.push_back({"block_sum:" + std::to_string(i),
-                         [i]() -> Result<Source> { return cuda_kernel(5000 + i, true); },
-                         kernel_name(true)});
-    }
-    std::vector<WarmUpItem> items_again;
-    for (int i = 0; i < warm_up_count; ++i) {
-        items_again.push_back({"block_sum:" + std::to_string(i),
-                               [i]() -> Result<Source> { return cuda_kernel(9000 + i, true); },
-                               kernel_name(true)});
-    }
-    std::vector<WarmUpItem> items_workers;
-    for (int i = 0; i < warm_up_count; ++i) {
-        items_workers.push_back({"block_sum:" + std::to_string(i),
-                                 [i]() -> Result<Source> { return cuda_kernel(13000 + i, true); },
-                                 kernel_name(true)});
-    }
+    // Three sets of distinct kernels, so that no run finds another's artifacts.
+    const std::vector<WarmUpItem> items = warm_up_items(5000, warm_up_count);
+    const std::vector<WarmUpItem> items_again = warm_up_items(9000, warm_up_count);
+    const std::vector<WarmUpItem> items_workers = warm_up_items(13000, warm_up_count);
     bool ok = true;
     double one_by_one = 0, parallel = 0, with_workers = 0;
     {

@@ -76,8 +76,12 @@ constexpr std::string_view kArrow = " <- ";
 
 std::vector<std::string> name_lines(const LoweredNames& names) {
     std::vector<std::string> lines;
+    lines.reserve(names.size());
     for (const auto& [expression, lowered] : names) {
-        lines.push_back(one_line(lowered + std::string(kArrow) + expression));
+        std::string line = lowered;
+        line += kArrow;
+        line += expression;
+        lines.push_back(one_line(line));
     }
     return lines;
 }
