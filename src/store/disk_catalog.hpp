@@ -1,0 +1,52 @@
+// What a disk cache directory holds, for people: every entry with its size, stamps and key
+// material (`kcache ls`, `kcache inspect`), and a check of every entry's checksum and structure
+// (`kcache verify`). Read-only unless asked to repair.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kcache/result.hpp"
+#include "store/entry_format.hpp"
+#include "util/files.hpp"
+
+namespace kcache::store {
+
+struct CatalogEntry {
+    std::string fingerprint;  // 32 hex digits: the folder name and the file's stem
+    std::string path;
+    std::uint64_t size = 0;
+    std::chrono::system_clock::time_point last_used;  // kcache's recency stamp (mtime)
+    std::optional<std::chrono::system_clock::time_point> created;  // where the file system says
+    PayloadKind kind = PayloadKind::kCubin;
+    KeyMaterial key;
+    std::string problem;  // empty: the entry decodes; else why it does not (key is then empty)
+};
+
+// Every entry (`ab/cdef….kc`) of `directory`, sorted by fingerprint. Entries that do not decode
+// are listed with their problem. kIoError if the directory cannot be listed.
+Result<std::vector<CatalogEntry>> list_entries(const std::string& directory,
+                                               util::Files& files = util::real_files());
+
+// The entry whose fingerprint is `fingerprint` or starts with it (at least 4 hex digits, like a
+// git hash). kInvalidArgument if the prefix is ambiguous or too short, kIoError if none matches.
+Result<CatalogEntry> find_entry(const std::string& directory, const std::string& fingerprint,
+                                util::Files& files = util::real_files());
+
+struct VerifyReport {
+    std::uint64_t checked = 0;
+    std::uint64_t bad = 0;
+    std::uint64_t removed = 0;
+    std::vector<std::string> problems;  // "<path>: <why>", one per bad entry
+};
+
+// Decodes every entry (checksum, structure, and that its file name is the fingerprint its
+// key material was stored under would need the compiler: not checked here). With `repair`,
+// removes the bad ones.
+Result<VerifyReport> verify_entries(const std::string& directory, bool repair,
+                                    util::Files& files = util::real_files());
+
+}  // namespace kcache::store
