@@ -106,8 +106,7 @@ Result<CatalogEntry> find_entry(const std::string& directory, const std::string&
     return describe(matches[0].first, matches[0].second, files);
 }
 
-Result<VerifyReport> verify_entries(const std::string& directory, bool repair,
-                                    util::Files& files) {
+Result<VerifyReport> verify_entries(const std::string& directory, bool repair, util::Files& files) {
     auto found = entry_files(directory, files);
     if (!found) return found.error();
     VerifyReport report;

@@ -19,7 +19,7 @@ struct CatalogEntry {
     std::string fingerprint;  // 32 hex digits: the folder name and the file's stem
     std::string path;
     std::uint64_t size = 0;
-    std::chrono::system_clock::time_point last_used;  // kcache's recency stamp (mtime)
+    std::chrono::system_clock::time_point last_used;               // kcache's recency stamp (mtime)
     std::optional<std::chrono::system_clock::time_point> created;  // where the file system says
     PayloadKind kind = PayloadKind::kCubin;
     KeyMaterial key;

@@ -23,7 +23,10 @@ StoredEntry entry_for(const std::string& key) {
     entry.key.toolchain = "nvJitLink build-id 1234; entry format 2";
     entry.key.caller_key = key;
     entry.key.kernel_names = {"softmax_rows"};
-    entry.payload = "\x7f" "ELF cubin for " + key;
+    entry.payload =
+        "\x7f"
+        "ELF cubin for " +
+        key;
     return entry;
 }
 

@@ -1,0 +1,148 @@
+#include "tools/kcache/compile_command.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "driver/driver.hpp"
+#include "kcache/kernel_cache.hpp"
+#include "util/files.hpp"
+
+namespace kcache::tool {
+namespace {
+
+struct Target {
+    int arch = 0;
+    bool arch_specific = false;
+};
+
+bool parse_arch(std::string text, Target& target) {
+    if (text.starts_with("sm_")) text = text.substr(3);
+    if (!text.empty() && text.back() == 'a') {
+        target.arch_specific = true;
+        text.pop_back();
+    }
+    if (text.empty() || text.size() > 3 ||
+        text.find_first_not_of("0123456789") != std::string::npos) {
+        return false;
+    }
+    target.arch = std::stoi(text);
+    return target.arch >= 50;
+}
+
+// A progress bar on a terminal, a line per file otherwise (logs, CI).
+class Progress {
+public:
+    explicit Progress(std::size_t total) : total_(total), terminal_(isatty(2) != 0) {}
+    void done(const std::string& file, const char* what) {
+        std::lock_guard lock(mutex_);
+        ++done_;
+        if (terminal_) {
+            const std::size_t width = 30;
+            const std::size_t filled = total_ == 0 ? width : done_ * width / total_;
+            std::fprintf(stderr, "\r[%s%s] %zu/%zu %-40.40s", std::string(filled, '#').c_str(),
+                         std::string(width - filled, '.').c_str(), done_, total_, file.c_str());
+            if (done_ == total_) std::fprintf(stderr, "\n");
+        } else {
+            std::fprintf(stderr, "%zu/%zu %s: %s\n", done_, total_, file.c_str(), what);
+        }
+    }
+
+private:
+    std::mutex mutex_;
+    std::size_t total_;
+    std::size_t done_ = 0;  // guarded by mutex_
+    const bool terminal_;
+};
+
+}  // namespace
+
+int run_compile(const CompileOptions& options) {
+    Target target;
+    if (options.arch.empty()) {
+        auto driver = driver::default_driver();
+        auto arch = driver->current_arch();
+        if (!arch) {
+            std::fprintf(stderr,
+                         "kcache: no GPU to take the arch from (%s); name one with --arch sm_XX\n",
+                         arch.error().message().c_str());
+            return 2;
+        }
+        target.arch = *arch;
+    } else if (!parse_arch(options.arch, target)) {
+        std::fprintf(stderr, "kcache: bad --arch '%s': sm_XX or sm_XXa, e.g. sm_90\n",
+                     options.arch.c_str());
+        return 2;
+    }
+    // Read every file first: a missing one is a usage error, and nothing is compiled.
+    std::vector<Source> sources;
+    for (const auto& file : options.files) {
+        auto text = util::real_files().read(file);
+        if (!text || !*text) {
+            std::fprintf(stderr, "kcache: cannot read %s%s\n", file.c_str(),
+                         text ? "" : (": " + text.error().message()).c_str());
+            return 2;
+        }
+        if (file.ends_with(".ptx")) {
+            sources.push_back(Source::ptx(std::move(**text)));
+        } else if (file.ends_with(".cu") || file.ends_with(".cuh") || file.ends_with(".cpp")) {
+            std::vector<std::string> nvrtc;
+            for (const auto& d : options.defines) nvrtc.push_back("-D" + d);
+            for (const auto& i : options.includes) nvrtc.push_back("-I" + i);
+            nvrtc.insert(nvrtc.end(), options.options.begin(), options.options.end());
+            Source source = Source::cuda(std::move(**text), nvrtc, options.name_expressions);
+            source.arch_specific = target.arch_specific;
+            sources.push_back(std::move(source));
+        } else {
+            std::fprintf(stderr, "kcache: %s: not a .cu or .ptx file\n", file.c_str());
+            return 2;
+        }
+    }
+
+    const std::size_t jobs =
+        options.jobs != 0 ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+    CacheOptions cache_options;
+    cache_options.disk_directory = options.directory;
+    cache_options.compile_workers = jobs > 1 ? jobs : 0;
+    cache_options.compile_worker_command = options.worker_command;
+    KernelCache cache(cache_options);
+
+    Progress progress(sources.size());
+    std::atomic<std::size_t> next{0};
+    std::atomic<int> failures{0}, compiled{0}, present{0};
+    std::mutex report_mutex;
+    std::vector<std::thread> pool;
+    pool.reserve(jobs);
+    for (std::size_t t = 0; t < jobs; ++t) {
+        pool.emplace_back([&] {
+            for (std::size_t i = next++; i < sources.size(); i = next++) {
+                const std::string& file = options.files[i];
+                auto origin = cache.prebuild(
+                    file, [&] { return sources[i]; }, target.arch);
+                const char* what = "compiled";
+                if (!origin) {
+                    ++failures;
+                    what = "FAILED";
+                    std::lock_guard lock(report_mutex);
+                    std::fprintf(stderr, "kcache: %s\n", origin.error().describe().c_str());
+                } else if (*origin == ArtifactOrigin::kCompiled) {
+                    ++compiled;
+                } else {
+                    ++present;
+                    what = "already in the cache";
+                }
+                progress.done(file, what);
+            }
+        });
+    }
+    for (auto& thread : pool) thread.join();
+    std::printf("%d compiled, %d already in the cache, %d failed (sm_%d%s, %s)\n", compiled.load(),
+                present.load(), failures.load(), target.arch, target.arch_specific ? "a" : "",
+                options.directory.c_str());
+    return failures == 0 ? 0 : 1;
+}
+
+}  // namespace kcache::tool

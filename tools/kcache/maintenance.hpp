@@ -1,0 +1,27 @@
+// The kcache command's work on a cache directory: clear, cleanup (budgets, age), ls, inspect,
+// verify. Each returns the process exit status and prints what it did.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace kcache::tool {
+
+struct Budgets {
+    std::uint64_t max_bytes = 0;  // 0: none
+    std::uint64_t max_files = 0;  // 0: none
+};
+
+int clear_cache(const std::string& directory, bool dry_run);
+int cleanup_cache(const std::string& directory, const Budgets& budgets,
+                  std::optional<std::chrono::seconds> older_than, bool dry_run);
+int list_cache(const std::string& directory, bool json);
+int inspect_entry(const std::string& directory, const std::string& fingerprint, bool json);
+int verify_cache(const std::string& directory, bool repair, bool json);
+
+// "30d", "12h", "90m", "3600s", "7" (days, as ccache): kInvalidArgument-style message on error.
+std::optional<std::chrono::seconds> parse_age(const std::string& text, std::string& error);
+
+}  // namespace kcache::tool
