@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Integration tests of the kcache command: each case runs the real binary in a fresh cache
+# directory and checks its output and exit status. Usage: cli_test.sh KCACHE_BINARY CASE
+set -uo pipefail
+K=$1
+CASE=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export KCACHE_DIR="$WORK/cache"
+unset KCACHE_MAX_SIZE KCACHE_MAX_FILES KCACHE_LOG
+cd "$WORK"
+
+fail() { echo "FAIL ($CASE): $*"; exit 1; }
+# expect STATUS CMD...: runs CMD, keeps its output in $OUT_TEXT, checks the exit status.
+expect() {
+  local want=$1; shift
+  OUT_TEXT=$("$@" 2>&1); local got=$?
+  [ "$got" -eq "$want" ] || fail "'$*' exited $got, expected $want: $OUT_TEXT"
+}
+contains() { grep -qF -- "$1" <<<"$OUT_TEXT" || fail "output lacks '$1': $OUT_TEXT"; }
+
+kernel_cu() {  # a small CUDA C++ file
+  cat > "$1" <<'CU'
+extern "C" __global__ void scale(float* out, const float* in, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] * SCALE;
+}
+CU
+}
+
+case $CASE in
+help)
+  for cmd in "" demo compile ls inspect verify; do expect 0 $K $cmd --help; done
+  expect 0 $K --help; contains "Exit status"
+  ;;
+bad_usage)
+  expect 2 $K --no-such-flag
+  expect 2 $K -M 2G                      # -M applies with -c
+  expect 2 $K --evict-older-than 5x
+  expect 2 $K --dry-run
+  expect 2 $K inspect zz
+  expect 2 $K compile missing.cu --arch sm_90
+  kernel_cu k.cu
+  expect 2 $K compile k.cu --arch sm_5
+  expect 2 $K compile k.txt --arch sm_90
+  expect 2 $K compile k.cu --arch sm_90 -j 0
+  [ ! -e "$KCACHE_DIR" ] || [ -z "$(find "$KCACHE_DIR" -name '*.kc')" ] || fail "a bad command wrote entries"
+  ;;
+prewarm)
+  # Pre-warm on a machine without a GPU, then a second run compiles nothing.
+  kernel_cu k.cu
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=2.0f
+  contains "1 compiled, 0 already in the cache, 0 failed"
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=2.0f
+  contains "0 compiled, 1 already in the cache, 0 failed"
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=3.0f   # other options: another artifact
+  contains "1 compiled"
+  expect 0 $K ls; contains "2 entries"; contains "sm_90"; contains "k.cu"
+  ;;
+compile_error)
+  printf 'extern "C" __global__ void k() { undeclared_thing(); }\n' > bad.cu
+  kernel_cu good.cu
+  expect 1 $K compile bad.cu good.cu --arch sm_90 -D SCALE=1.0f
+  contains "undeclared_thing"; contains "1 compiled, 0 already in the cache, 1 failed"
+  expect 0 $K ls; contains "1 entries"
+  ;;
+inspect_verify)
+  kernel_cu k.cu
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
+  FP=$($K ls --json | grep -o '"fingerprint": "[0-9a-f]*"' | grep -o '[0-9a-f]\{32\}')
+  [ ${#FP} -eq 32 ] || fail "no fingerprint in ls --json"
+  expect 0 $K inspect "${FP:0:8}"; contains "options: -DSCALE=1.0f"; contains "toolchain: NVRTC"
+  expect 0 $K inspect "$FP" --json; contains "\"fingerprint\": \"$FP\""
+  expect 0 $K verify; contains "1 entries checked, 0 bad"
+  printf 'junk' >> "$KCACHE_DIR/${FP:0:2}/${FP:2}.kc"
+  expect 1 $K verify; contains "1 bad, 0 removed"
+  expect 0 $K verify --repair; contains "1 bad, 1 removed"
+  expect 0 $K ls; contains "0 entries"
+  ;;
+clear_cleanup)
+  kernel_cu k.cu
+  for s in 1 2 3 4; do expect 0 $K compile k.cu --arch sm_90 -D SCALE=$s.0f; done
+  expect 0 $K -C --dry-run; contains "4 entries"; contains "dry run"
+  expect 0 $K ls; contains "4 entries"
+  expect 0 $K -c -F 2; contains "removed"
+  expect 0 $K ls; contains "1 entries"
+  expect 0 $K -C
+  expect 0 $K ls; contains "0 entries"
+  ;;
+evict_older_than)
+  kernel_cu k.cu
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=2.0f
+  OLD=$(find "$KCACHE_DIR" -name '*.kc' | head -1)
+  touch -m -d '3 days ago' "$OLD"
+  expect 0 $K --evict-older-than 2d; contains "1 entries"
+  [ ! -e "$OLD" ] || fail "the old entry is still there"
+  expect 0 $K ls; contains "1 entries"
+  ;;
+*)
+  fail "no such case"
+  ;;
+esac
+echo "PASS ($CASE)"
