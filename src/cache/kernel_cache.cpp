@@ -2,49 +2,21 @@
 #include "kcache/kernel_cache.hpp"
 
 #include "cache/cache_core.hpp"
+#include "cache/options_from_config.hpp"
 #include "cache/thread_counters.hpp"
 #include "driver/driver.hpp"
 #include "store/disk_store.hpp"
-#include "util/env.hpp"
+#include "util/config.hpp"
 #include "util/log.hpp"
 #include "util/size.hpp"
 
 namespace kcache {
 
 Result<CacheOptions> CacheOptions::from_env() {
-    CacheOptions options;
-    auto max_entries = util::env_uint("KCACHE_MAX_ENTRIES");
-    if (!max_entries) return max_entries.error();
-    if (*max_entries) options.max_entries = static_cast<std::size_t>(**max_entries);
-    auto verify = util::env_bool("KCACHE_VERIFY");
-    if (!verify) return verify.error();
-    if (*verify) options.verify = **verify;
-    auto shared = util::env_bool("KCACHE_ALLOW_SHARED_DIR");
-    if (!shared) return shared.error();
-    if (*shared) options.allow_shared_directory = **shared;
-    auto workers = util::env_uint("KCACHE_COMPILE_WORKERS");
-    if (!workers) return workers.error();
-    if (*workers) options.compile_workers = static_cast<std::size_t>(**workers);
-    auto max_files = util::env_uint("KCACHE_MAX_FILES");
-    if (!max_files) return max_files.error();
-    if (*max_files) options.disk_max_files = **max_files;
-    if (auto max_size = util::env_string("KCACHE_MAX_SIZE")) {
-        auto bytes = util::parse_size(*max_size);
-        if (!bytes)
-            return Error(Errc::kInvalidArgument, "KCACHE_MAX_SIZE: " + bytes.error().message());
-        options.disk_max_bytes = *bytes;
-    }
-    auto disk = util::env_bool("KCACHE_DISK");
-    if (!disk) return disk.error();
-    if (!*disk || **disk) {
-        // No directory at all (no HOME either) is not an error: the cache works from memory.
-        if (auto directory = store::default_directory()) {
-            options.disk_directory = *directory;
-        } else {
-            util::log_line(util::LogLevel::kInfo, directory.error().message());
-        }
-    }
-    return options;
+    // The environment over kcache.conf in the cache directory over the defaults (util/config).
+    auto config = util::load_config("", {});
+    if (!config) return config.error();
+    return cache::to_cache_options(*config);
 }
 
 ThreadStats thread_stats() noexcept {

@@ -35,7 +35,10 @@ help)
   ;;
 bad_usage)
   expect 2 $K --no-such-flag
-  expect 2 $K -M 2G                      # -M applies with -c
+  expect 2 $K -M 2X
+  expect 2 $K -o verify=maybe
+  expect 2 $K -o no_such_setting=1
+  expect 2 $K -o novalue
   expect 2 $K --evict-older-than 5x
   expect 2 $K --dry-run
   expect 2 $K inspect zz
@@ -95,6 +98,23 @@ evict_older_than)
   touch -m -d '3 days ago' "$OLD"
   expect 0 $K --evict-older-than 2d; contains "1 entries"
   [ ! -e "$OLD" ] || fail "the old entry is still there"
+  expect 0 $K ls; contains "1 entries"
+  ;;
+config)
+  expect 0 $K -p; contains "max_size"; contains "(default)"
+  expect 0 $K -M 2Gi; expect 0 $K -F 300
+  expect 0 $K -k max_size; [ "$OUT_TEXT" = "2Gi" ] || fail "-k max_size gave '$OUT_TEXT'"
+  expect 0 $K -p; contains "$KCACHE_DIR/kcache.conf"
+  KCACHE_MAX_SIZE=1G expect 0 $K -p; contains "environment (KCACHE_MAX_SIZE)"
+  expect 0 $K -d "$WORK/other" -k max_size; [ "$OUT_TEXT" = "4Gi" ] || fail "-d ignored: '$OUT_TEXT'"
+  BEFORE=$(cat "$KCACHE_DIR/kcache.conf")
+  expect 2 $K -o max_files=-1
+  [ "$(cat "$KCACHE_DIR/kcache.conf")" = "$BEFORE" ] || fail "a refused -o changed kcache.conf"
+  # -c applies the configured budget.
+  kernel_cu k.cu
+  for s in 1 2 3; do expect 0 $K compile k.cu --arch sm_90 -D SCALE=$s.0f; done
+  expect 0 $K -F 2
+  expect 0 $K -c; contains "removed"
   expect 0 $K ls; contains "1 entries"
   ;;
 *)

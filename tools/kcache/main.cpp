@@ -3,43 +3,16 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
+#include "cache/options_from_config.hpp"
 #include "compile/worker_main.hpp"
-#include "store/disk_store.hpp"
 #include "tools/kcache/compile_command.hpp"
 #include "tools/kcache/demo.hpp"
 #include "tools/kcache/maintenance.hpp"
-#include "util/env.hpp"
-#include "util/size.hpp"
+#include "util/config.hpp"
 
 namespace {
-
-// -d, else KCACHE_DIR, XDG_CACHE_HOME/kcache, HOME/.cache/kcache.
-std::string cache_directory(const std::string& given) {
-    if (!given.empty()) return given;
-    auto found = kcache::store::default_directory();
-    return found ? *found : std::string();
-}
-
-// The disk budgets as a cache in this environment would apply them.
-kcache::tool::Budgets environment_budgets(std::string& error) {
-    kcache::tool::Budgets budgets{kcache::store::kDefaultMaxBytes, kcache::store::kDefaultMaxFiles};
-    if (auto size = kcache::util::env_string("KCACHE_MAX_SIZE")) {
-        auto bytes = kcache::util::parse_size(*size);
-        if (!bytes) {
-            error = "KCACHE_MAX_SIZE: " + bytes.error().message();
-            return budgets;
-        }
-        budgets.max_bytes = *bytes;
-    }
-    auto files = kcache::util::env_uint("KCACHE_MAX_FILES");
-    if (!files) {
-        error = files.error().message();
-    } else if (*files) {
-        budgets.max_files = **files;
-    }
-    return budgets;
-}
 
 int run(int argc, char** argv) {
     CLI::App app{"kcache: compile a CUDA kernel once, never again"};
@@ -54,8 +27,15 @@ int run(int argc, char** argv) {
     std::string max_size_text, evict_older_text;
     std::uint64_t max_files = 0;
     bool max_files_given = false;
+    std::vector<std::string> set_config;
+    std::string get_config;
+    bool show_config = false;
     app.add_option("-d,--dir", directory,
                    "Cache directory (default: KCACHE_DIR, else the XDG cache)");
+    app.add_flag("-p,--show-config", show_config,
+                 "Show every setting with its value and where it came from");
+    app.add_option("-k,--get-config", get_config, "Print one setting's value");
+    app.add_option("-o,--set-config", set_config, "Write KEY=VALUE to kcache.conf (repeatable)");
     app.add_flag("-C,--clear", clear, "Remove every entry");
     app.add_flag("-c,--cleanup", cleanup,
                  "Apply the size and file budgets now (least recently used first)");
@@ -127,17 +107,51 @@ int run(int argc, char** argv) {
     if (*worker_cmd) return kcache::compile::run_compile_worker(0, 1);
     if (*demo_cmd) return kcache::tool::run_demo(demo);
 
-    const std::string dir = cache_directory(directory);
+    std::map<std::string, std::string> overrides;
+    if (!directory.empty()) overrides["dir"] = directory;
+    auto config = kcache::util::load_config("", overrides);
+    if (!config) return usage_error(config.error().message());
+    const std::string dir = config->directory();
     if (dir.empty()) return usage_error("no cache directory: give -d DIR or set KCACHE_DIR");
     max_files_given = max_files_opt->count() > 0;
     const bool maintenance = clear || cleanup || !evict_older_text.empty();
-    if ((max_size_opt->count() > 0 || max_files_given) && !cleanup) {
-        return usage_error("-M and -F apply budgets with -c (kcache -c -M 2G)");
-    }
-    if (dry_run && !maintenance)
+    const bool configuring = !set_config.empty() || max_size_opt->count() > 0 || max_files_given;
+    if (dry_run && !maintenance) {
         return usage_error("--dry-run goes with -C, -c or --evict-older-than");
-    if (maintenance && app.get_subcommands().size() > 0) {
-        return usage_error("-C, -c and --evict-older-than take no subcommand");
+    }
+    if ((maintenance || configuring || show_config || !get_config.empty()) &&
+        !app.get_subcommands().empty()) {
+        return usage_error("the option flags take no subcommand");
+    }
+
+    // As ccache: settings first (-o, -M, -F, each checked before anything is written), then
+    // maintenance, then what to show.
+    std::vector<std::pair<std::string, std::string>> writes;
+    for (const auto& item : set_config) {
+        const std::size_t equals = item.find('=');
+        if (equals == std::string::npos)
+            return usage_error("-o wants KEY=VALUE, got '" + item + "'");
+        writes.emplace_back(item.substr(0, equals), item.substr(equals + 1));
+    }
+    if (max_size_opt->count() > 0) writes.emplace_back("max_size", max_size_text);
+    if (max_files_given) writes.emplace_back("max_files", std::to_string(max_files));
+    for (const auto& [key, value] : writes) {
+        const auto* setting = kcache::util::find_setting(key);
+        if (setting == nullptr) return usage_error("unknown setting '" + key + "'");
+        if (auto checked = kcache::util::check_value(*setting, value); !checked) {
+            return usage_error(key + ": " + checked.error().message());
+        }
+    }
+    for (const auto& [key, value] : writes) {
+        if (auto written = kcache::util::set_config_value(dir, key, value); !written) {
+            std::fprintf(stderr, "kcache: %s\n", written.error().message().c_str());
+            return written.error().code() == kcache::Errc::kInvalidArgument ? 2 : 1;
+        }
+        std::printf("%s = %s (in %s/kcache.conf)\n", key.c_str(), value.c_str(), dir.c_str());
+    }
+    if (!writes.empty()) {
+        config = kcache::util::load_config("", overrides);  // what the settings are now
+        if (!config) return usage_error(config.error().message());
     }
 
     if (*compile_cmd) {
@@ -149,31 +163,38 @@ int run(int argc, char** argv) {
     if (*ls_cmd) return kcache::tool::list_cache(dir, json);
     if (*inspect_cmd) return kcache::tool::inspect_entry(dir, fingerprint, json);
     if (*verify_cmd) return kcache::tool::verify_cache(dir, repair, json);
-    if (!std::filesystem::is_directory(dir)) {
-        return usage_error("no cache directory at " + dir);
-    }
-    if (clear) return kcache::tool::clear_cache(dir, dry_run);
-    if (cleanup || !evict_older_text.empty()) {
-        std::optional<std::chrono::seconds> older_than;
-        if (!evict_older_text.empty()) {
-            std::string error;
-            older_than = kcache::tool::parse_age(evict_older_text, error);
-            if (!older_than) return usage_error(error);
-        }
-        kcache::tool::Budgets budgets;  // --evict-older-than alone applies no budget
-        if (cleanup) {
-            std::string error;
-            budgets = environment_budgets(error);
-            if (!error.empty()) return usage_error(error);
-            if (max_size_opt->count() > 0) {
-                auto bytes = kcache::util::parse_size(max_size_text);
-                if (!bytes) return usage_error(bytes.error().message());
-                budgets.max_bytes = *bytes;
+    int status = 0;
+    if (maintenance) {
+        if (!std::filesystem::is_directory(dir)) return usage_error("no cache directory at " + dir);
+        if (clear) status = kcache::tool::clear_cache(dir, dry_run);
+        if (status == 0 && (cleanup || !evict_older_text.empty())) {
+            std::optional<std::chrono::seconds> older_than;
+            if (!evict_older_text.empty()) {
+                std::string error;
+                older_than = kcache::tool::parse_age(evict_older_text, error);
+                if (!older_than) return usage_error(error);
             }
-            if (max_files_given) budgets.max_files = max_files;
+            kcache::tool::Budgets budgets;  // --evict-older-than alone applies no budget
+            if (cleanup) {
+                auto options = kcache::cache::to_cache_options(*config);
+                if (!options) return usage_error(options.error().message());
+                budgets = {options->disk_max_bytes, options->disk_max_files};
+            }
+            status = kcache::tool::cleanup_cache(dir, budgets, older_than, dry_run);
         }
-        return kcache::tool::cleanup_cache(dir, budgets, older_than, dry_run);
     }
+    if (show_config) {
+        for (const auto& entry : config->entries()) {
+            std::printf("%-18s = %-24s (%s)\n", std::string(entry.setting->key).c_str(),
+                        entry.value.c_str(), entry.origin_name.c_str());
+        }
+    }
+    if (!get_config.empty()) {
+        auto entry = config->get(get_config);
+        if (!entry) return usage_error(entry.error().message());
+        std::printf("%s\n", entry->value.c_str());
+    }
+    if (maintenance || configuring || show_config || !get_config.empty()) return status;
     std::fputs(app.help().c_str(), stderr);
     return 2;
 }

@@ -1,0 +1,442 @@
+// The settings table, kcache.conf's reader and writer, and the precedence of where values come
+// from (command line > KCACHE_* environment > kcache.conf > defaults).
+#include "util/config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "util/env.hpp"
+#include "util/file_lock.hpp"
+#include "util/files.hpp"
+#include "util/size.hpp"
+
+namespace kcache::util {
+namespace {
+
+// The meanings are the README's: settings_markdown_table() prints them, and a test holds the
+// README to that table.
+constexpr std::array kSettings = {
+    Setting{"log", "KCACHE_LOG", SettingType::kString, SettingScope::kAnywhere, "0", "`0` (silent)",
+            "`1`/`info`: one line per miss, compile, eviction on stderr; `debug`: more; a path "
+            "containing `/`: append to that file"},
+    Setting{"verify", "KCACHE_VERIFY", SettingType::kBool, SettingScope::kAnywhere, "0", "`0`",
+            "`1`: on every hit, run the generator again and compare fingerprints; a key reused "
+            "for different source is a `key-conflict` error naming the key"},
+    Setting{"max_entries", "KCACHE_MAX_ENTRIES", SettingType::kUnsigned, SettingScope::kAnywhere,
+            "1024", "`1024`",
+            "loaded (key, arch) entries kept; least recently used evicted beyond it"},
+    Setting{"dir", "KCACHE_DIR", SettingType::kPath, SettingScope::kNotInFile, "",
+            "`$XDG_CACHE_HOME/kcache`, else `$HOME/.cache/kcache`",
+            "the disk tier: one file per compiled artifact; created mode 0700; holds "
+            "`kcache.conf`, so it is set by `-d` or `KCACHE_DIR`, never in that file"},
+    Setting{"disk", "KCACHE_DISK", SettingType::kBool, SettingScope::kAnywhere, "1", "`1`",
+            "`0`: no disk tier (memory only)"},
+    Setting{"allow_shared_dir", "KCACHE_ALLOW_SHARED_DIR", SettingType::kBool,
+            SettingScope::kAnywhere, "0", "`0`",
+            "`1`: accept a group- or world-writable cache directory (refused otherwise: anyone "
+            "who can write there could plant kernels)"},
+    Setting{"max_size", "KCACHE_MAX_SIZE", SettingType::kSize, SettingScope::kAnywhere, "4Gi",
+            "`4Gi`",
+            "byte budget of the disk directory (units as ccache: `k M G T`, `Ki Mi Gi Ti`; a bare "
+            "number is G; `0`: none); beyond it the least recently used entries go (recency = "
+            "the entry file's mtime, which a hit refreshes when older than 10 minutes), by one "
+            "process at a time"},
+    Setting{"max_files", "KCACHE_MAX_FILES", SettingType::kUnsigned, SettingScope::kAnywhere, "0",
+            "`0` (none)", "file budget of the disk directory, same eviction"},
+    Setting{"compile_workers", "KCACHE_COMPILE_WORKERS", SettingType::kUnsigned,
+            SettingScope::kAnywhere, "0", "`0`",
+            "compile CUDA C++ in this many worker processes (NVRTC serialises inside one "
+            "process; see below); `0`: in this process"},
+    Setting{"compile_worker", "KCACHE_COMPILE_WORKER", SettingType::kPath, SettingScope::kAnywhere,
+            "", "a `kcache` beside the program",
+            "the worker command (`kcache compile-worker`); unusable workers leave compiles in the "
+            "process"},
+    Setting{"nvrtc_library", "KCACHE_NVRTC_LIBRARY", SettingType::kPath,
+            SettingScope::kEnvironmentOnly, "", "searched",
+            "the NVRTC library to use; otherwise one already loaded, then `LD_LIBRARY_PATH`, "
+            "`$CUDA_HOME`, `/usr/local/cuda`, system folders; environment only (found once per "
+            "process)"},
+    Setting{"nvjitlink_library", "KCACHE_NVJITLINK_LIBRARY", SettingType::kPath,
+            SettingScope::kEnvironmentOnly, "", "searched",
+            "the nvJitLink library to use, searched for as `nvrtc_library`; environment only"},
+};
+
+constexpr std::string_view kDirKey = "dir";
+constexpr std::string_view kWhitespace = " \t\r\v\f";
+// Long enough for any writer: a set holds the lock for one small read and one small write.
+constexpr std::chrono::seconds kLockPatience{10};
+
+std::string_view trim(std::string_view text) {
+    const auto first = text.find_first_not_of(kWhitespace);
+    if (first == std::string_view::npos) return {};
+    const auto last = text.find_last_not_of(kWhitespace);
+    return text.substr(first, last - first + 1);
+}
+
+Error invalid(std::string message) {
+    return {Errc::kInvalidArgument, std::move(message)};
+}
+
+std::string known_keys() {
+    std::string keys;
+    for (const Setting& setting : kSettings) {
+        if (!keys.empty()) keys += ", ";
+        keys += setting.key;
+    }
+    return keys;
+}
+
+Error unknown_key(std::string_view where, std::string_view key) {
+    std::string message = where.empty() ? "" : std::string(where) + ": ";
+    message += "unknown setting '" + std::string(key) + "' (known: " + known_keys() + ")";
+    return invalid(std::move(message));
+}
+
+// One line of kcache.conf. A comment or blank line has no key; a line without '=' is malformed.
+struct ConfigLine {
+    bool is_setting = false;
+    bool malformed = false;
+    std::string_view key;
+    std::string_view value;
+};
+
+ConfigLine split_line(std::string_view line) {
+    const std::string_view text = trim(line);
+    // Comments are whole lines only, as in ccache: a path or a log file name may contain '#'.
+    if (text.empty() || text.front() == '#') return {};
+    const auto equals = text.find('=');
+    if (equals == std::string_view::npos)
+        return {.is_setting = false, .malformed = true, .key = {}, .value = {}};
+    return {.is_setting = true,
+            .malformed = false,
+            .key = trim(text.substr(0, equals)),
+            .value = trim(text.substr(equals + 1))};
+}
+
+std::vector<std::string_view> split_lines(std::string_view text) {
+    std::vector<std::string_view> lines;
+    while (!text.empty()) {
+        const auto end = text.find('\n');
+        if (end == std::string_view::npos) {
+            lines.push_back(text);
+            break;
+        }
+        lines.push_back(text.substr(0, end));
+        text.remove_prefix(end + 1);
+    }
+    return lines;
+}
+
+std::string join_path(std::string_view directory, std::string_view name) {
+    std::string path(directory);
+    if (!path.empty() && path.back() != '/') path += '/';
+    path += name;
+    return path;
+}
+
+std::size_t index_of(const Setting& setting) {
+    return static_cast<std::size_t>(&setting - kSettings.data());
+}
+
+ConfigEntry make_entry(const Setting& setting, std::string value, Origin origin,
+                       std::string_view config_file) {
+    ConfigEntry entry;
+    entry.setting = &setting;
+    entry.value = std::move(value);
+    entry.origin = origin;
+    entry.origin_name = origin_name(origin, setting, config_file);
+    return entry;
+}
+
+// Applies kcache.conf's lines to `entries`; the first bad line is the error.
+Result<void> apply_file(std::string_view path, std::string_view text,
+                        std::vector<ConfigEntry>& entries) {
+    const std::vector<std::string_view> lines = split_lines(text);
+    for (std::size_t number = 1; number <= lines.size(); ++number) {
+        const ConfigLine line = split_line(lines[number - 1]);
+        const std::string where = std::string(path) + ":" + std::to_string(number);
+        if (line.malformed) {
+            return invalid(where + ": expected 'key = value', got '" +
+                           std::string(trim(lines[number - 1])) + "'");
+        }
+        if (!line.is_setting) continue;
+        const Setting* setting = find_setting(line.key);
+        if (setting == nullptr) return unknown_key(where, line.key);
+        if (setting->scope == SettingScope::kNotInFile) {
+            return invalid(where + ": " + std::string(setting->key) +
+                           " cannot be set in kcache.conf, which lives in it; use -d or " +
+                           std::string(setting->environment));
+        }
+        if (setting->scope == SettingScope::kEnvironmentOnly) {
+            return invalid(where + ": " + std::string(setting->key) +
+                           " can only be set in the environment (" +
+                           std::string(setting->environment) + ")");
+        }
+        if (auto checked = check_value(*setting, line.value); !checked) {
+            return invalid(where + ": " + std::string(setting->key) + ": " +
+                           checked.error().message());
+        }
+        entries[index_of(*setting)] =
+            make_entry(*setting, std::string(line.value), Origin::kConfigFile, path);
+    }
+    return ok();
+}
+
+}  // namespace
+
+std::span<const Setting> settings() {
+    return kSettings;
+}
+
+const Setting* find_setting(std::string_view key) {
+    const auto found = std::find_if(kSettings.begin(), kSettings.end(),
+                                    [&](const Setting& setting) { return setting.key == key; });
+    return found == kSettings.end() ? nullptr : &*found;
+}
+
+std::string origin_name(Origin origin, const Setting& setting, std::string_view config_file) {
+    switch (origin) {
+        case Origin::kDefault:
+            return "default";
+        case Origin::kConfigFile:
+            return std::string(config_file);
+        case Origin::kEnvironment:
+            return "environment (" + std::string(setting.environment) + ")";
+        case Origin::kCommandLine:
+            return "command line";
+    }
+    return "default";
+}
+
+Result<bool> parse_bool(std::string_view text) {
+    // The words util::env_bool has always accepted for KCACHE_* booleans, in any case.
+    std::string lower(text);
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
+    if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
+    return invalid("expected 1/0, true/false, yes/no or on/off, got '" + std::string(text) + "'");
+}
+
+Result<std::uint64_t> parse_unsigned(std::string_view text) {
+    std::uint64_t value = 0;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc() || ptr != end) {
+        return invalid("expected a non-negative integer, got '" + std::string(text) + "'");
+    }
+    return value;
+}
+
+Result<void> check_value(const Setting& setting, std::string_view text) {
+    // kcache.conf is one setting per line; a value with a line break in it would add another.
+    if (text.find_first_of("\n\r") != std::string_view::npos) {
+        return invalid("a value cannot contain a line break");
+    }
+    switch (setting.type) {
+        case SettingType::kBool:
+            if (auto value = parse_bool(text); !value) return std::move(value).error();
+            break;
+        case SettingType::kUnsigned:
+            if (auto value = parse_unsigned(text); !value) return std::move(value).error();
+            break;
+        case SettingType::kSize:
+            if (auto value = parse_size(text); !value) return std::move(value).error();
+            break;
+        case SettingType::kPath:
+            if (text.empty()) return invalid("expected a path, got nothing");
+            break;
+        case SettingType::kString:
+            break;
+    }
+    return ok();
+}
+
+Result<ConfigEntry> Config::get(std::string_view key) const {
+    const Setting* setting = find_setting(key);
+    if (setting == nullptr) return unknown_key({}, key);
+    return entries_[index_of(*setting)];
+}
+
+Result<bool> Config::get_bool(std::string_view key) const {
+    auto entry = get(key);
+    if (!entry) return std::move(entry).error();
+    if (entry->setting->type != SettingType::kBool) {
+        return invalid(std::string(key) + " is not a yes/no setting");
+    }
+    return parse_bool(entry->value);
+}
+
+Result<std::uint64_t> Config::get_uint(std::string_view key) const {
+    auto entry = get(key);
+    if (!entry) return std::move(entry).error();
+    if (entry->setting->type == SettingType::kSize) return parse_size(entry->value);
+    if (entry->setting->type == SettingType::kUnsigned) return parse_unsigned(entry->value);
+    return invalid(std::string(key) + " is not a number");
+}
+
+Result<ConfigEntry> config_directory(
+    const std::map<std::string, std::string>& command_line_overrides) {
+    const Setting& dir = *find_setting(kDirKey);
+    if (const auto given = command_line_overrides.find(std::string(kDirKey));
+        given != command_line_overrides.end()) {
+        if (auto checked = check_value(dir, given->second); !checked) {
+            return invalid("command line: dir: " + checked.error().message());
+        }
+        return make_entry(dir, given->second, Origin::kCommandLine, {});
+    }
+    if (auto value = env_string("KCACHE_DIR")) {
+        return make_entry(dir, *value, Origin::kEnvironment, {});
+    }
+    if (auto xdg = env_string("XDG_CACHE_HOME")) {
+        return make_entry(dir, *xdg + "/kcache", Origin::kDefault, {});
+    }
+    if (auto home = env_string("HOME")) {
+        return make_entry(dir, *home + "/.cache/kcache", Origin::kDefault, {});
+    }
+    return Error(Errc::kIoError,
+                 "no cache directory: set KCACHE_DIR (neither XDG_CACHE_HOME nor HOME is set)");
+}
+
+Result<Config> load_config(std::string_view directory,
+                           const std::map<std::string, std::string>& command_line_overrides) {
+    Config config;
+    config.entries_.reserve(kSettings.size());
+    for (const Setting& setting : kSettings) {
+        config.entries_.push_back(
+            make_entry(setting, std::string(setting.default_value), Origin::kDefault, {}));
+    }
+    const Setting& dir = *find_setting(kDirKey);
+    config.dir_index_ = index_of(dir);
+
+    auto resolved = config_directory(command_line_overrides);
+    // A bad -d is the caller's error; no directory at all only leaves the cache without a disk.
+    if (!resolved && resolved.error().code() == Errc::kInvalidArgument) {
+        return std::move(resolved).error();
+    }
+    if (directory.empty()) {
+        if (resolved) config.entries_[config.dir_index_] = std::move(*resolved);
+    } else if (resolved && resolved->value == directory) {
+        config.entries_[config.dir_index_] = std::move(*resolved);
+    } else {
+        config.entries_[config.dir_index_] =
+            make_entry(dir, std::string(directory), Origin::kCommandLine, {});
+    }
+
+    const std::string& chosen = config.directory();
+    if (!chosen.empty()) {
+        config.config_file_ = join_path(chosen, kConfigFileName);
+        auto text = real_files().read(config.config_file_);
+        if (!text) return std::move(text).error();
+        if (*text) {
+            if (auto applied = apply_file(config.config_file_, **text, config.entries_); !applied) {
+                return std::move(applied).error();
+            }
+        }
+    }
+
+    for (const Setting& setting : kSettings) {
+        if (setting.key == kDirKey) continue;  // resolved above, before the file was read
+        const std::string name(setting.environment);
+        auto value = env_string(name.c_str());
+        if (!value) continue;
+        if (auto checked = check_value(setting, *value); !checked) {
+            return invalid(name + ": " + checked.error().message());
+        }
+        config.entries_[index_of(setting)] =
+            make_entry(setting, std::move(*value), Origin::kEnvironment, {});
+    }
+
+    for (const auto& [key, value] : command_line_overrides) {
+        if (key == kDirKey) continue;
+        const Setting* setting = find_setting(key);
+        if (setting == nullptr) return unknown_key("command line", key);
+        if (setting->scope == SettingScope::kEnvironmentOnly) {
+            return invalid("command line: " + key + " can only be set in the environment (" +
+                           std::string(setting->environment) + ")");
+        }
+        if (auto checked = check_value(*setting, value); !checked) {
+            return invalid("command line: " + key + ": " + checked.error().message());
+        }
+        config.entries_[index_of(*setting)] = make_entry(*setting, value, Origin::kCommandLine, {});
+    }
+    return config;
+}
+
+Result<void> set_config_value(std::string_view directory, std::string_view key,
+                              std::string_view value) {
+    const Setting* setting = find_setting(key);
+    if (setting == nullptr) return unknown_key({}, key);
+    if (setting->scope != SettingScope::kAnywhere) {
+        return invalid(std::string(key) + " cannot be set in kcache.conf; use " +
+                       (setting->scope == SettingScope::kNotInFile ? "-d or " : "") +
+                       std::string(setting->environment));
+    }
+    const std::string_view trimmed = trim(value);
+    if (auto checked = check_value(*setting, trimmed); !checked) {
+        return invalid(std::string(key) + ": " + checked.error().message());
+    }
+    if (directory.empty()) return invalid("no cache directory to write kcache.conf in");
+
+    Files& files = real_files();
+    const std::string folder(directory);
+    if (auto made = files.make_directories(folder, 0700); !made) return made.error();
+    // Without the lock, two processes setting different keys would each write the file they
+    // read, and the later rename would drop the other's key.
+    const std::string lock_path = join_path(folder, std::string(kConfigFileName) + ".lock");
+    const std::optional<FileLock> lock = FileLock::acquire(lock_path, kLockPatience);
+    if (!lock) {
+        return Error(Errc::kIoError, "could not lock " + lock_path +
+                                         " (it cannot be opened, or another kcache held it for " +
+                                         std::to_string(kLockPatience.count()) + " s)");
+    }
+
+    const std::string path = join_path(folder, kConfigFileName);
+    auto old_text = files.read(path);
+    if (!old_text) return std::move(old_text).error();
+    const std::string old = old_text->value_or("");
+
+    const std::string new_line = std::string(key) + " = " + std::string(trimmed);
+    std::string updated;
+    updated.reserve(old.size() + new_line.size() + 1);
+    bool replaced = false;
+    for (const std::string_view line : split_lines(old)) {
+        const ConfigLine parsed = split_line(line);
+        if (parsed.is_setting && parsed.key == key) {
+            // One line per key afterwards: a later duplicate would silently win on reading.
+            if (replaced) continue;
+            updated += new_line;
+            replaced = true;
+        } else {
+            updated += line;
+        }
+        updated += '\n';
+    }
+    if (!replaced) updated += new_line + '\n';
+    return files.write_atomic(path, updated);
+}
+
+std::string settings_markdown_table() {
+    std::string table =
+        "| setting | environment | default | meaning |\n"
+        "|---|---|---|---|\n";
+    for (const Setting& setting : kSettings) {
+        table += "| `";
+        table += setting.key;
+        table += "` | `";
+        table += setting.environment;
+        table += "` | ";
+        table += setting.default_text;
+        table += " | ";
+        table += setting.description;
+        table += " |\n";
+    }
+    return table;
+}
+
+}  // namespace kcache::util
