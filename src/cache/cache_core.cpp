@@ -103,9 +103,15 @@ CacheCore::CacheCore(CacheOptions options_in)
       library_counters_(std::make_shared<LibraryCounters>()),
       pipeline_(*driver_, make_store(options, disk_open_errors_), options.host_compile,
                 make_workers(options)),
-      table_(new EntryTable({})) {}
+      table_(new EntryTable({})) {
+    if (const store::ArtifactStore* tiers = pipeline_.store(); tiers && tiers->disk()) {
+        stats_flusher_ = std::make_unique<StatsFlusher>(
+            [this] { return stats(); }, store::PersistentStats::at(tiers->disk()->directory()));
+    }
+}
 
 CacheCore::~CacheCore() {
+    stats_flusher_.reset();  // its final flush reads stats(), which reads table_
     std::lock_guard lock(clear_mutex);
     clear_locked();
     // No reader can be pinned on a cache being destroyed, but retired snapshots of it may wait
@@ -141,6 +147,8 @@ std::optional<KernelHandle> CacheCore::find_kernel(std::string_view key, int arc
 Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
                                             FunctionRef<Result<Source>()> make, int arch) {
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
+    // No flight is held here, so a flush (an fsync, at most once a second) delays no waiter.
+    if (stats_flusher_) stats_flusher_->maybe_flush();
     const std::uint64_t hash = util::hash_key(key, arch);
     bool counted_miss = false;
     for (;;) {
@@ -276,6 +284,7 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
 Result<ArtifactOrigin> CacheCore::prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
                                            int arch) {
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
+    if (stats_flusher_) stats_flusher_->maybe_flush();
     auto source = generate(key, make);
     if (!source) return std::move(source).error();
     auto produced = pipeline_.produce(key, arch, *source);

@@ -14,6 +14,7 @@
 #include "cache/entry.hpp"
 #include "cache/entry_table.hpp"
 #include "cache/single_flight.hpp"
+#include "cache/stats_flusher.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "util/striped_counter.hpp"
 
@@ -40,6 +41,11 @@ public:
     void discard(const ModuleHandle& module);
 
     void clear_locked();  // caller holds clear_mutex
+    // Adds what this cache counted since its last flush to the directory's persistent
+    // statistics (`kcache -s`); a failure is logged by the flusher.
+    void flush_stats() {
+        if (stats_flusher_) (void)stats_flusher_->flush();
+    }
     CacheStats stats() const;
     std::size_t size() const;
 
@@ -77,6 +83,9 @@ private:
 
     std::atomic<std::uint64_t> misses_{0}, compiles_{0}, compile_failures_{0}, compile_ns_{0};
     std::atomic<std::uint64_t> waits_{0}, evictions_{0}, verify_failures_{0};
+    // Null without a disk tier; set once in the constructor, then only read. Last, so that it
+    // is built when everything it reads (stats()) is.
+    std::unique_ptr<StatsFlusher> stats_flusher_;
 };
 
 }  // namespace kcache::cache

@@ -1,6 +1,8 @@
 // KernelCache: the public face of CacheCore, plus configuration and the per-thread counters.
 #include "kcache/kernel_cache.hpp"
 
+#include <cstdlib>
+
 #include "cache/cache_core.hpp"
 #include "cache/options_from_config.hpp"
 #include "cache/thread_counters.hpp"
@@ -43,6 +45,13 @@ KernelCache& KernelCache::global() {
         }
         return new KernelCache(std::move(options).value());
     }();
+    // The leaked cache is never destroyed, so its statistics are flushed at exit; registered
+    // after it is built, so this runs before the statics it was built on are destroyed.
+    static const bool flush_at_exit = [] {
+        std::atexit([] { cache->core_->flush_stats(); });
+        return true;
+    }();
+    (void)flush_at_exit;
     return *cache;
 }
 

@@ -106,6 +106,19 @@ Result<CatalogEntry> find_entry(const std::string& directory, const std::string&
     return describe(matches[0].first, matches[0].second, files);
 }
 
+Result<DirectorySize> measure_directory(const std::string& directory, util::Files& files) {
+    auto found = entry_files(directory, files);
+    if (!found) return found.error();
+    DirectorySize size;
+    for (const auto& [path, fingerprint] : *found) {
+        if (auto status = files.status(path); status && *status) {
+            ++size.entries;
+            size.bytes += (*status)->size;
+        }
+    }
+    return size;
+}
+
 Result<VerifyReport> verify_entries(const std::string& directory, bool repair, util::Files& files) {
     auto found = entry_files(directory, files);
     if (!found) return found.error();

@@ -36,6 +36,15 @@ Result<std::vector<CatalogEntry>> list_entries(const std::string& directory,
 Result<CatalogEntry> find_entry(const std::string& directory, const std::string& fingerprint,
                                 util::Files& files = util::real_files());
 
+struct DirectorySize {
+    std::uint64_t entries = 0;
+    std::uint64_t bytes = 0;
+};
+
+// Entries and their bytes, from file sizes alone (no entry is read): for `kcache -s`.
+Result<DirectorySize> measure_directory(const std::string& directory,
+                                        util::Files& files = util::real_files());
+
 struct VerifyReport {
     std::uint64_t checked = 0;
     std::uint64_t bad = 0;

@@ -117,6 +117,29 @@ config)
   expect 0 $K -c; contains "removed"
   expect 0 $K ls; contains "1 entries"
   ;;
+stats)
+  kernel_cu k.cu
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
+  expect 0 $K -s --json
+  contains '"compiles": 1,'; contains '"disk": {"hits": 1,'; contains '"writes": 1,'
+  contains '"entries": 1,'; contains '"max_size_bytes": 4294967296'
+  expect 0 $K -s; contains "Cache size:"; contains "Compile time spent:"
+  expect 0 $K -z
+  expect 0 $K -s --json; contains '"compiles": 0,'; contains '"entries": 1,'
+  ;;
+stats_concurrent)
+  # kcache -s while 4 programs write: every read succeeds and the totals add up at the end.
+  kernel_cu k.cu
+  for p in 1 2 3 4; do
+    ( for s in 1 2 3; do $K compile k.cu --arch sm_90 -j 1 -D SCALE=$p.$s >/dev/null 2>&1; done ) &
+  done
+  for i in $(seq 1 30); do
+    expect 0 $K -s --json; contains '"compiles": '
+  done
+  wait
+  expect 0 $K -s --json; contains '"compiles": 12,'; contains '"entries": 12,'
+  ;;
 *)
   fail "no such case"
   ;;

@@ -10,6 +10,7 @@
 #include "tools/kcache/compile_command.hpp"
 #include "tools/kcache/demo.hpp"
 #include "tools/kcache/maintenance.hpp"
+#include "tools/kcache/stats_command.hpp"
 #include "util/config.hpp"
 
 namespace {
@@ -36,6 +37,11 @@ int run(int argc, char** argv) {
                  "Show every setting with its value and where it came from");
     app.add_option("-k,--get-config", get_config, "Print one setting's value");
     app.add_option("-o,--set-config", set_config, "Write KEY=VALUE to kcache.conf (repeatable)");
+    bool show_stats = false, zero_stats = false, stats_json = false;
+    app.add_flag("-s,--show-stats", show_stats,
+                 "Statistics of every program that used the directory, and its size");
+    app.add_flag("-z,--zero-stats", zero_stats, "Zero the statistics");
+    app.add_flag("--json", stats_json, "With -s: JSON with stable field names");
     app.add_flag("-C,--clear", clear, "Remove every entry");
     app.add_flag("-c,--cleanup", cleanup,
                  "Apply the size and file budgets now (least recently used first)");
@@ -116,11 +122,12 @@ int run(int argc, char** argv) {
     max_files_given = max_files_opt->count() > 0;
     const bool maintenance = clear || cleanup || !evict_older_text.empty();
     const bool configuring = !set_config.empty() || max_size_opt->count() > 0 || max_files_given;
+    const bool reporting = show_config || !get_config.empty() || show_stats || zero_stats;
+    if (stats_json && !show_stats) return usage_error("--json goes with -s (or a subcommand)");
     if (dry_run && !maintenance) {
         return usage_error("--dry-run goes with -C, -c or --evict-older-than");
     }
-    if ((maintenance || configuring || show_config || !get_config.empty()) &&
-        !app.get_subcommands().empty()) {
+    if ((maintenance || configuring || reporting) && !app.get_subcommands().empty()) {
         return usage_error("the option flags take no subcommand");
     }
 
@@ -164,7 +171,8 @@ int run(int argc, char** argv) {
     if (*inspect_cmd) return kcache::tool::inspect_entry(dir, fingerprint, json);
     if (*verify_cmd) return kcache::tool::verify_cache(dir, repair, json);
     int status = 0;
-    if (maintenance) {
+    if (zero_stats) status = kcache::tool::zero_stats(dir);
+    if (maintenance && status == 0) {
         if (!std::filesystem::is_directory(dir)) return usage_error("no cache directory at " + dir);
         if (clear) status = kcache::tool::clear_cache(dir, dry_run);
         if (status == 0 && (cleanup || !evict_older_text.empty())) {
@@ -194,7 +202,13 @@ int run(int argc, char** argv) {
         if (!entry) return usage_error(entry.error().message());
         std::printf("%s\n", entry->value.c_str());
     }
-    if (maintenance || configuring || show_config || !get_config.empty()) return status;
+    if (show_stats && status == 0) {
+        auto options = kcache::cache::to_cache_options(*config);
+        if (!options) return usage_error(options.error().message());
+        status = kcache::tool::show_stats(dir, options->disk_max_bytes, options->disk_max_files,
+                                          stats_json);
+    }
+    if (maintenance || configuring || reporting) return status;
     std::fputs(app.help().c_str(), stderr);
     return 2;
 }

@@ -1,0 +1,117 @@
+// Statistics that outlive the process: counters summed over every program that used one cache
+// directory, kept as small text files under $DIR/stats/ for `kcache -s` to show and `-z` to zero.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "kcache/result.hpp"
+#include "util/files.hpp"
+
+namespace kcache::store {
+
+// Counters only (no gauges such as the number of entries): every field is a sum over processes.
+// The names are those of the stats file and, writing "disk_" as "disk." and compile_ns as
+// compile_seconds, those of `kcache -s --json`. A saved-time estimate can be made from them:
+// (memory_hits + disk_hits) lookups were served without compiling, at compile_ns / compiles each.
+struct StatsCounters {
+    std::uint64_t hits = 0;    // lookups answered from the loaded map
+    std::uint64_t misses = 0;  // lookups that were not
+    std::uint64_t waits = 0;   // misses that waited for another thread's compile
+    std::uint64_t memory_hits = 0;
+    std::uint64_t compiles = 0;
+    std::uint64_t compile_failures = 0;
+    std::uint64_t compile_ns = 0;  // time spent compiling, failures included
+    std::uint64_t evictions = 0;   // entries dropped from a process's loaded map
+    std::uint64_t verify_failures = 0;
+    std::uint64_t disk_hits = 0;
+    std::uint64_t disk_misses = 0;
+    std::uint64_t disk_writes = 0;
+    std::uint64_t disk_errors = 0;
+    std::uint64_t disk_corrupt = 0;
+    std::uint64_t disk_evicted = 0;
+    std::uint64_t disk_evicted_bytes = 0;
+    // Seconds since the Unix epoch of the last zero(); 0: never zeroed. A time, not a counter:
+    // += keeps the later of the two.
+    std::uint64_t zeroed_at = 0;
+
+    StatsCounters& operator+=(const StatsCounters& other) noexcept;
+    bool operator==(const StatsCounters&) const = default;
+};
+
+// One counter's name and field, for code that lists them all (the file format, the CLI).
+struct StatsField {
+    std::string_view name;
+    std::uint64_t StatsCounters::*member;
+};
+// Every counter, zeroed_at excluded, in the order the stats file lists them.
+std::span<const StatsField> stats_fields() noexcept;
+
+// How long add() waits for a shard's lock by default. A holder keeps it for one read and one
+// small fsynced write (milliseconds); a second is long enough that only a stuck holder (a
+// stopped process) exceeds it, and short enough that an exiting program is not held up.
+inline constexpr std::chrono::milliseconds kStatsLockPatience{1000};
+
+// The statistics of one cache directory. A value with no state of its own beyond the paths, so
+// that any number of threads and processes may use copies at once: each update is a
+// read-modify-write under an flock, and every file is replaced by an atomic rename, so readers
+// never take a lock and never see a torn file.
+//
+// The counters are split over kShards files, $DIR/stats/0 … $DIR/stats/f, each with its own lock
+// ($DIR/stats/<shard>.lock); a process writes the shard its pid picks and read() sums them all
+// (ccache's layout). One file would do for a few programs, but an update holds its lock across an
+// fsync (milliseconds, more on a busy disk), so a few hundred processes flushing once a second,
+// such as the ranks of a job sharing a node's cache, would queue on one lock and time out. Sixteen
+// shards divide that queue by sixteen; reading sixteen small files costs `kcache -s` well under
+// a millisecond.
+class PersistentStats {
+public:
+    static constexpr unsigned kShards = 16;
+    // Version of the file format: the first line of a shard is "kcache-stats <version>". A
+    // counter's name never changes meaning; new counters get new names, which older readers
+    // ignore (and keep when they rewrite the file), so adding one needs no new version.
+    static constexpr unsigned kFormatVersion = 1;
+
+    // No I/O: the stats folder is created by the first add() or zero().
+    static PersistentStats at(std::string directory, util::Files& files = util::real_files());
+
+    // Adds `delta` to this process's shard (zeroed_at in `delta` is ignored). kIoError when the
+    // shard's lock cannot be had within `patience` or the file cannot be read or written; then
+    // nothing was added and the caller may retry with the same delta. A corrupt shard is logged
+    // and replaced by `delta` alone: its old counts are lost, never the directory's use.
+    Result<void> add(const StatsCounters& delta,
+                     std::chrono::milliseconds patience = kStatsLockPatience) const;
+
+    // The sum of every shard, zeroed_at the latest of theirs. Missing files (a directory no
+    // program has recorded anything in yet) count as zeros; so does a corrupt one, with a log
+    // line. kIoError only when a shard exists but cannot be read.
+    Result<StatsCounters> read() const;
+
+    // Zeroes every shard and records now as zeroed_at. Updates racing with it land before (and
+    // are zeroed) or after (and are kept). kIoError naming the first shard that could not be
+    // zeroed; the others are zeroed all the same.
+    Result<void> zero(std::chrono::milliseconds patience = kStatsLockPatience) const;
+
+    // A copy that always writes `shard` (taken modulo kShards) instead of the pid's: for tests
+    // that need many processes on one file and one lock.
+    PersistentStats on_shard(unsigned shard) const;
+
+    const std::string& directory() const noexcept { return directory_; }
+    std::string shard_path(unsigned shard) const;
+
+private:
+    PersistentStats(std::string directory, util::Files& files)
+        : directory_(std::move(directory)), files_(&files) {}
+    unsigned my_shard() const;
+
+    std::string directory_;
+    util::Files* files_;                   // never null; outlives this object
+    std::optional<unsigned> fixed_shard_;  // nullopt: the calling process's pid picks the shard
+};
+
+}  // namespace kcache::store

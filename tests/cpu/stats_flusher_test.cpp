@@ -1,0 +1,196 @@
+// StatsFlusher: each count reaches the persistent statistics once, however often and from however
+// many threads it flushes, and a periodic flush stays within its interval.
+#include "cache/stats_flusher.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "store/persistent_stats.hpp"
+#include "test_support.hpp"
+#include "util/files.hpp"
+
+namespace kcache::cache {
+namespace {
+
+using store::PersistentStats;
+using test::TempDir;
+
+// The real file system, with writes failing while `fail_writes` is set.
+class FlakyFiles final : public util::Files {
+public:
+    bool fail_writes = false;
+    Result<std::optional<std::string>> read(const std::string& path) override {
+        return util::real_files().read(path);
+    }
+    Result<void> write_atomic(const std::string& path, std::string_view bytes) override {
+        if (fail_writes) return util::io_error("write", path, ENOSPC);
+        return util::real_files().write_atomic(path, bytes);
+    }
+    Result<void> remove(const std::string& path) override {
+        return util::real_files().remove(path);
+    }
+    Result<void> make_directories(const std::string& path, mode_t mode) override {
+        return util::real_files().make_directories(path, mode);
+    }
+    Result<std::vector<std::string>> list_directory(const std::string& path) override {
+        return util::real_files().list_directory(path);
+    }
+    Result<std::optional<util::FileStatus>> status(const std::string& path) override {
+        return util::real_files().status(path);
+    }
+    Result<void> touch(const std::string& path) override { return util::real_files().touch(path); }
+};
+
+std::uint64_t stored_hits(const PersistentStats& stats) {
+    auto read = stats.read();
+    EXPECT_TRUE(read.ok());
+    return read ? read->hits : 0;
+}
+
+TEST(StatsFlusher, TwoFlushesSendOnlyTheGrowth) {
+    TempDir dir;
+    const auto target = PersistentStats::at(dir.path());
+    CacheStats cumulative;
+    StatsFlusher flusher([&] { return cumulative; }, target);
+    cumulative.hits = 3;
+    cumulative.compiles = 1;
+    cumulative.compile_ns = 500;
+    ASSERT_TRUE(flusher.flush().ok());
+    cumulative.hits = 10;
+    cumulative.disk_hits = 2;
+    ASSERT_TRUE(flusher.flush().ok());
+    auto read = target.read();
+    ASSERT_TRUE(read.ok());
+    EXPECT_EQ(read->hits, 10u);  // not 13
+    EXPECT_EQ(read->compiles, 1u);
+    EXPECT_EQ(read->compile_ns, 500u);
+    EXPECT_EQ(read->disk_hits, 2u);
+}
+
+TEST(StatsFlusher, MaybeFlushWithinTheIntervalWritesNothing) {
+    TempDir dir;
+    const auto target = PersistentStats::at(dir.path());
+    CacheStats cumulative;
+    StatsFlusher flusher([&] { return cumulative; }, target, std::chrono::seconds(1));
+    cumulative.hits = 1;
+    ASSERT_TRUE(flusher.flush().ok());
+    cumulative.hits = 5;
+    flusher.maybe_flush();
+    EXPECT_EQ(stored_hits(target), 1u);
+}
+
+TEST(StatsFlusher, MaybeFlushRightAfterConstructionWritesNothing) {
+    TempDir dir;
+    const auto target = PersistentStats::at(dir.path());
+    CacheStats cumulative;
+    cumulative.misses = 1;
+    StatsFlusher flusher([&] { return cumulative; }, target, std::chrono::seconds(1));
+    flusher.maybe_flush();
+    EXPECT_EQ(target.read()->misses, 0u);
+}
+
+TEST(StatsFlusher, MaybeFlushOnceTheIntervalHasPassedWrites) {
+    TempDir dir;
+    const auto target = PersistentStats::at(dir.path());
+    CacheStats cumulative;
+    StatsFlusher flusher([&] { return cumulative; }, target, std::chrono::milliseconds(10));
+    cumulative.hits = 4;
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    flusher.maybe_flush();
+    EXPECT_EQ(stored_hits(target), 4u);
+}
+
+TEST(StatsFlusher, DestructionFlushesWhatIsLeft) {
+    TempDir dir;
+    const auto target = PersistentStats::at(dir.path());
+    CacheStats cumulative;
+    {
+        StatsFlusher flusher([&] { return cumulative; }, target);
+        cumulative.hits = 2;
+        ASSERT_TRUE(flusher.flush().ok());
+        cumulative.hits = 9;
+    }
+    EXPECT_EQ(stored_hits(target), 9u);
+}
+
+TEST(StatsFlusher, NothingNewWritesNoFile) {
+    TempDir dir;
+    const auto target = PersistentStats::at(dir.path() + "/cache");
+    CacheStats cumulative;
+    cumulative.entries = 5;  // a gauge, never sent
+    cumulative.disk_enabled = true;
+    {
+        StatsFlusher flusher([&] { return cumulative; }, target);
+        ASSERT_TRUE(flusher.flush().ok());
+    }
+    EXPECT_FALSE(util::real_files().status(dir.path() + "/cache")->has_value());
+}
+
+TEST(StatsFlusher, AFailedFlushKeepsItsGrowthForTheNext) {
+    TempDir dir;
+    FlakyFiles files;
+    const auto target = PersistentStats::at(dir.path(), files);
+    CacheStats cumulative;
+    StatsFlusher flusher([&] { return cumulative; }, target);
+    cumulative.hits = 3;
+    files.fail_writes = true;
+    EXPECT_FALSE(flusher.flush().ok());
+    EXPECT_EQ(stored_hits(target), 0u);
+    files.fail_writes = false;
+    cumulative.hits = 5;
+    ASSERT_TRUE(flusher.flush().ok());
+    EXPECT_EQ(stored_hits(target), 5u);
+}
+
+TEST(StatsFlusher, CountersThatRestartFromZeroCountWhole) {
+    const store::StatsCounters before = counters_of([] {
+        CacheStats s;
+        s.hits = 100;
+        s.misses = 4;
+        return s;
+    }());
+    CacheStats now;
+    now.hits = 7;  // the source restarted: all 7 are new
+    now.misses = 6;
+    const store::StatsCounters delta = growth(counters_of(now), before);
+    EXPECT_EQ(delta.hits, 7u);
+    EXPECT_EQ(delta.misses, 2u);
+}
+
+// Many threads on the miss path, each finding a flush due: every count lands exactly once.
+TEST(StatsFlusher, ConcurrentMaybeFlushesSendEachCountOnce) {
+    TempDir dir;
+    const auto target = PersistentStats::at(dir.path());
+    std::atomic<std::uint64_t> misses{0};
+    constexpr int kThreads = 8;
+    constexpr int kMissesPerThread = 300;
+    {
+        StatsFlusher flusher(
+            [&] {
+                CacheStats s;
+                s.misses = misses.load();
+                return s;
+            },
+            target, std::chrono::nanoseconds(0));
+        std::vector<std::thread> threads;
+        threads.reserve(kThreads);
+        for (int t = 0; t < kThreads; ++t) {
+            threads.emplace_back([&] {
+                for (int i = 0; i < kMissesPerThread; ++i) {
+                    misses.fetch_add(1);
+                    flusher.maybe_flush();
+                }
+            });
+        }
+        for (auto& thread : threads) thread.join();
+        EXPECT_GT(target.read()->misses, 0u);  // periodic flushes happened before the last one
+    }
+    EXPECT_EQ(target.read()->misses, std::uint64_t{kThreads} * kMissesPerThread);
+}
+
+}  // namespace
+}  // namespace kcache::cache

@@ -1,0 +1,98 @@
+#include "tools/kcache/stats_command.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+
+#include "store/disk_catalog.hpp"
+#include "store/persistent_stats.hpp"
+#include "util/size.hpp"
+
+namespace kcache::tool {
+namespace {
+
+double percent(std::uint64_t part, std::uint64_t whole) {
+    return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+}  // namespace
+
+int show_stats(const std::string& directory, std::uint64_t max_bytes, std::uint64_t max_files,
+               bool json) {
+    auto counters = store::PersistentStats::at(directory).read();
+    if (!counters) {
+        std::fprintf(stderr, "kcache: %s\n", counters.error().message().c_str());
+        return 1;
+    }
+    auto size = store::measure_directory(directory);
+    const store::DirectorySize measured = size ? *size : store::DirectorySize{};
+    const store::StatsCounters& c = *counters;
+    const std::uint64_t lookups = c.hits + c.misses;
+    const double compile_seconds = static_cast<double>(c.compile_ns) / 1e9;
+    // Every miss served by a tier would otherwise have cost an average compile.
+    const double saved_seconds = c.compiles == 0
+                                     ? 0.0
+                                     : compile_seconds / static_cast<double>(c.compiles) *
+                                           static_cast<double>(c.memory_hits + c.disk_hits);
+    if (json) {
+        std::printf("{\"directory\": \"%s\", \"lookups\": %" PRIu64 ", \"hits\": %" PRIu64
+                    ", \"misses\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"memory_hits\": %" PRIu64
+                    ", \"compiles\": %" PRIu64 ", \"compile_failures\": %" PRIu64
+                    ", \"compile_seconds\": %.6f, \"saved_seconds\": %.6f, \"evictions\": %" PRIu64
+                    ", \"verify_failures\": %" PRIu64 ", \"disk\": {\"hits\": %" PRIu64
+                    ", \"misses\": %" PRIu64 ", \"writes\": %" PRIu64 ", \"errors\": %" PRIu64
+                    ", \"corrupt\": %" PRIu64 ", \"evicted\": %" PRIu64
+                    ", \"evicted_bytes\": %" PRIu64 "}, \"size_bytes\": %" PRIu64
+                    ", \"max_size_bytes\": %" PRIu64 ", \"entries\": %" PRIu64
+                    ", \"max_files\": %" PRIu64 ", \"zeroed_at\": %" PRIu64 "}\n",
+                    directory.c_str(), lookups, c.hits, c.misses, c.waits, c.memory_hits,
+                    c.compiles, c.compile_failures, compile_seconds, saved_seconds, c.evictions,
+                    c.verify_failures, c.disk_hits, c.disk_misses, c.disk_writes, c.disk_errors,
+                    c.disk_corrupt, c.disk_evicted, c.disk_evicted_bytes, measured.bytes, max_bytes,
+                    measured.entries, max_files, c.zeroed_at);
+        return 0;
+    }
+    std::printf("Cache directory:                %s\n", directory.c_str());
+    if (c.zeroed_at != 0) {
+        const std::time_t when = static_cast<std::time_t>(c.zeroed_at);
+        char text[64];
+        std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", std::localtime(&when));
+        std::printf("Statistics zeroed:              %s\n", text);
+    }
+    std::printf("Lookups by key:                 %10" PRIu64 "\n", lookups);
+    std::printf("  Hits (loaded in the process): %10" PRIu64 "  %5.1f%%\n", c.hits,
+                percent(c.hits, lookups));
+    std::printf("  Misses:                       %10" PRIu64 "  %5.1f%%\n", c.misses,
+                percent(c.misses, lookups));
+    std::printf("    from the memory tier:       %10" PRIu64 "  %5.1f%%\n", c.memory_hits,
+                percent(c.memory_hits, c.misses));
+    std::printf("    from the disk tier:         %10" PRIu64 "  %5.1f%%\n", c.disk_hits,
+                percent(c.disk_hits, c.misses));
+    std::printf("    compiled:                   %10" PRIu64 "  %5.1f%%\n", c.compiles,
+                percent(c.compiles, c.misses));
+    std::printf("    failed to compile:          %10" PRIu64 "\n", c.compile_failures);
+    std::printf("  Waited for another thread:    %10" PRIu64 "\n", c.waits);
+    std::printf("Compile time spent:             %10.3f s\n", compile_seconds);
+    std::printf("Compile time saved (estimate):  %10.3f s\n", saved_seconds);
+    std::printf("Disk: writes %" PRIu64 ", errors %" PRIu64 ", corrupt entries removed %" PRIu64
+                ", evicted %" PRIu64 " (%s)\n",
+                c.disk_writes, c.disk_errors, c.disk_corrupt, c.disk_evicted,
+                util::format_size(c.disk_evicted_bytes).c_str());
+    std::printf("Cache size:                     %10s of %s\n",
+                util::format_size(measured.bytes).c_str(),
+                max_bytes == 0 ? "no limit" : util::format_size(max_bytes).c_str());
+    std::printf("Entries:                        %10" PRIu64 " of %s\n", measured.entries,
+                max_files == 0 ? "no limit" : std::to_string(max_files).c_str());
+    return 0;
+}
+
+int zero_stats(const std::string& directory) {
+    if (auto zeroed = store::PersistentStats::at(directory).zero(); !zeroed) {
+        std::fprintf(stderr, "kcache: %s\n", zeroed.error().message().c_str());
+        return 1;
+    }
+    std::printf("Statistics zeroed\n");
+    return 0;
+}
+
+}  // namespace kcache::tool
