@@ -267,28 +267,7 @@ TEST(DiskCleaner, ForeignFilesAndFoldersUntouched) {
 // --- Through the disk store ---
 
 // Forwards everything to the real file system; tests override what they watch or break.
-class ForwardingFiles : public util::Files {
-public:
-    Result<std::optional<std::string>> read(const std::string& path) override {
-        return util::real_files().read(path);
-    }
-    Result<void> write_atomic(const std::string& path, std::string_view bytes) override {
-        return util::real_files().write_atomic(path, bytes);
-    }
-    Result<void> remove(const std::string& path) override {
-        return util::real_files().remove(path);
-    }
-    Result<void> make_directories(const std::string& path, mode_t mode) override {
-        return util::real_files().make_directories(path, mode);
-    }
-    Result<std::vector<std::string>> list_directory(const std::string& path) override {
-        return util::real_files().list_directory(path);
-    }
-    Result<std::optional<util::FileStatus>> status(const std::string& path) override {
-        return util::real_files().status(path);
-    }
-    Result<void> touch(const std::string& path) override { return util::real_files().touch(path); }
-};
+using test::ForwardingFiles;
 
 std::unique_ptr<DiskStore> open_store(const std::string& dir, std::uint64_t max_bytes,
                                       std::uint64_t max_files, util::Files* files = nullptr) {

@@ -22,29 +22,13 @@ namespace fs = std::filesystem;
 using test::TempDir;
 
 // Delegates to the real file system, failing writes with a chosen errno when told to.
-class FaultyFiles final : public util::Files {
+class FaultyFiles final : public test::ForwardingFiles {
 public:
     int write_errno = 0;
-    Result<std::optional<std::string>> read(const std::string& path) override {
-        return util::real_files().read(path);
-    }
     Result<void> write_atomic(const std::string& path, std::string_view bytes) override {
         if (write_errno != 0) return util::io_error("write", path, write_errno);
-        return util::real_files().write_atomic(path, bytes);
+        return ForwardingFiles::write_atomic(path, bytes);
     }
-    Result<void> remove(const std::string& path) override {
-        return util::real_files().remove(path);
-    }
-    Result<void> make_directories(const std::string& path, mode_t mode) override {
-        return util::real_files().make_directories(path, mode);
-    }
-    Result<std::vector<std::string>> list_directory(const std::string& path) override {
-        return util::real_files().list_directory(path);
-    }
-    Result<std::optional<util::FileStatus>> status(const std::string& path) override {
-        return util::real_files().status(path);
-    }
-    Result<void> touch(const std::string& path) override { return util::real_files().touch(path); }
 };
 
 StoredEntry sample(const std::string& payload = "cubin bytes") {

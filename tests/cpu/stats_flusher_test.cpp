@@ -20,29 +20,13 @@ using store::PersistentStats;
 using test::TempDir;
 
 // The real file system, with writes failing while `fail_writes` is set.
-class FlakyFiles final : public util::Files {
+class FlakyFiles final : public test::ForwardingFiles {
 public:
     bool fail_writes = false;
-    Result<std::optional<std::string>> read(const std::string& path) override {
-        return util::real_files().read(path);
-    }
     Result<void> write_atomic(const std::string& path, std::string_view bytes) override {
         if (fail_writes) return util::io_error("write", path, ENOSPC);
-        return util::real_files().write_atomic(path, bytes);
+        return ForwardingFiles::write_atomic(path, bytes);
     }
-    Result<void> remove(const std::string& path) override {
-        return util::real_files().remove(path);
-    }
-    Result<void> make_directories(const std::string& path, mode_t mode) override {
-        return util::real_files().make_directories(path, mode);
-    }
-    Result<std::vector<std::string>> list_directory(const std::string& path) override {
-        return util::real_files().list_directory(path);
-    }
-    Result<std::optional<util::FileStatus>> status(const std::string& path) override {
-        return util::real_files().status(path);
-    }
-    Result<void> touch(const std::string& path) override { return util::real_files().touch(path); }
 };
 
 std::uint64_t stored_hits(const PersistentStats& stats) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "driver/fake_driver.hpp"
 #include "kcache/kcache.hpp"
@@ -54,6 +55,31 @@ inline std::string tool_path() {
     return "kcache";
 #endif
 }
+
+// The real file system behind the Files seam, every call forwarded: tests derive from it and
+// override only the calls they make fail or count.
+class ForwardingFiles : public util::Files {
+public:
+    Result<std::optional<std::string>> read(const std::string& path) override {
+        return util::real_files().read(path);
+    }
+    Result<void> write_atomic(const std::string& path, std::string_view bytes) override {
+        return util::real_files().write_atomic(path, bytes);
+    }
+    Result<void> remove(const std::string& path) override {
+        return util::real_files().remove(path);
+    }
+    Result<void> make_directories(const std::string& path, mode_t mode) override {
+        return util::real_files().make_directories(path, mode);
+    }
+    Result<std::vector<std::string>> list_directory(const std::string& path) override {
+        return util::real_files().list_directory(path);
+    }
+    Result<std::optional<util::FileStatus>> status(const std::string& path) override {
+        return util::real_files().status(path);
+    }
+    Result<void> touch(const std::string& path) override { return util::real_files().touch(path); }
+};
 
 // Sends kcache's log to a file for one test, and back to what it was after.
 class LogToFile {
