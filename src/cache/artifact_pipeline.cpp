@@ -259,20 +259,28 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view ke
     if (!ticket.leader) {
         if (auto error = ticket.flight->wait()) return *error;
         if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
-        // Not kept (no tiers, or too big for memory): compile it here too.
+        // Not kept in a tier (none, or too big for memory): the leader's own result.
+        if (auto value = std::static_pointer_cast<const Produced>(ticket.flight->value())) {
+            return Produced{value->loadable, Origin::kMemoryTier, 0, value->names};
+        }
         return compile_and_store(key, recipe, source);
     }
     std::optional<Error> failure = Error(Errc::kSourceFailed, "the compile was abandoned");
+    std::shared_ptr<const void> value;
     struct Landing {
         SingleFlight& flights;
         const std::string& id;
         const std::shared_ptr<SingleFlight::Flight>& flight;
         std::optional<Error>& failure;
-        ~Landing() { flights.finish(id, flight, std::move(failure)); }
-    } landing{flights_, flight_id, ticket.flight, failure};
+        std::shared_ptr<const void>& value;
+        ~Landing() { flights.finish(id, flight, std::move(failure), std::move(value)); }
+    } landing{flights_, flight_id, ticket.flight, failure, value};
     auto produced = compile_and_store(key, recipe, source);
     if (produced) {
         failure.reset();
+        // For waiters the tiers could not serve (none, or a memory budget smaller than the
+        // cubin); one copy of a cubin per compile, small beside the compile.
+        value = std::make_shared<const Produced>(*produced);
     } else {
         failure = produced.error();
     }

@@ -8,6 +8,11 @@ std::optional<Error> SingleFlight::Flight::wait() {
     return error_;
 }
 
+std::shared_ptr<const void> SingleFlight::Flight::value() const {
+    std::lock_guard lock(mutex_);
+    return value_;
+}
+
 SingleFlight::Ticket SingleFlight::join(const std::string& id) {
     std::lock_guard lock(mutex_);
     auto [it, inserted] = flights_.try_emplace(id);
@@ -16,7 +21,7 @@ SingleFlight::Ticket SingleFlight::join(const std::string& id) {
 }
 
 void SingleFlight::finish(const std::string& id, const std::shared_ptr<Flight>& flight,
-                          std::optional<Error> error) {
+                          std::optional<Error> error, std::shared_ptr<const void> value) {
     {
         std::lock_guard lock(mutex_);
         auto it = flights_.find(id);
@@ -26,6 +31,7 @@ void SingleFlight::finish(const std::string& id, const std::shared_ptr<Flight>& 
         std::lock_guard lock(flight->mutex_);
         flight->done_ = true;
         flight->error_ = std::move(error);
+        flight->value_ = std::move(value);
     }
     flight->done_cv_.notify_all();
 }

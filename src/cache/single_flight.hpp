@@ -20,13 +20,17 @@ public:
     public:
         // Blocks until the leader finishes; the leader's error if it failed.
         std::optional<Error> wait();
+        // After wait(): what the leader handed over on success (null if nothing), for waiters
+        // that cannot find the result elsewhere.
+        std::shared_ptr<const void> value() const;
 
     private:
         friend class SingleFlight;
-        std::mutex mutex_;
+        mutable std::mutex mutex_;
         std::condition_variable done_cv_;
-        bool done_ = false;           // guarded by mutex_
-        std::optional<Error> error_;  // guarded by mutex_
+        bool done_ = false;                  // guarded by mutex_
+        std::optional<Error> error_;         // guarded by mutex_
+        std::shared_ptr<const void> value_;  // guarded by mutex_
     };
 
     struct Ticket {
@@ -40,7 +44,7 @@ public:
     // Leader only: lands the flight. Waiters wake with `error` (nullopt: success, look again).
     // A later join() for `id` starts a new flight, so a failure is never cached.
     void finish(const std::string& id, const std::shared_ptr<Flight>& flight,
-                std::optional<Error> error);
+                std::optional<Error> error, std::shared_ptr<const void> value = nullptr);
 
 private:
     mutable std::mutex mutex_;

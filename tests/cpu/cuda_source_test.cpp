@@ -440,6 +440,25 @@ TEST_F(CudaSourceTest, ThreadsMissingOneSourceUnderManyKeysCompileItOnce) {
     EXPECT_EQ(cache.stats().memory_hits, 5u);
 }
 
+TEST_F(CudaSourceTest, WaitersGetTheLeadersCubinWhenNoTierKeepsIt) {
+    CacheOptions o = options();
+    o.disk_directory.clear();
+    o.memory_bytes = 0;  // nothing is kept: waiters must not compile again
+    KernelCache cache(o);
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t) {
+        threads.emplace_back([&, t] {
+            auto kernel = cache.kernel(
+                "scale:" + std::to_string(t), [] { return scale_cuda(); }, "scale");
+            if (!kernel.ok()) ++failures;
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_LE(cache.stats().compiles, 2u);  // a thread arriving after the flight landed compiles
+}
+
 TEST_F(CudaSourceTest, VerificationCatchesAKeyReusedWithOtherOptions) {
     CacheOptions o = options();
     o.verify = true;
