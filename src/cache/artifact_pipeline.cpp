@@ -86,6 +86,20 @@ std::vector<std::string> name_lines(const LoweredNames& names) {
     return lines;
 }
 
+// The kernels a PTX module defines (".entry name("), for `kcache ls`; PTX needs no name map.
+std::vector<std::string> ptx_entry_names(std::string_view ptx) {
+    std::vector<std::string> names;
+    for (std::size_t at = ptx.find(".entry"); at != std::string_view::npos;
+         at = ptx.find(".entry", at + 6)) {
+        std::size_t begin = ptx.find_first_not_of(" \t", at + 6);
+        if (begin == std::string_view::npos) break;
+        const std::size_t end = ptx.find_first_of(" \t\r\n(", begin);
+        if (end == std::string_view::npos || end == begin) break;
+        names.emplace_back(ptx.substr(begin, end - begin));
+    }
+    return names;
+}
+
 // The lowered names a stored entry recorded for the expressions the source asks for; nullopt if
 // any is missing (then the entry is not the one wanted).
 std::optional<LoweredNames> names_for(const std::vector<std::string>& lines,
@@ -371,7 +385,8 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
         entry.kind = store::PayloadKind::kCubin;
         entry.key = recipe.key;
         entry.key.caller_key = caller_key;
-        entry.key.kernel_names = name_lines(names);
+        entry.key.kernel_names =
+            source.kind == SourceKind::kPtx ? ptx_entry_names(source.bytes) : name_lines(names);
         entry.payload = compiled->cubin;
         store_->put(recipe.fingerprint, entry);
         if (disk != nullptr)

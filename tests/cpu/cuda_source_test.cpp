@@ -339,6 +339,31 @@ TEST_F(CudaSourceTest, AnUnusableNvJitLinkLeavesPtxToTheDriversJit) {
               0);
 }
 
+// The pre-warm of issue 4: `kcache compile` on a machine without a GPU, then a program building
+// the same source finds it on disk and compiles nothing.
+TEST_F(CudaSourceTest, APrewarmByTheKcacheCommandServesAProgramsLookup) {
+    const std::string file = temp_.path() + "/scale.cu";
+    std::ofstream(file) << kScaleCode;
+    std::string tool = test::tool_path();
+    std::vector<std::string> args = {tool,     "-d",    dir_, "compile",        file,
+                                     "--arch", "sm_90", "-D", "SCALE_BIAS=2.0f"};
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    pid_t child = 0;
+    ASSERT_EQ(posix_spawn(&child, tool.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    KernelCache cache(options());  // the program: its own key, the same code and options
+    auto kernel = cache.kernel(
+        "my-scale", [] { return Source::cuda(kScaleCode, {"-DSCALE_BIAS=2.0f"}); }, "scale");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(cache.stats().compiles, 0u);
+    EXPECT_EQ(cache.stats().disk_hits, 1u);
+}
+
 TEST_F(CudaSourceTest, AMissSaysWhichPartDifferedFromTheNearestEntry) {
     {
         KernelCache first(options());
