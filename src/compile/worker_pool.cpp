@@ -204,7 +204,10 @@ Result<WorkerPool::Worker> WorkerPool::spawn() {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, to_child[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&actions, from_child[1], STDOUT_FILENO);
-    // stderr is inherited: the worker's log lines (KCACHE_LOG) go where ours go.
+    // stderr is inherited: the worker's log lines (KCACHE_LOG) go where ours go. Nothing else
+    // is: the application's descriptors without O_CLOEXEC (sockets, files) stay out of a
+    // process that lives as long as the pool.
+    posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
     posix_spawnattr_t attributes;
     posix_spawnattr_init(&attributes);
     // The calling thread's mask would be inherited; a worker with SIGTERM blocked, say, because

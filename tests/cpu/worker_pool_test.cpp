@@ -2,6 +2,7 @@
 // are not workers or die mid-request. NVRTC is only ever loaded in the worker processes.
 #include "compile/worker_pool.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -70,6 +71,24 @@ protected:
         }
     }
 };
+
+TEST_F(WorkerPoolTest, AWorkerInheritsNoneOfTheApplicationsDescriptors) {
+    // Opened without O_CLOEXEC, as application code often does, at a number the worker would not
+    // open for itself.
+    const int opened = ::open("/dev/null", O_RDONLY);  // NOLINT(android-cloexec-open)
+    ASSERT_GE(opened, 0);
+    const int stray = ::fcntl(opened, F_DUPFD, 200);
+    ::close(opened);
+    ASSERT_GE(stray, 200);
+    auto pool = start_pool(1);
+    ASSERT_NE(pool, nullptr);
+    ASSERT_TRUE(pool->compile_cuda(program_of(kScale), Target{90}).ok());
+    const auto pids = pool->worker_pids();
+    ASSERT_EQ(pids.size(), 1u);
+    const std::string fd_path = "/proc/" + std::to_string(pids[0]) + "/fd/" + std::to_string(stray);
+    EXPECT_NE(::access(fd_path.c_str(), F_OK), 0) << fd_path << " is open in the worker";
+    ::close(stray);
+}
 
 TEST_F(WorkerPoolTest, CompilesInAWorkerToAnElfCubinWithLoweredNames) {
     auto pool = start_pool(1);
