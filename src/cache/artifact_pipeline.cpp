@@ -388,10 +388,13 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
         entry.key.kernel_names =
             source.kind == SourceKind::kPtx ? ptx_entry_names(source.bytes) : name_lines(names);
         entry.payload = compiled->cubin;
-        store_->put(recipe.fingerprint, entry);
+        store_->put(recipe.fingerprint, entry, store::DiskStore::Cleaning::kDeferred);
         if (disk != nullptr)
             store::KeyIndex::at(disk->directory()).record(caller_key, recipe.fingerprint);
     }
+    // Stored: the processes waiting on the lock can go; a due cleanup runs after they do.
+    lock.reset();
+    if (disk != nullptr) disk->run_pending_cleanup();
     return Produced{Source::cubin(std::move(compiled->cubin)), Origin::kHostCompile, compile_ns,
                     std::move(names)};
 }

@@ -14,10 +14,11 @@ std::optional<Found> ArtifactStore::get(const util::Fingerprint& fingerprint) {
     return Found{std::move(*entry), Tier::kDisk};
 }
 
-void ArtifactStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry) {
+void ArtifactStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
+                        DiskStore::Cleaning cleaning) {
     memory_.put(fingerprint, entry);
     // Ignored on purpose: DiskStore counts and logs the failure, and memory still has the entry.
-    if (disk_) (void)disk_->put(fingerprint, entry);
+    if (disk_) (void)disk_->put(fingerprint, entry, cleaning);
 }
 
 ArtifactStats ArtifactStore::stats() const {

@@ -36,7 +36,8 @@ public:
     std::optional<Found> get(const util::Fingerprint& fingerprint);
     // Puts to every tier. A disk failure is counted by the disk tier and otherwise ignored here:
     // the artifact is still in memory and the caller's kernel still loads.
-    void put(const util::Fingerprint& fingerprint, const StoredEntry& entry);
+    void put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
+             DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow);
 
     ArtifactStats stats() const;
     DiskStore* disk() const noexcept { return disk_.get(); }

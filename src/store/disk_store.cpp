@@ -106,7 +106,8 @@ std::optional<StoredEntry> DiskStore::get(const util::Fingerprint& fingerprint) 
     return std::move(entry).value();
 }
 
-Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry) {
+Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
+                            Cleaning cleaning) {
     const std::string path = path_of(fingerprint);
     const std::string folder = path.substr(0, path.rfind('/'));
     const std::string bytes = encode(entry);
@@ -118,11 +119,21 @@ Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const StoredEn
         return written;
     }
     writes_.fetch_add(1, std::memory_order_relaxed);
-    clean_up_if_due(bytes.size());
+    if (cleanup_due(bytes.size())) {
+        if (cleaning == Cleaning::kDeferred) {
+            cleanup_pending_.store(true, std::memory_order_relaxed);
+        } else {
+            run_due_cleanup();
+        }
+    }
     return ok();
 }
 
-void DiskStore::clean_up_if_due(std::uint64_t bytes_written) {
+void DiskStore::run_pending_cleanup() {
+    if (cleanup_pending_.exchange(false, std::memory_order_relaxed)) run_due_cleanup();
+}
+
+bool DiskStore::cleanup_due(std::uint64_t bytes_written) {
     const std::uint64_t bytes =
         bytes_since_scan_.fetch_add(bytes_written, std::memory_order_relaxed) + bytes_written;
     const std::uint64_t files = files_since_scan_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -135,10 +146,11 @@ void DiskStore::clean_up_if_due(std::uint64_t bytes_written) {
     const auto over = [](std::uint64_t budget, std::uint64_t known, std::uint64_t since) {
         return budget != 0 && (since >= scan_interval(budget) || known + since > budget);
     };
-    const bool due = first ||
-                     over(max_bytes_, known_bytes_.load(std::memory_order_relaxed), bytes) ||
-                     over(max_files_, known_files_.load(std::memory_order_relaxed), files);
-    if (!due) return;
+    return first || over(max_bytes_, known_bytes_.load(std::memory_order_relaxed), bytes) ||
+           over(max_files_, known_files_.load(std::memory_order_relaxed), files);
+}
+
+void DiskStore::run_due_cleanup() {
     std::unique_lock<std::mutex> cleaning(cleaning_, std::try_to_lock);
     if (!cleaning.owns_lock()) return;
     bytes_since_scan_.store(0, std::memory_order_relaxed);

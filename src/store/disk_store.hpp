@@ -67,7 +67,12 @@ public:
     // then whenever it has written a tenth of a budget since its last scan, or enough to take
     // the directory that scan found over a budget. A failed cleanup is counted and logged; it
     // never fails the put.
-    Result<void> put(const util::Fingerprint& fingerprint, const StoredEntry& entry);
+    // kDeferred leaves a due cleanup to run_pending_cleanup(): a caller holding the entry's
+    // compile lock releases it first, so that processes waiting on it do not wait on a scan.
+    enum class Cleaning { kNow, kDeferred };
+    Result<void> put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
+                     Cleaning cleaning = Cleaning::kNow);
+    void run_pending_cleanup();
 
     // One cleanup pass, as asked (see store/disk_cleaner.hpp); skipped, never waited for, while
     // another process cleans. Removals are counted in stats() (not those of a dry run).
@@ -91,7 +96,9 @@ private:
           max_bytes_(max_bytes),
           max_files_(max_files) {}
 
-    void clean_up_if_due(std::uint64_t bytes_written);
+    // Counts a write; true when a cleanup is due (see put()).
+    bool cleanup_due(std::uint64_t bytes_written);
+    void run_due_cleanup();
 
     const std::string directory_;
     util::Files& files_;
@@ -105,6 +112,7 @@ private:
     std::atomic<std::uint64_t> bytes_since_scan_{0}, files_since_scan_{0};
     std::atomic<std::uint64_t> known_bytes_{0}, known_files_{0};
     std::atomic<bool> scanned_{false};
+    std::atomic<bool> cleanup_pending_{false};  // a deferred put found a cleanup due
     // Held by the thread running this store's automatic cleanup; another thread whose write makes
     // one due meanwhile skips it rather than wait or scan twice. Guards no data.
     std::mutex cleaning_;

@@ -378,6 +378,21 @@ TEST(DiskStoreCleanup, PutTriggersCleanupWhenOverBudget) {
     EXPECT_LE(usage_of(dir.path()).bytes, 8000u);
 }
 
+TEST(DiskStoreCleanup, ADeferredPutCleansOnlyWhenThePendingCleanupRuns) {
+    // The pipeline writes while holding an entry's compile lock and cleans after releasing it.
+    TempDir dir;
+    make_entries(dir.path(), 10, 1000);
+    auto store = open_store(dir.path(), 8000, 0);
+    ASSERT_TRUE(store->put(print(100), sample(100, 100), DiskStore::Cleaning::kDeferred).ok());
+    EXPECT_EQ(store->stats().evicted, 0u);
+    EXPECT_TRUE(fs::exists(entry_path(dir.path(), 0)));
+    store->run_pending_cleanup();
+    EXPECT_GE(store->stats().evicted, 3u);
+    EXPECT_LE(usage_of(dir.path()).bytes, 8000u);
+    store->run_pending_cleanup();  // nothing pending: no second pass
+    EXPECT_GE(store->stats().evicted, 3u);
+}
+
 TEST(DiskStoreCleanup, WritesKeepTheDirectoryWithinBudget) {
     TempDir dir;
     const std::size_t entry_bytes = encode(sample(1000, 0)).size();
