@@ -56,13 +56,19 @@ Result<std::vector<std::pair<std::string, std::string>>> entry_files(const std::
     std::vector<std::pair<std::string, std::string>> found;
     for (const auto& folder : *folders) {
         if (folder.size() != 2 || !is_hex(folder)) continue;
-        auto names = files.list_directory(directory + "/" + folder);
+        std::string folder_path = directory;
+        folder_path += '/';
+        folder_path += folder;
+        auto names = files.list_directory(folder_path);
         if (!names) continue;  // vanished or unreadable: nothing of ours to list there
         for (const auto& name : *names) {
             if (!name.ends_with(".kc")) continue;
             const std::string stem = name.substr(0, name.size() - 3);
             if (!is_hex(stem)) continue;
-            found.emplace_back(directory + "/" + folder + "/" + name, folder + stem);
+            std::string path = folder_path;
+            path += '/';
+            path += name;
+            found.emplace_back(std::move(path), folder + stem);
         }
     }
     std::sort(found.begin(), found.end(),
@@ -135,7 +141,10 @@ Result<VerifyReport> verify_entries(const std::string& directory, bool repair, u
         }
         if (problem.empty()) continue;
         ++report.bad;
-        report.problems.push_back(path + ": " + problem);
+        std::string line = path;
+        line += ": ";
+        line += problem;
+        report.problems.push_back(std::move(line));
         if (repair && bytes) {  // an unreadable file is not ours to delete blindly
             if (files.remove(path)) ++report.removed;
         }

@@ -163,6 +163,49 @@ std::vector<bool> choose_evictions(const std::vector<Found>& entries, const Clea
 
 }  // namespace
 
+namespace {
+
+// The key index (keys/ab/…) grows by one small record per caller key and is outside the
+// budgets: records (and temporaries of writers that died) older than their ages go. Its
+// folders are two hex digits under keys/, so the entry scan never sees them.
+void sweep_key_index(const std::string& directory, const CleanupRequest& request,
+                     std::chrono::system_clock::time_point now, util::Files& files,
+                     CleanupReport& report) {
+    const std::string keys = join(directory, "keys");
+    auto folders = files.list_directory(keys);
+    if (!folders) return;  // no index yet
+    for (const auto& folder : *folders) {
+        if (folder.size() != 2 ||
+            folder.find_first_not_of("0123456789abcdef") != std::string::npos) {
+            continue;
+        }
+        const std::string path = join(keys, folder);
+        auto names = files.list_directory(path);
+        if (!names) continue;
+        for (const auto& name : *names) {
+            const std::string record = join(path, name);
+            auto status = files.status(record);
+            if (!status || !*status || (*status)->kind != util::FileKind::kRegular) continue;
+            const bool temporary = name.find(".tmp.") != std::string::npos;
+            const auto age = now - (*status)->modified;
+            if (age <= (temporary
+                            ? std::chrono::duration_cast<std::chrono::hours>(kStaleTemporaryAge)
+                            : kStaleIndexRecordAge)) {
+                continue;
+            }
+            if (!request.dry_run) {
+                if (auto removed = files.remove(record); !removed) {
+                    note_failure(report, removed.error());
+                    continue;
+                }
+            }
+            ++report.index_records_removed;
+        }
+    }
+}
+
+}  // namespace
+
 Result<CleanupReport> clean_directory(const std::string& directory, const CleanupRequest& request,
                                       util::Files& files) {
     CleanupReport report;
@@ -247,6 +290,7 @@ Result<CleanupReport> clean_directory(const std::string& directory, const Cleanu
         }
         ++report.locks_removed;
     }
+    sweep_key_index(directory, request, now, files, report);
     return report;
 }
 

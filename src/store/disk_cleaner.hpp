@@ -19,6 +19,9 @@ inline constexpr std::uint64_t kLowWaterPercent = 90;
 // A temporary file (`<entry>.kc.tmp.<host>.<pid>.<random>`) this old belongs to a writer that
 // died: a live one renames or removes its temporary moments after creating it.
 inline constexpr std::chrono::hours kStaleTemporaryAge{1};
+// A record of the key index (keys/ab/cd…, store/key_index.hpp) this old is dropped: it only
+// serves to explain a miss, and a key unused this long has no nearest entry worth naming.
+inline constexpr std::chrono::hours kStaleIndexRecordAge{24 * 30};
 // Taken, never waited for, by the process that cleans; it lies beside the entry folders.
 inline constexpr const char* kCleanupLockName = "cleanup.lock";
 
@@ -45,6 +48,7 @@ struct CleanupReport {
     std::uint64_t bytes_removed = 0;
     std::uint64_t temps_swept = 0;
     std::uint64_t locks_removed = 0;
+    std::uint64_t index_records_removed = 0;  // keys/ records of the miss explanations
     // Files that could not be looked at or removed (each logged); the pass goes on without them.
     std::uint64_t errors = 0;
 };

@@ -378,6 +378,28 @@ TEST(DiskStoreCleanup, PutTriggersCleanupWhenOverBudget) {
     EXPECT_LE(usage_of(dir.path()).bytes, 8000u);
 }
 
+TEST(DiskCleaner, OldKeyIndexRecordsGoAndFreshOnesStay) {
+    TempDir dir;
+    const std::string old_record = dir.path() + "/keys/ab/old";
+    const std::string fresh_record = dir.path() + "/keys/ab/fresh";
+    const std::string dead_temp = dir.path() + "/keys/ab/x.tmp.host.1.2";
+    make_file(old_record, 40, std::chrono::hours(24 * 31));
+    make_file(fresh_record, 40, std::chrono::hours(24));
+    make_file(dead_temp, 40, std::chrono::hours(2));
+    CleanupRequest request;
+    request.dry_run = true;
+    auto dry = clean_directory(dir.path(), request, util::real_files());
+    ASSERT_TRUE(dry.ok()) << dry.error().describe();
+    EXPECT_EQ(dry->index_records_removed, 2u);
+    EXPECT_TRUE(fs::exists(old_record));
+    auto report = clean_directory(dir.path(), CleanupRequest{}, util::real_files());
+    ASSERT_TRUE(report.ok());
+    EXPECT_EQ(report->index_records_removed, 2u);
+    EXPECT_FALSE(fs::exists(old_record));
+    EXPECT_FALSE(fs::exists(dead_temp));
+    EXPECT_TRUE(fs::exists(fresh_record));
+}
+
 TEST(DiskStoreCleanup, ADeferredPutCleansOnlyWhenThePendingCleanupRuns) {
     // The pipeline writes while holding an entry's compile lock and cleans after releasing it.
     TempDir dir;
