@@ -174,9 +174,7 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
                          "CUDA C++ needs NVRTC, which is not here: " + identity.error().message(),
                          identity.error().log());
         }
-        // compile_cuda adds --no-source-include (headers come from Source::headers, never from
-        // the working directory): named here so that a change to it changes every fingerprint.
-        toolchain = std::move(*identity) + "; --no-source-include";
+        toolchain = std::move(*identity);  // names compile_cuda's own NVRTC options too
         auto normalized = compile::normalize_options(source.options);
         if (!normalized) return std::move(normalized).error();
         for (const auto& expression : source.name_expressions) {

@@ -12,6 +12,10 @@ std::string Target::name() const {
 
 namespace {
 
+// What compile_cuda() adds to the caller's options, as cuda_compiler_identity() names it: keep
+// the two in step.
+constexpr const char* kCudaRecipe = "-arch=<target> --no-source-include";
+
 // Owns an nvrtcProgram so that every exit path destroys it.
 class NvrtcProgram {
 public:
@@ -78,7 +82,9 @@ Result<std::string> identity_of(const char* label,
 }  // namespace
 
 Result<std::string> cuda_compiler_identity() {
-    return identity_of("NVRTC", driver::nvrtc_identity());
+    auto identity = identity_of("NVRTC", driver::nvrtc_identity());
+    if (!identity) return identity;
+    return *identity + "; " + kCudaRecipe;
 }
 
 Result<std::string> ptx_compiler_identity() {
