@@ -147,8 +147,6 @@ std::optional<KernelHandle> CacheCore::find_kernel(std::string_view key, int arc
 Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
                                             FunctionRef<Result<Source>()> make, int arch) {
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
-    // No flight is held here, so a flush (an fsync, at most once a second) delays no waiter.
-    if (stats_flusher_) stats_flusher_->maybe_flush();
     const std::uint64_t hash = util::hash_key(key, arch);
     bool counted_miss = false;
     for (;;) {
@@ -186,6 +184,9 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
             counted_miss = true;
             misses_.fetch_add(1, std::memory_order_relaxed);
             thread_counters().misses++;
+            // Misses only: module() hits come through here too. No flight is held yet, so a
+            // flush (an fsync, at most once a second) delays no waiter.
+            if (stats_flusher_) stats_flusher_->maybe_flush();
         }
 
         const std::string id = flight_id(key, arch);

@@ -7,10 +7,8 @@
 #include "cache/options_from_config.hpp"
 #include "cache/thread_counters.hpp"
 #include "driver/driver.hpp"
-#include "store/disk_store.hpp"
 #include "util/config.hpp"
 #include "util/log.hpp"
-#include "util/size.hpp"
 
 namespace kcache {
 

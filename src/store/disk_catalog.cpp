@@ -5,12 +5,10 @@
 
 #include <algorithm>
 
+#include "store/disk_cleaner.hpp"
+
 namespace kcache::store {
 namespace {
-
-bool is_hex(std::string_view text) {
-    return !text.empty() && text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
 
 // The birth time where the file system records one (statx); nullopt elsewhere.
 std::optional<std::chrono::system_clock::time_point> birth_time(const std::string& path) {
@@ -55,7 +53,7 @@ Result<std::vector<std::pair<std::string, std::string>>> entry_files(const std::
     if (!folders) return folders.error();
     std::vector<std::pair<std::string, std::string>> found;
     for (const auto& folder : *folders) {
-        if (folder.size() != 2 || !is_hex(folder)) continue;
+        if (!is_entry_folder(folder)) continue;
         std::string folder_path = directory;
         folder_path += '/';
         folder_path += folder;

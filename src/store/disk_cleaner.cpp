@@ -20,18 +20,6 @@ std::string join(std::string_view folder, std::string_view name) {
     return path;
 }
 
-bool is_hex(std::string_view text) {
-    return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-    });
-}
-
-// The entry folders are named by a fingerprint's first byte. Anything else at the top of the
-// directory (a config file, statistics, a future index folder) is not the cleaner's business.
-bool is_entry_folder(std::string_view name) {
-    return name.size() == 2 && is_hex(name);
-}
-
 enum class NameKind { kEntry, kTemporary, kLock, kForeign };
 
 // What a name inside an entry folder is: `<hex>.kc`, `<hex>.kc.tmp.<host>.<pid>.<random>` (see

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "kcache/result.hpp"
 #include "util/files.hpp"
@@ -24,6 +25,17 @@ inline constexpr std::chrono::hours kStaleTemporaryAge{1};
 inline constexpr std::chrono::hours kStaleIndexRecordAge{24 * 30};
 // Taken, never waited for, by the process that cleans; it lies beside the entry folders.
 inline constexpr const char* kCleanupLockName = "cleanup.lock";
+
+// Lowercase hex digits only, at least one: fingerprints and the folder names made from them.
+inline bool is_hex(std::string_view text) {
+    return !text.empty() && text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+// The entry folders are named by a fingerprint's first byte. Anything else at the top of the
+// directory (a config file, statistics, the key index) is not the cleaner's business.
+inline bool is_entry_folder(std::string_view name) {
+    return name.size() == 2 && is_hex(name);
+}
 
 struct CleanupRequest {
     std::uint64_t max_bytes = 0;  // bytes of entries; 0: no byte budget

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "util/env.hpp"
+#include "util/config.hpp"
 #include "util/log.hpp"
 
 namespace kcache::store {
@@ -25,11 +25,10 @@ std::uint64_t scan_interval(std::uint64_t budget) {
 }  // namespace
 
 Result<std::string> default_directory() {
-    if (auto dir = util::env_string("KCACHE_DIR")) return *dir;
-    if (auto xdg = util::env_string("XDG_CACHE_HOME")) return *xdg + "/kcache";
-    if (auto home = util::env_string("HOME")) return *home + "/.cache/kcache";
-    return Error(Errc::kIoError,
-                 "no cache directory: set KCACHE_DIR (neither XDG_CACHE_HOME nor HOME is set)");
+    // One rule for the directory, the configuration's (which also says where it came from).
+    auto entry = util::config_directory({});
+    if (!entry) return entry.error();
+    return entry->value;
 }
 
 Result<std::unique_ptr<DiskStore>> DiskStore::open(const DiskOptions& options) {

@@ -81,6 +81,21 @@ int run_self(const std::string& test, const std::vector<std::string>& extra) {
     return WEXITSTATUS(status);
 }
 
+// Six threads asking for the same CUDA C++ source under six keys at once; how many failed.
+int scale_from_six_threads(KernelCache& cache) {
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t) {
+        threads.emplace_back([&, t] {
+            auto kernel = cache.kernel(
+                "scale:" + std::to_string(t), [] { return scale_cuda(); }, "scale");
+            if (!kernel.ok()) ++failures;
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    return failures.load();
+}
+
 class CudaSourceTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -450,17 +465,7 @@ TEST_F(CudaSourceTest, ThreadsMissingOneSourceUnderManyKeysCompileItOnce) {
     CacheOptions o = options();
     o.disk_directory.clear();  // the in-process single flight alone, no disk lock to lean on
     KernelCache cache(o);
-    std::atomic<int> failures{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 6; ++t) {
-        threads.emplace_back([&, t] {
-            auto kernel = cache.kernel(
-                "scale:" + std::to_string(t), [] { return scale_cuda(); }, "scale");
-            if (!kernel.ok()) ++failures;
-        });
-    }
-    for (auto& thread : threads) thread.join();
-    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(scale_from_six_threads(cache), 0);
     EXPECT_EQ(cache.stats().compiles, 1u);
     EXPECT_EQ(cache.stats().memory_hits, 5u);
 }
@@ -470,17 +475,7 @@ TEST_F(CudaSourceTest, WaitersGetTheLeadersCubinWhenNoTierKeepsIt) {
     o.disk_directory.clear();
     o.memory_bytes = 0;  // nothing is kept: waiters must not compile again
     KernelCache cache(o);
-    std::atomic<int> failures{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 6; ++t) {
-        threads.emplace_back([&, t] {
-            auto kernel = cache.kernel(
-                "scale:" + std::to_string(t), [] { return scale_cuda(); }, "scale");
-            if (!kernel.ok()) ++failures;
-        });
-    }
-    for (auto& thread : threads) thread.join();
-    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(scale_from_six_threads(cache), 0);
     EXPECT_LE(cache.stats().compiles, 2u);  // a thread arriving after the flight landed compiles
 }
 

@@ -11,6 +11,7 @@
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "ptx_kernels.hpp"
+#include "tools/kcache/json.hpp"
 
 namespace kcache::tool {
 namespace {
@@ -78,24 +79,6 @@ double max_relative_error(const std::vector<float>& got, const std::vector<float
         if (!(err <= worst)) worst = err;  // NaN propagates as "worst"
     }
     return worst;
-}
-
-// A JSON string literal of `text` (quotes, backslashes and control characters escaped).
-std::string json_string(const std::string& text) {
-    std::string out = "\"";
-    for (unsigned char c : text) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += static_cast<char>(c);
-        } else if (c < 0x20) {
-            char escaped[8];
-            std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-            out += escaped;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out + "\"";
 }
 
 // The demo's kernel set, as run_layer() asks for it: (key, source).

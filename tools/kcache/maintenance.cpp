@@ -6,28 +6,11 @@
 
 #include "store/disk_catalog.hpp"
 #include "store/disk_cleaner.hpp"
+#include "tools/kcache/json.hpp"
 #include "util/size.hpp"
 
 namespace kcache::tool {
 namespace {
-
-// Text for JSON strings: quotes, backslashes and control characters escaped.
-std::string json_text(const std::string& text) {
-    std::string out = "\"";
-    for (const char c : text) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-            char escaped[8];
-            std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-            out += escaped;
-        } else {
-            out += c;
-        }
-    }
-    return out + "\"";
-}
 
 std::string ago(std::chrono::system_clock::time_point when) {
     const auto seconds =
@@ -129,16 +112,17 @@ int list_cache(const std::string& directory, bool json) {
         for (const auto& e : *entries) {
             std::string names;
             for (const auto& name : e.key.kernel_names) {
-                names += (names.empty() ? "" : ", ") + json_text(name);
+                names += (names.empty() ? "" : ", ") + json_string(name);
             }
             std::printf("%s\n  {\"fingerprint\": \"%s\", \"size_bytes\": %" PRIu64
                         ", \"last_used\": %lld, \"created\": %lld, \"arch\": %s, \"kind\": %s, "
                         "\"source_kind\": %s, \"key\": %s, \"kernels\": [%s], \"problem\": %s}",
                         first ? "" : ",", e.fingerprint.c_str(), e.size, epoch_seconds(e.last_used),
-                        e.created ? epoch_seconds(*e.created) : -1LL, json_text(e.key.arch).c_str(),
-                        json_text(kind_name(e.kind)).c_str(), json_text(e.key.source_kind).c_str(),
-                        json_text(e.key.caller_key).c_str(), names.c_str(),
-                        json_text(e.problem).c_str());
+                        e.created ? epoch_seconds(*e.created) : -1LL,
+                        json_string(e.key.arch).c_str(), json_string(kind_name(e.kind)).c_str(),
+                        json_string(e.key.source_kind).c_str(),
+                        json_string(e.key.caller_key).c_str(), names.c_str(),
+                        json_string(e.problem).c_str());
             first = false;
         }
         std::printf("%s]\n", entries->empty() ? "" : "\n");
@@ -175,17 +159,17 @@ int inspect_entry(const std::string& directory, const std::string& fingerprint, 
     if (json) {
         std::string names;
         for (const auto& name : k.kernel_names)
-            names += (names.empty() ? "" : ", ") + json_text(name);
+            names += (names.empty() ? "" : ", ") + json_string(name);
         std::printf("{\"fingerprint\": \"%s\", \"path\": %s, \"size_bytes\": %" PRIu64
                     ", \"arch\": %s, \"source_kind\": %s, \"source_hash\": %s, \"options\": %s, "
                     "\"names\": %s, \"toolchain\": %s, \"key\": %s, \"kernels\": [%s], "
                     "\"problem\": %s}\n",
-                    entry->fingerprint.c_str(), json_text(entry->path).c_str(), entry->size,
-                    json_text(k.arch).c_str(), json_text(k.source_kind).c_str(),
-                    json_text(k.source_hash).c_str(), json_text(k.options).c_str(),
-                    json_text(k.names).c_str(), json_text(k.toolchain).c_str(),
-                    json_text(k.caller_key).c_str(), names.c_str(),
-                    json_text(entry->problem).c_str());
+                    entry->fingerprint.c_str(), json_string(entry->path).c_str(), entry->size,
+                    json_string(k.arch).c_str(), json_string(k.source_kind).c_str(),
+                    json_string(k.source_hash).c_str(), json_string(k.options).c_str(),
+                    json_string(k.names).c_str(), json_string(k.toolchain).c_str(),
+                    json_string(k.caller_key).c_str(), names.c_str(),
+                    json_string(entry->problem).c_str());
         return entry->problem.empty() ? 0 : 1;
     }
     std::printf("fingerprint: %s\npath:        %s\nsize:        %s\nlast use:    %s ago\n",
@@ -208,7 +192,7 @@ int verify_cache(const std::string& directory, bool repair, bool json) {
     if (json) {
         std::string problems;
         for (const auto& p : report->problems)
-            problems += (problems.empty() ? "" : ", ") + json_text(p);
+            problems += (problems.empty() ? "" : ", ") + json_string(p);
         std::printf("{\"checked\": %" PRIu64 ", \"bad\": %" PRIu64 ", \"removed\": %" PRIu64
                     ", \"problems\": [%s]}\n",
                     report->checked, report->bad, report->removed, problems.c_str());

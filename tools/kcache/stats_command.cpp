@@ -6,6 +6,7 @@
 
 #include "store/disk_catalog.hpp"
 #include "store/persistent_stats.hpp"
+#include "tools/kcache/json.hpp"
 #include "util/size.hpp"
 
 namespace kcache::tool {
@@ -35,7 +36,7 @@ int show_stats(const std::string& directory, std::uint64_t max_bytes, std::uint6
                                      : compile_seconds / static_cast<double>(c.compiles) *
                                            static_cast<double>(c.memory_hits + c.disk_hits);
     if (json) {
-        std::printf("{\"directory\": \"%s\", \"lookups\": %" PRIu64 ", \"hits\": %" PRIu64
+        std::printf("{\"directory\": %s, \"lookups\": %" PRIu64 ", \"hits\": %" PRIu64
                     ", \"misses\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"memory_hits\": %" PRIu64
                     ", \"compiles\": %" PRIu64 ", \"compile_failures\": %" PRIu64
                     ", \"compile_seconds\": %.6f, \"saved_seconds\": %.6f, \"evictions\": %" PRIu64
@@ -45,11 +46,11 @@ int show_stats(const std::string& directory, std::uint64_t max_bytes, std::uint6
                     ", \"evicted_bytes\": %" PRIu64 "}, \"size_bytes\": %" PRIu64
                     ", \"max_size_bytes\": %" PRIu64 ", \"entries\": %" PRIu64
                     ", \"max_files\": %" PRIu64 ", \"zeroed_at\": %" PRIu64 "}\n",
-                    directory.c_str(), lookups, c.hits, c.misses, c.waits, c.memory_hits,
-                    c.compiles, c.compile_failures, compile_seconds, saved_seconds, c.evictions,
-                    c.verify_failures, c.disk_hits, c.disk_misses, c.disk_writes, c.disk_errors,
-                    c.disk_corrupt, c.disk_evicted, c.disk_evicted_bytes, measured.bytes, max_bytes,
-                    measured.entries, max_files, c.zeroed_at);
+                    json_string(directory).c_str(), lookups, c.hits, c.misses, c.waits,
+                    c.memory_hits, c.compiles, c.compile_failures, compile_seconds, saved_seconds,
+                    c.evictions, c.verify_failures, c.disk_hits, c.disk_misses, c.disk_writes,
+                    c.disk_errors, c.disk_corrupt, c.disk_evicted, c.disk_evicted_bytes,
+                    measured.bytes, max_bytes, measured.entries, max_files, c.zeroed_at);
         return 0;
     }
     std::printf("Cache directory:                %s\n", directory.c_str());
