@@ -1,8 +1,12 @@
 #include "compile/compiler.hpp"
 
 #include <memory>
+#include <set>
 
+#include "compile/options.hpp"
+#include "compile/ptx_prune.hpp"
 #include "driver/compiler_api.hpp"
+#include "util/log.hpp"
 
 namespace kcache::compile {
 
@@ -12,9 +16,13 @@ std::string Target::name() const {
 
 namespace {
 
-// What compile_cuda() adds to the caller's options, as cuda_compiler_identity() names it: keep
-// the two in step.
-constexpr const char* kCudaRecipe = "-arch=<target> --no-source-include";
+// How compile_cuda() makes a cubin, as cuda_compiler_identity() names it: keep the two in step.
+// The lean recipe is taken when nvJitLink is there and every option acts before PTX; the choice
+// follows from the options and the identity, both in every fingerprint.
+constexpr const char* kCudaRecipe =
+    "NVRTC -arch=<target> --no-source-include, or when every option acts before PTX: NVRTC "
+    "-arch=compute_<target> --no-source-include, unreferenced internal .global variables "
+    "dropped, nvJitLink -arch=<target>";
 
 // Owns an nvrtcProgram so that every exit path destroys it.
 class NvrtcProgram {
@@ -84,12 +92,54 @@ Result<std::string> identity_of(const char* label,
 Result<std::string> cuda_compiler_identity() {
     auto identity = identity_of("NVRTC", driver::nvrtc_identity());
     if (!identity) return identity;
-    return *identity + "; " + kCudaRecipe;
+    auto linker = identity_of("nvJitLink", driver::nvjitlink_identity());
+    return *identity + "; " + (linker ? *linker : std::string("no nvJitLink")) + "; " +
+           kCudaRecipe;
 }
 
 Result<std::string> ptx_compiler_identity() {
     return identity_of("nvJitLink", driver::nvjitlink_identity());
 }
+
+namespace {
+
+// The lean recipe applies: nvJitLink is there to compile NVRTC's PTX, and no option could have
+// reached the ptxas inside NVRTC.
+bool lean_recipe_applies(const CudaProgram& program) {
+    if (!driver::nvjitlink_identity()) return false;
+    if (const auto& linker = driver::nvjitlink_api(); !linker) {
+        // Found but not usable: NVRTC's own cubin serves as well, only slower to load.
+        util::log_line(util::LogLevel::kInfo,
+                       "nvJitLink unusable (" + linker.error().message() +
+                           "); CUDA C++ compiles to NVRTC's own cubin");
+        return false;
+    }
+    auto normalized = normalize_options(program.options);
+    return normalized && acts_before_ptx_only(*normalized);
+}
+
+// NVRTC's PTX, its unreferenced internal globals dropped, compiled to a cubin by nvJitLink. The
+// lowered names are kept whatever they name. If the pruned PTX does not link (which would be a
+// defect of the pruning), the PTX as NVRTC made it is linked instead, and that is logged.
+Result<Compiled> cubin_from_ptx(std::string ptx, const Target& target, Compiled out) {
+    std::set<std::string> keep;
+    for (const auto& [expression, lowered] : out.lowered_names) keep.insert(lowered);
+    PrunedPtx pruned = drop_unreferenced_globals(ptx, keep);
+    auto linked = link_ptx(pruned.ptx, target);
+    if (!linked && pruned.dropped > 0) {
+        util::log_line(util::LogLevel::kInfo,
+                       "PTX without its " + std::to_string(pruned.dropped) +
+                           " unreferenced globals did not link (" + linked.error().message() +
+                           "); linking NVRTC's PTX as it was");
+        linked = link_ptx(ptx, target);
+    }
+    if (!linked) return std::move(linked).error();
+    out.cubin = std::move(linked->cubin);
+    if (!linked->log.empty()) out.log += (out.log.empty() ? "" : "\n") + linked->log;
+    return out;
+}
+
+}  // namespace
 
 Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target) {
     const auto& loaded = driver::nvrtc_api();
@@ -118,8 +168,11 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target) 
             return failed("nvrtcAddNameExpression(" + expression + ")", rc, {});
     }
 
-    // A real arch (sm_XX) makes NVRTC emit a cubin directly, with no PTX step at load time.
-    const std::string arch_option = "-arch=" + target.name();
+    // Lean: PTX only (a virtual arch), compiled below. Otherwise a real arch (sm_XX) makes NVRTC
+    // emit the cubin itself.
+    const bool lean = lean_recipe_applies(program);
+    const std::string arch_option =
+        lean ? "-arch=compute_" + target.name().substr(3) : "-arch=" + target.name();
     // --no-source-include: NVRTC would otherwise look for #include "x.h" in the working
     // directory, which no fingerprint covers; headers come from CudaProgram::headers.
     std::vector<const char*> options = {arch_option.c_str(), "--no-source-include"};
@@ -130,12 +183,6 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target) 
 
     Compiled out;
     out.log = std::move(log);
-    std::size_t size = 0;
-    rc = api.nvrtcGetCUBINSize(prog.get(), &size);
-    if (rc != NVRTC_SUCCESS || size == 0) return failed("nvrtcGetCUBINSize", rc, out.log);
-    out.cubin.resize(size);
-    rc = api.nvrtcGetCUBIN(prog.get(), out.cubin.data());
-    if (rc != NVRTC_SUCCESS) return failed("nvrtcGetCUBIN", rc, out.log);
     for (const auto& expression : program.name_expressions) {
         const char* lowered = nullptr;
         rc = api.nvrtcGetLoweredName(prog.get(), expression.c_str(), &lowered);
@@ -144,6 +191,21 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target) 
         }
         out.lowered_names[expression] = lowered;
     }
+    std::size_t size = 0;
+    if (lean) {
+        rc = api.nvrtcGetPTXSize(prog.get(), &size);
+        if (rc != NVRTC_SUCCESS || size == 0) return failed("nvrtcGetPTXSize", rc, out.log);
+        std::string ptx(size, '\0');
+        rc = api.nvrtcGetPTX(prog.get(), ptx.data());
+        if (rc != NVRTC_SUCCESS) return failed("nvrtcGetPTX", rc, out.log);
+        ptx.resize(size - 1);  // the size counts the terminating NUL
+        return cubin_from_ptx(std::move(ptx), target, std::move(out));
+    }
+    rc = api.nvrtcGetCUBINSize(prog.get(), &size);
+    if (rc != NVRTC_SUCCESS || size == 0) return failed("nvrtcGetCUBINSize", rc, out.log);
+    out.cubin.resize(size);
+    rc = api.nvrtcGetCUBIN(prog.get(), out.cubin.data());
+    if (rc != NVRTC_SUCCESS) return failed("nvrtcGetCUBIN", rc, out.log);
     return out;
 }
 

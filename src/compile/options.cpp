@@ -109,6 +109,32 @@ Result<std::vector<std::string>> normalize_options(const std::vector<std::string
     return out;
 }
 
+bool acts_before_ptx_only(const std::vector<std::string>& normalized) {
+    // Normalized spellings: -D, -U and -I glued to their values, -include=.
+    constexpr std::array<std::string_view, 5> kPrefixes = {"-D", "-U", "-I", "-include=", "-diag"};
+    constexpr std::array<std::string_view, 5> kValued = {"-std", "-ftz", "-prec-div", "-prec-sqrt",
+                                                         "-builtin-move-forward"};
+    constexpr std::array<std::string_view, 14> kFlags = {
+        "-default-device",          "-device-as-default-execution-space",
+        "-w",                       "-disable-warnings",
+        "-use_fast_math",           "-restrict",
+        "-expt-relaxed-constexpr",  "-extended-lambda",
+        "-expt-extended-lambda",    "-device-int128",
+        "-rdc=false",               "-relocatable-device-code=false",
+        "-ewp",                     "-extensible-whole-program"};
+    for (const std::string& given : normalized) {
+        std::string_view option = given;
+        // Long forms: NVRTC takes "--std" and "-std" alike for these.
+        if (option.starts_with("--")) option.remove_prefix(1);
+        bool known = false;
+        for (std::string_view prefix : kPrefixes) known = known || option.starts_with(prefix);
+        for (std::string_view name : kValued) known = known || names(option, name);
+        for (std::string_view flag : kFlags) known = known || option == flag;
+        if (!known) return false;
+    }
+    return true;
+}
+
 std::string options_line(const std::vector<std::string>& normalized) {
     std::string line;
     for (const auto& option : normalized) {

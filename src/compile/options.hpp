@@ -16,6 +16,12 @@ namespace kcache::compile {
 // cannot be loaded on its own.
 Result<std::vector<std::string>> normalize_options(const std::vector<std::string>& options);
 
+// Whether every option acts before PTX (preprocessor, language, NVVM's code generation: -D, -I,
+// -std, -use_fast_math, ...), so that NVRTC's PTX compiled by nvJitLink is the cubin NVRTC would
+// make itself. False for anything else (-G, -lineinfo, -Xptxas, --maxrregcount, -fmad, an option
+// this list does not know): those may reach the ptxas inside NVRTC. Takes normalized options.
+bool acts_before_ptx_only(const std::vector<std::string>& normalized);
+
 // The normalized options as one readable line, for the key material.
 std::string options_line(const std::vector<std::string>& normalized);
 

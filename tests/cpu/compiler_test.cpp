@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "driver/compiler_api.hpp"
 #include "ptx_kernels.hpp"
 
@@ -109,6 +111,94 @@ TEST_F(NvrtcTest, NameExpressionsResolveTemplatesToLoweredNames) {
     EXPECT_EQ(lowered.rfind("_Z", 0), 0u) << lowered;
     EXPECT_NE(lowered, compiled->lowered_names.at("fill<int, 2>"));
     EXPECT_NE(compiled->cubin.find(lowered), std::string::npos);
+}
+
+// Both compilers: the lean recipe (NVRTC's PTX, pruned, through nvJitLink) needs nvJitLink.
+class LeanRecipeTest : public NvrtcTest {
+protected:
+    void SetUp() override {
+        NvrtcTest::SetUp();
+        if (IsSkipped()) return;
+        if (!driver::nvjitlink_api().ok()) {
+            GTEST_SKIP() << driver::nvjitlink_api().error().describe();
+        }
+    }
+};
+
+// Static constexpr members, the kind libcu++'s headers declare by the hundred, and device
+// variables nothing reads: NVRTC emits each as an internal .global.
+const char* const kWithUnusedGlobals = R"(
+struct Limits { static constexpr int digits = 24; static constexpr float eps = 1e-7f; };
+static __device__ int unused_table[4] = {1, 2, 3, 4};
+__device__ int named_only = 3;
+__device__ int read_by_code = 5;
+extern "C" __global__ void k(int* out) { *out = Limits::digits + read_by_code; }
+)";
+
+TEST_F(LeanRecipeTest, CubinLeavesOutGlobalsNothingUses) {
+    CudaProgram program = program_of(kWithUnusedGlobals);
+    program.options = {"-std=c++17", "-DUNUSED=1"};
+    auto compiled = compile_cuda(program, Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    EXPECT_TRUE(is_elf(compiled->cubin));
+    EXPECT_EQ(compiled->cubin.find("_ZN6Limits6digitsE"), std::string::npos);
+    EXPECT_EQ(compiled->cubin.find("unused_table"), std::string::npos);
+    EXPECT_NE(compiled->cubin.find("read_by_code"), std::string::npos);
+    EXPECT_NE(compiled->cubin.find(".text.k"), std::string::npos);
+}
+
+// The case that made the recipe: CUB's block reduce, whose headers bring some 800 constants that
+// cost the driver 3-5 ms at every load of NVRTC's own cubin (H200).
+TEST_F(LeanRecipeTest, CubKernelCarriesNoHeaderConstants) {
+    const std::string root = "/usr/local/cuda/include";
+    if (!std::filesystem::exists(root + "/cccl/cub")) GTEST_SKIP() << "no CUB under " << root;
+    CudaProgram program = program_of(
+        "#include <cub/block/block_reduce.cuh>\n"
+        "extern \"C\" __global__ void block_sum(float* out, const float* in) {\n"
+        "    using Reduce = cub::BlockReduce<float, 128>;\n"
+        "    __shared__ typename Reduce::TempStorage storage;\n"
+        "    float v = Reduce(storage).Sum(in[blockIdx.x * 128 + threadIdx.x]);\n"
+        "    if (threadIdx.x == 0) out[blockIdx.x] = v;\n}\n");
+    program.options = {"-std=c++17", "-I" + root + "/cccl", "-I" + root};
+    auto compiled = compile_cuda(program, Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    EXPECT_EQ(compiled->cubin.find("numeric_limits"), std::string::npos);
+    EXPECT_LT(compiled->cubin.size(), 32u * 1024) << "NVRTC's own cubin is about 120 KiB";
+    EXPECT_NE(compiled->cubin.find(".text.block_sum"), std::string::npos);
+}
+
+TEST_F(LeanRecipeTest, AGlobalANameExpressionAsksForIsKept) {
+    CudaProgram program = program_of(kWithUnusedGlobals);
+    program.name_expressions = {"&named_only"};
+    auto compiled = compile_cuda(program, Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    const std::string& lowered = compiled->lowered_names.at("&named_only");
+    EXPECT_NE(compiled->cubin.find(lowered), std::string::npos) << lowered;
+}
+
+TEST_F(LeanRecipeTest, AnOptionThatMayReachPtxasKeepsNvrtcsOwnCubin) {
+    CudaProgram program = program_of(kWithUnusedGlobals);
+    program.options = {"--maxrregcount=64"};
+    auto compiled = compile_cuda(program, Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    EXPECT_NE(compiled->cubin.find("_ZN6Limits6digitsE"), std::string::npos);
+}
+
+TEST_F(LeanRecipeTest, ArchSpecificTargetCompiles) {
+    auto compiled = compile_cuda(program_of(kWithUnusedGlobals), Target{90, true});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    EXPECT_TRUE(is_elf(compiled->cubin));
+    EXPECT_EQ(compiled->cubin.find("unused_table"), std::string::npos);
+}
+
+TEST_F(LeanRecipeTest, IdentityNamesBothCompilersAndTheRecipe) {
+    auto identity = cuda_compiler_identity();
+    ASSERT_TRUE(identity.ok());
+    EXPECT_NE(identity->find("NVRTC build-id "), std::string::npos) << *identity;
+    EXPECT_NE(identity->find("nvJitLink build-id "), std::string::npos) << *identity;
+    EXPECT_NE(identity->find("unreferenced internal .global variables dropped"),
+              std::string::npos)
+        << *identity;
 }
 
 TEST_F(NvJitLinkTest, LinksPtxToACubin) {

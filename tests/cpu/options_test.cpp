@@ -74,5 +74,31 @@ TEST(NormalizeOptions, LineJoinsWithSpacesAndNeverBreaks) {
     EXPECT_EQ(options_line({"-DA=1\n2"}), "-DA=1 2");
 }
 
+TEST(ActsBeforePtxOnly, PreprocessorLanguageAndMathOptionsDo) {
+    auto normalized = normalize_options({"-D", "N=4", "--define-macro=M", "-I/opt/include",
+                                         "-include", "pre.h", "-UX", "-std=c++17", "--std=c++20",
+                                         "-use_fast_math", "--ftz=true", "-prec-div=false",
+                                         "--expt-relaxed-constexpr", "-default-device",
+                                         "--diag-suppress=177", "-w"});
+    ASSERT_TRUE(normalized.ok()) << normalized.error().describe();
+    EXPECT_TRUE(acts_before_ptx_only(*normalized));
+    EXPECT_TRUE(acts_before_ptx_only({}));
+}
+
+TEST(ActsBeforePtxOnly, OptionsThatMayReachPtxasDoNot) {
+    for (const char* option :
+         {"-G", "--device-debug", "-lineinfo", "--generate-line-info", "-Xptxas=-v",
+          "--ptxas-options=-O1", "--maxrregcount=64", "-maxrregcount=32", "-fmad=false",
+          "--dopt=on", "-Ofc=max", "--extra-device-vectorization", "--some-future-option"}) {
+        EXPECT_FALSE(acts_before_ptx_only({"-DN=4", option})) << option;
+    }
+}
+
+TEST(ActsBeforePtxOnly, APrefixOfAKnownOptionIsNotEnough) {
+    // "-stdx" is not -std; "-wx" is not -w.
+    EXPECT_FALSE(acts_before_ptx_only({"-stdx"}));
+    EXPECT_FALSE(acts_before_ptx_only({"-wx"}));
+}
+
 }  // namespace
 }  // namespace kcache::compile

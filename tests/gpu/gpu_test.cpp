@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <latch>
 #include <random>
 #include <thread>
@@ -306,6 +307,52 @@ TEST_F(GpuTest, CudaSourceThroughTheTiersMatchesCpuReferenceWarmAndCold) {
         ASSERT_TRUE(kernel->launch_with(linear(n), ddata.address(), 2.5f, n).ok());
         ASSERT_TRUE(context_->synchronize().ok());
         expect_close(*ddata.download_floats(), examples::scale_ref(data, 2.5f), 0);
+    }
+}
+
+// CUB's block reduce through the cache, with each CUDA C++ recipe: the lean one (NVRTC's PTX
+// without the header constants nothing uses, through nvJitLink) and NVRTC's own cubin (an option
+// that may reach ptxas keeps it). Both must sum like the CPU, cold and warm.
+TEST_F(GpuTest, CubBlockReduceMatchesCpuReferenceWithEitherRecipe) {
+    if (!driver::nvrtc_identity().ok()) GTEST_SKIP() << driver::nvrtc_identity().error().describe();
+    const std::string root = "/usr/local/cuda/include";
+    if (!std::filesystem::exists(root + "/cccl/cub")) GTEST_SKIP() << "no CUB under " << root;
+    const std::uint32_t blocks = 97;
+    const auto in = random_floats(std::size_t{blocks} * 128, 77);
+    std::vector<double> want(blocks, 0.0);
+    for (std::size_t i = 0; i < in.size(); ++i) want[i / 128] += in[i];
+    for (const char* extra : {"-DLEAN=1", "--maxrregcount=128"}) {
+        test::TempDir temp;
+        CacheOptions options;
+        options.disk_directory = temp.path() + "/cache";
+        auto source = [&] {
+            return Source::cuda(
+                "#include <cub/block/block_reduce.cuh>\n"
+                "extern \"C\" __global__ void block_sum(float* out, const float* in) {\n"
+                "    using Reduce = cub::BlockReduce<float, 128>;\n"
+                "    __shared__ typename Reduce::TempStorage storage;\n"
+                "    float v = Reduce(storage).Sum(in[blockIdx.x * 128 + threadIdx.x]);\n"
+                "    if (threadIdx.x == 0) out[blockIdx.x] = v;\n}\n",
+                {"-std=c++17", "-I" + root + "/cccl", "-I" + root, extra});
+        };
+        for (int run = 0; run < 2; ++run) {
+            KernelCache cache(options);
+            auto kernel = cache.kernel("block_sum", source, "block_sum");
+            ASSERT_TRUE(kernel.ok()) << extra << ": " << kernel.error().describe();
+            EXPECT_EQ(cache.stats().compiles, run == 0 ? 1u : 0u) << extra;
+            auto din = upload(in);
+            auto dout = poisoned(blocks);
+            LaunchConfig config;
+            config.block.x = 128;
+            config.grid.x = blocks;
+            ASSERT_TRUE(kernel->launch_with(config, dout.address(), din.address()).ok()) << extra;
+            ASSERT_TRUE(context_->synchronize().ok());
+            const auto got = *dout.download_floats();
+            // 128 floats of magnitude ~3 summed in another order: 1e-3 is ~50x float's error.
+            for (std::uint32_t b = 0; b < blocks; ++b) {
+                ASSERT_NEAR(got[b], want[b], 1e-3) << extra << ", block " << b;
+            }
+        }
     }
 }
 
