@@ -199,14 +199,14 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
     }
     // A cubin does not depend on the driver's version, so it stays out: that is what lets a
     // CPU-only machine fill the cache for a GPU machine.
-    toolchain += "; entry format " + std::to_string(store::kFormatVersion);
+    toolchain.append("; entry format ").append(std::to_string(store::kFormatVersion));
 
     const util::Fingerprint source_hash = source_hash_of(source);
     recipe.key.arch = recipe.target.name();
     recipe.key.source_kind = source_kind_name(source.kind);
     recipe.key.source_hash = source_hash.hex();
     recipe.key.options = compile::options_line(options);
-    recipe.key.toolchain = toolchain;
+    recipe.key.toolchain = std::move(toolchain);
 
     util::FingerprintBuilder builder;
     builder.add("kcache artifact")
@@ -235,22 +235,31 @@ std::optional<ArtifactPipeline::Produced> ArtifactPipeline::lookup(std::string_v
     if (!store_) return std::nullopt;
     auto found = store_->get(recipe.fingerprint);
     if (!found) return std::nullopt;
-    // The file name is the fingerprint; the recorded key material must agree with it too.
-    const store::KeyMaterial& stored = found->entry.key;
-    std::optional<LoweredNames> names =
-        source.kind == SourceKind::kCuda ? names_for(stored.kernel_names, source.name_expressions)
-                                         : std::optional<LoweredNames>(LoweredNames{});
+    // The file name is the fingerprint; the recorded key material must agree with it too. It is
+    // compared as views into the entry's bytes: no string per field on a hit.
+    const store::DecodedEntry& entry = *found->entry;
+    const store::KeyMaterialView& stored = entry.key();
+    std::optional<LoweredNames> names;
+    if (source.kind == SourceKind::kCuda) {
+        std::vector<std::string> lines;
+        for (std::string_view line : stored.kernel_names()) lines.emplace_back(line);
+        names = names_for(lines, source.name_expressions);
+    } else {
+        names.emplace();  // PTX names its kernels itself
+    }
     if (stored.arch != recipe.key.arch || stored.source_kind != recipe.key.source_kind ||
         stored.source_hash != recipe.key.source_hash || stored.options != recipe.key.options ||
         stored.names != recipe.key.names || stored.toolchain != recipe.key.toolchain ||
-        found->entry.kind != store::PayloadKind::kCubin || !names) {
+        entry.kind() != store::PayloadKind::kCubin || !names) {
         util::log_line(util::LogLevel::kInfo, "stored artifact for " + std::string(key) +
                                                   " has other key material; recompiling");
         return std::nullopt;
     }
     const Origin origin =
         found->tier == store::Tier::kDisk ? Origin::kDiskTier : Origin::kMemoryTier;
-    return Produced{Source::cubin(std::move(found->entry.payload)), origin, 0, std::move(*names)};
+    // The one copy of the payload on a hit: a Source owns its bytes, while the entry's stay with
+    // the memory tier for the next hit.
+    return Produced{Source::cubin(std::string(entry.payload())), origin, 0, std::move(*names)};
 }
 
 Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view key, int arch,

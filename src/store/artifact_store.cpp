@@ -5,18 +5,19 @@ namespace kcache::store {
 std::optional<Found> ArtifactStore::get(const util::Fingerprint& fingerprint) {
     if (auto entry = memory_.get(fingerprint)) {
         memory_hits_.fetch_add(1, std::memory_order_relaxed);
-        return Found{std::move(*entry), Tier::kMemory};
+        return Found{std::move(entry), Tier::kMemory};
     }
     if (!disk_) return std::nullopt;
     auto entry = disk_->get(fingerprint);
     if (!entry) return std::nullopt;
-    memory_.put(fingerprint, *entry);
-    return Found{std::move(*entry), Tier::kDisk};
+    memory_.put(fingerprint, entry);
+    return Found{std::move(entry), Tier::kDisk};
 }
 
 void ArtifactStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
                         DiskStore::Cleaning cleaning) {
-    memory_.put(fingerprint, entry);
+    // A compile's entry, once through the entry format: what a disk hit would have kept.
+    memory_.put(fingerprint, DecodedEntry::of(entry));
     // Ignored on purpose: DiskStore counts and logs the failure, and memory still has the entry.
     if (disk_) (void)disk_->put(fingerprint, entry, cleaning);
 }

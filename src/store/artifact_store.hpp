@@ -23,7 +23,7 @@ struct ArtifactStats {
 enum class Tier { kMemory, kDisk };
 
 struct Found {
-    StoredEntry entry;
+    std::shared_ptr<const DecodedEntry> entry;  // never null; shared with the memory tier
     Tier tier;
 };
 

@@ -61,8 +61,9 @@ public:
     // refused, with the reason, unless allowed: anyone who can write there could plant a kernel.
     static Result<std::unique_ptr<DiskStore>> open(const DiskOptions& options);
 
-    // A hit sets the entry's mtime to now: its recency stamp for eviction.
-    std::optional<StoredEntry> get(const util::Fingerprint& fingerprint);
+    // Null on a miss. A hit refreshes the entry's mtime, its recency stamp for eviction, when
+    // older than kStampGranularity.
+    std::shared_ptr<const DecodedEntry> get(const util::Fingerprint& fingerprint);
     // After a successful write, cleans the directory when due: at this store's first write,
     // then whenever it has written a tenth of a budget since its last scan, or enough to take
     // the directory that scan found over a budget. A failed cleanup is counted and logged; it

@@ -50,6 +50,14 @@ std::string checksum(std::string_view bytes) {
     return out;
 }
 
+// Compared in place: a checksum string per decode was an allocation per hit (16 bytes is past
+// the short-string buffer).
+bool checksum_matches(std::string_view body, const char* stored) {
+    const XXH128_hash_t digest = XXH3_128bits(body.data(), body.size());
+    return get_le<std::uint64_t>(stored) == digest.high64 &&
+           get_le<std::uint64_t>(stored + 8) == digest.low64;
+}
+
 // One decompression context per thread, reused: ZSTD_decompress() would set up and tear down a
 // fresh one (over 100 KiB) per call, which measured as most of a warm load (26 us of 31).
 ZSTD_DCtx* thread_dctx() {
@@ -100,31 +108,65 @@ std::string KeyMaterial::serialize() const {
 }
 
 Result<KeyMaterial> KeyMaterial::parse(std::string_view text) {
-    KeyMaterial key;
+    auto view = KeyMaterialView::parse(text);
+    if (!view) return view.error();
+    return view->owned();
+}
+
+Result<KeyMaterialView> KeyMaterialView::parse(std::string_view text) {
+    KeyMaterialView key;
+    std::string_view* const slots[kSingleFields] = {
+        &key.arch,  &key.source_kind, &key.source_hash, &key.options,
+        &key.names, &key.toolchain,   &key.caller_key};
     std::size_t seen = 0;  // the single fields must come first, in order
-    while (!text.empty()) {
-        const std::size_t end = text.find('\n');
+    std::size_t kernels_at = text.size();
+    for (std::size_t at = 0; at < text.size();) {
+        const std::size_t end = text.find('\n', at);
         if (end == std::string_view::npos) return corrupt("key material line without newline");
-        std::string_view line = text.substr(0, end);
-        text.remove_prefix(end + 1);
+        const std::string_view line = text.substr(at, end - at);
         const std::size_t colon = line.find(": ");
         if (colon == std::string_view::npos) return corrupt("key material line without ': '");
-        std::string_view name = line.substr(0, colon);
-        std::string value(line.substr(colon + 2));
+        const std::string_view name = line.substr(0, colon);
         if (seen < kSingleFields) {
             if (name != kFields[seen]) {
                 return corrupt("key material field '" + std::string(name) + "' out of place");
             }
-            std::string* slots[] = {&key.arch,  &key.source_kind, &key.source_hash, &key.options,
-                                    &key.names, &key.toolchain,   &key.caller_key};
-            *slots[seen++] = std::move(value);
-        } else if (name == "kernel") {
-            key.kernel_names.push_back(std::move(value));
+            *slots[seen++] = line.substr(colon + 2);
+        } else if (name == kFields[kSingleFields]) {
+            if (kernels_at == text.size()) kernels_at = at;
         } else {
             return corrupt("unknown key material field '" + std::string(name) + "'");
         }
+        at = end + 1;
     }
     if (seen < kSingleFields) return corrupt("key material incomplete");
+    // Every line from the first kernel line on is one: nothing else may follow them.
+    key.kernel_lines = text.substr(kernels_at);
+    return key;
+}
+
+std::vector<std::string_view> KeyMaterialView::kernel_names() const {
+    constexpr std::string_view kPrefix = "kernel: ";
+    std::vector<std::string_view> out;
+    std::string_view rest = kernel_lines;
+    while (!rest.empty()) {
+        const std::size_t end = rest.find('\n');  // parse() saw every line end in one
+        out.push_back(rest.substr(kPrefix.size(), end - kPrefix.size()));
+        rest.remove_prefix(end + 1);
+    }
+    return out;
+}
+
+KeyMaterial KeyMaterialView::owned() const {
+    KeyMaterial key;
+    key.arch = arch;
+    key.source_kind = source_kind;
+    key.source_hash = source_hash;
+    key.options = options;
+    key.names = names;
+    key.toolchain = toolchain;
+    key.caller_key = caller_key;
+    for (std::string_view name : kernel_names()) key.kernel_names.emplace_back(name);
     return key;
 }
 
@@ -155,11 +197,24 @@ std::string encode(const StoredEntry& entry, Compression compression, int zstd_l
     return out;
 }
 
-Result<StoredEntry> decode(std::string_view bytes) {
+namespace {
+
+// An entry's parts as views into its bytes, once every check but decompression has passed.
+struct Layout {
+    PayloadKind kind = PayloadKind::kCubin;
+    bool zstd = false;
+    KeyMaterialView key;
+    std::size_t key_bytes = 0;
+    std::uint64_t payload_bytes = 0;  // uncompressed
+    std::string_view stored;          // the payload as stored
+};
+
+// The one set of checks behind decode() and DecodedEntry::decode().
+Result<Layout> check(std::string_view bytes) {
     if (bytes.size() < kHeaderSize + kChecksumSize) return corrupt("shorter than a header");
     if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) return corrupt("bad magic");
     const std::string_view body = bytes.substr(0, bytes.size() - kChecksumSize);
-    if (checksum(body) != bytes.substr(body.size())) return corrupt("checksum mismatch");
+    if (!checksum_matches(body, bytes.data() + body.size())) return corrupt("checksum mismatch");
 
     const char* p = bytes.data() + sizeof(kMagic);
     Header header;
@@ -185,29 +240,84 @@ Result<StoredEntry> decode(std::string_view bytes) {
         return corrupt("lengths do not add up to the entry's size");
     }
     if (header.payload_bytes > kMaxPayloadBytes) return corrupt("payload larger than any kernel");
-    auto key = KeyMaterial::parse(body.substr(kHeaderSize, header.key_bytes));
+    auto key = KeyMaterialView::parse(body.substr(kHeaderSize, header.key_bytes));
     if (!key) return key.error();
 
-    StoredEntry entry;
-    entry.kind = static_cast<PayloadKind>(header.kind);
-    entry.key = std::move(*key);
-    const std::string_view compressed = body.substr(kHeaderSize + header.key_bytes);
-    if (header.compression == static_cast<std::uint8_t>(Compression::kNone)) {
-        if (compressed.size() != header.payload_bytes) return corrupt("payload size disagrees");
-        entry.payload.assign(compressed);
-        return entry;
+    Layout layout;
+    layout.kind = static_cast<PayloadKind>(header.kind);
+    layout.zstd = header.compression == static_cast<std::uint8_t>(Compression::kZstd);
+    layout.key = *key;
+    layout.key_bytes = header.key_bytes;
+    layout.payload_bytes = header.payload_bytes;
+    layout.stored = body.substr(kHeaderSize + header.key_bytes);
+    if (!layout.zstd) {
+        if (layout.stored.size() != header.payload_bytes) return corrupt("payload size disagrees");
+        return layout;
     }
     const unsigned long long declared =
-        ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+        ZSTD_getFrameContentSize(layout.stored.data(), layout.stored.size());
     if (declared >= ZSTD_CONTENTSIZE_ERROR || declared != header.payload_bytes) {
         return corrupt("payload size disagrees with its frame");
     }
-    entry.payload.resize(header.payload_bytes);
-    const std::size_t size =
-        ZSTD_decompressDCtx(thread_dctx(), entry.payload.data(), entry.payload.size(),
-                            compressed.data(), compressed.size());
-    if (ZSTD_isError(size) || size != header.payload_bytes)
+    return layout;
+}
+
+// A checked zstd payload, decompressed into `out`.
+Result<void> inflate(const Layout& layout, std::string& out) {
+    out.resize(layout.payload_bytes);
+    const std::size_t size = ZSTD_decompressDCtx(thread_dctx(), out.data(), out.size(),
+                                                 layout.stored.data(), layout.stored.size());
+    if (ZSTD_isError(size) || size != layout.payload_bytes) {
         return corrupt("payload does not decompress");
+    }
+    return ok();
+}
+
+}  // namespace
+
+Result<StoredEntry> decode(std::string_view bytes) {
+    auto layout = check(bytes);
+    if (!layout) return layout.error();
+    StoredEntry entry;
+    entry.kind = layout->kind;
+    entry.key = layout->key.owned();
+    if (!layout->zstd) {
+        entry.payload.assign(layout->stored);
+    } else if (auto inflated = inflate(*layout, entry.payload); !inflated) {
+        return inflated.error();
+    }
+    return entry;
+}
+
+Result<std::shared_ptr<const DecodedEntry>> DecodedEntry::decode(std::string bytes) {
+    auto entry = std::make_shared<DecodedEntry>(Private());
+    entry->bytes_ = std::move(bytes);
+    auto layout = check(entry->bytes_);
+    if (!layout) return layout.error();
+    entry->kind_ = layout->kind;
+    entry->key_ = layout->key;
+    entry->key_text_bytes_ = layout->key_bytes;
+    if (!layout->zstd) {
+        entry->payload_ = layout->stored;
+    } else {
+        // The compressed bytes stay too: the key material views point into them.
+        if (auto inflated = inflate(*layout, entry->inflated_); !inflated) return inflated.error();
+        entry->payload_ = entry->inflated_;
+    }
+    return std::shared_ptr<const DecodedEntry>(std::move(entry));
+}
+
+std::shared_ptr<const DecodedEntry> DecodedEntry::of(const StoredEntry& entry) {
+    // Fails only for key material with a newline in a value, which no lookup could match.
+    auto decoded = decode(encode(entry));
+    return decoded ? std::move(*decoded) : nullptr;
+}
+
+StoredEntry DecodedEntry::owned() const {
+    StoredEntry entry;
+    entry.kind = kind_;
+    entry.key = key_.owned();
+    entry.payload.assign(payload_);
     return entry;
 }
 

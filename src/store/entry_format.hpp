@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,56 @@ struct StoredEntry {
     std::string payload;  // uncompressed
 
     bool operator==(const StoredEntry&) const = default;
+};
+
+// Key material as views into the bytes of a decoded entry (see DecodedEntry): a hit compares it
+// with what it wants without building a string per field.
+struct KeyMaterialView {
+    std::string_view arch, source_kind, source_hash, options, names, toolchain, caller_key;
+    // The "kernel: <name>\n" lines, each checked when the entry was decoded.
+    std::string_view kernel_lines;
+
+    std::vector<std::string_view> kernel_names() const;
+    KeyMaterial owned() const;
+    // The checks of KeyMaterial::parse, which is this plus owned().
+    static Result<KeyMaterialView> parse(std::string_view text);
+};
+
+// An entry decoded in place: its key material and (raw) payload are views into the bytes it was
+// read from, which it keeps. The tiers hand it around shared, so that a disk hit reaches the
+// memory tier and the caller without a copy of its payload, and a memory hit copies nothing.
+// Neither copyable nor movable: the views point into the entry itself.
+class DecodedEntry {
+    struct Private {
+        explicit Private() = default;
+    };
+
+public:
+    // The checks of decode(); `bytes` (a file's, moved in) become the entry's own.
+    static Result<std::shared_ptr<const DecodedEntry>> decode(std::string bytes);
+    // An entry made in this process (a compile's), encoded raw and decoded like one read back.
+    static std::shared_ptr<const DecodedEntry> of(const StoredEntry& entry);
+
+    // Public for make_shared; only decode() can name a Private.
+    explicit DecodedEntry(Private) {}
+    DecodedEntry(const DecodedEntry&) = delete;
+    DecodedEntry& operator=(const DecodedEntry&) = delete;
+
+    PayloadKind kind() const noexcept { return kind_; }
+    const KeyMaterialView& key() const noexcept { return key_; }
+    std::string_view payload() const noexcept { return payload_; }  // uncompressed
+    // Its payload and key material text: what the memory tier's budget counts (as it did for a
+    // StoredEntry; a zstd entry's compressed bytes, also kept, are not counted).
+    std::size_t cost() const noexcept { return payload_.size() + key_text_bytes_; }
+    StoredEntry owned() const;
+
+private:
+    std::string bytes_;     // the encoded entry, which the views point into
+    std::string inflated_;  // a zstd payload, decompressed; empty for a raw one
+    PayloadKind kind_ = PayloadKind::kCubin;
+    KeyMaterialView key_;
+    std::string_view payload_;  // into bytes_ (raw) or inflated_ (zstd)
+    std::size_t key_text_bytes_ = 0;
 };
 
 std::string encode(const StoredEntry& entry, Compression compression = Compression::kNone,

@@ -2,20 +2,18 @@
 
 namespace kcache::store {
 
-std::size_t MemoryStore::cost(const StoredEntry& entry) {
-    return entry.payload.size() + entry.key.serialize().size();
-}
-
-std::optional<StoredEntry> MemoryStore::get(const util::Fingerprint& fingerprint) {
+std::shared_ptr<const DecodedEntry> MemoryStore::get(const util::Fingerprint& fingerprint) {
     std::lock_guard lock(mutex_);
     auto it = index_.find(fingerprint);
-    if (it == index_.end()) return std::nullopt;
+    if (it == index_.end()) return nullptr;
     order_.splice(order_.begin(), order_, it->second);
     return it->second->entry;
 }
 
-void MemoryStore::put(const util::Fingerprint& fingerprint, StoredEntry entry) {
-    const std::size_t bytes = cost(entry);
+void MemoryStore::put(const util::Fingerprint& fingerprint,
+                      std::shared_ptr<const DecodedEntry> entry) {
+    if (!entry) return;
+    const std::size_t bytes = entry->cost();
     std::lock_guard lock(mutex_);
     if (auto it = index_.find(fingerprint); it != index_.end()) {
         bytes_ -= it->second->bytes;

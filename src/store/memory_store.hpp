@@ -1,11 +1,12 @@
 // The memory tier: stored entries by fingerprint, bounded in bytes, least recently used out.
-// Sits in front of the disk tier so that a process asking twice reads the disk once.
+// Sits in front of the disk tier so that a process asking twice reads the disk once. Entries are
+// shared, not copied: a disk hit is kept here and handed out as the same bytes.
 #pragma once
 
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <mutex>
-#include <optional>
 #include <unordered_map>
 
 #include "store/entry_format.hpp"
@@ -17,9 +18,10 @@ class MemoryStore {
 public:
     explicit MemoryStore(std::size_t max_bytes) : max_bytes_(max_bytes) {}
 
-    std::optional<StoredEntry> get(const util::Fingerprint& fingerprint);
-    // An entry larger than the whole budget is not kept.
-    void put(const util::Fingerprint& fingerprint, StoredEntry entry);
+    // Null on a miss.
+    std::shared_ptr<const DecodedEntry> get(const util::Fingerprint& fingerprint);
+    // An entry larger than the whole budget is not kept, nor a null one.
+    void put(const util::Fingerprint& fingerprint, std::shared_ptr<const DecodedEntry> entry);
 
     std::size_t bytes() const;
     std::size_t size() const;
@@ -31,10 +33,9 @@ private:
     };
     struct Item {
         util::Fingerprint fingerprint;
-        StoredEntry entry;
+        std::shared_ptr<const DecodedEntry> entry;
         std::size_t bytes;
     };
-    static std::size_t cost(const StoredEntry& entry);
 
     const std::size_t max_bytes_;
     mutable std::mutex mutex_;  // guards everything below; this tier is off the hit path

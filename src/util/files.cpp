@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -45,12 +44,18 @@ public:
             close(fd);
             return io_error("stat", path, saved);
         }
-        // Read into a string of the file's size at once (one allocation, no copy); a file that
-        // grows meanwhile is still read to its end.
-        std::string out(static_cast<std::size_t>(std::max<off_t>(info.st_size, 0)) + 1, '\0');
+        // One read of the size fstat gave, into a string allocated once: entries are replaced by
+        // rename, never grown in place, so reading on to see EOF was a syscall per hit for
+        // nothing. A short read (a file cut meanwhile) still loops until that size or EOF. What
+        // reports no size (a pipe, /proc) is read to EOF instead.
+        const bool sized = S_ISREG(info.st_mode) && info.st_size > 0;
+        std::string out(sized ? static_cast<std::size_t>(info.st_size) : std::size_t{4096}, '\0');
         std::size_t done = 0;
         for (;;) {
-            if (done == out.size()) out.resize(out.size() * 2);
+            if (done == out.size()) {
+                if (sized) break;
+                out.resize(out.size() * 2);
+            }
             const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
             if (n < 0) {
                 if (errno == EINTR) continue;

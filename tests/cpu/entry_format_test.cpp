@@ -107,8 +107,75 @@ TEST(EntryFormat, TrailingBytesAreDetected) {
     EXPECT_FALSE(decode(encode(small_entry()) + "x").ok());
 }
 
+TEST(DecodedEntry, RoundTripsEveryFieldInPlace) {
+    const StoredEntry entry = small_entry();
+    auto decoded = DecodedEntry::decode(encode(entry));
+    ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+    const DecodedEntry& got = **decoded;
+    EXPECT_EQ(got.owned(), entry);
+    EXPECT_EQ(got.payload(), entry.payload);
+    EXPECT_EQ(got.key().toolchain, entry.key.toolchain);
+    EXPECT_EQ(got.key().caller_key, "softmax:32");
+    EXPECT_EQ(got.key().kernel_names(),
+              (std::vector<std::string_view>{"softmax_rows", "softmax_rows_tail"}));
+    EXPECT_EQ(got.cost(), entry.payload.size() + entry.key.serialize().size());
+}
+
+TEST(DecodedEntry, RoundTripsAZstdEntry) {
+    StoredEntry entry = small_entry();
+    entry.payload = std::string(1 << 16, 'a');
+    auto decoded = DecodedEntry::decode(encode(entry, Compression::kZstd));
+    ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+    EXPECT_EQ((*decoded)->owned(), entry);
+}
+
+TEST(DecodedEntry, EveryFlippedByteIsDetected) {
+    for (Compression compression : {Compression::kNone, Compression::kZstd}) {
+        const std::string bytes = encode(small_entry(), compression);
+        for (std::size_t i = 0; i < bytes.size(); ++i) {
+            std::string damaged = bytes;
+            damaged[i] = static_cast<char>(damaged[i] ^ 0x01);
+            auto decoded = DecodedEntry::decode(std::move(damaged));
+            ASSERT_FALSE(decoded.ok()) << "flipping byte " << i << " went unnoticed";
+            EXPECT_EQ(decoded.error().code(), Errc::kCorruptEntry);
+        }
+    }
+}
+
+TEST(DecodedEntry, EveryTruncationIsDetected) {
+    for (Compression compression : {Compression::kNone, Compression::kZstd}) {
+        const std::string bytes = encode(small_entry(), compression);
+        for (std::size_t length = 0; length < bytes.size(); ++length) {
+            auto decoded = DecodedEntry::decode(bytes.substr(0, length));
+            ASSERT_FALSE(decoded.ok()) << "cut at " << length << " bytes went unnoticed";
+            EXPECT_EQ(decoded.error().code(), Errc::kCorruptEntry);
+        }
+    }
+}
+
 TEST(KeyMaterialText, RejectsFieldsOutOfOrder) {
     EXPECT_FALSE(KeyMaterial::parse("source-kind: ptx\narch: sm_90\n").ok());
+}
+
+constexpr std::string_view kSingleFields =
+    "arch: sm_90\nsource-kind: ptx\nsource-hash: ab\noptions: \nnames: \ntoolchain: t\nkey: k\n";
+
+TEST(KeyMaterialText, RejectsAnyOtherFieldAmongOrAfterTheKernels) {
+    const std::string text(kSingleFields);
+    EXPECT_TRUE(KeyMaterialView::parse(text + "kernel: a\nkernel: b\n").ok());
+    EXPECT_FALSE(KeyMaterialView::parse(text + "kernel: a\narch: sm_80\n").ok());
+    EXPECT_FALSE(KeyMaterialView::parse(text + "kernel: a\nkernel b\n").ok());
+    EXPECT_FALSE(KeyMaterialView::parse(text + "kernel: a\nkernel: b").ok());
+    EXPECT_FALSE(KeyMaterialView::parse(text + "arch: sm_80\n").ok());
+}
+
+TEST(KeyMaterialText, ViewsSplitTheKernelLines) {
+    auto key = KeyMaterialView::parse(std::string(kSingleFields) + "kernel: a: b\nkernel: c\n");
+    ASSERT_TRUE(key.ok());
+    EXPECT_EQ(key->kernel_names(), (std::vector<std::string_view>{"a: b", "c"}));
+    EXPECT_EQ(key->owned().kernel_names, (std::vector<std::string>{"a: b", "c"}));
+    EXPECT_EQ(key->toolchain, "t");
+    EXPECT_EQ(key->options, "");
 }
 
 }  // namespace

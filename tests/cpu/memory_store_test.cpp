@@ -6,10 +6,10 @@
 namespace kcache::store {
 namespace {
 
-StoredEntry entry_of(std::size_t payload_bytes, char fill = 'p') {
+std::shared_ptr<const DecodedEntry> entry_of(std::size_t payload_bytes, char fill = 'p') {
     StoredEntry entry;
     entry.payload.assign(payload_bytes, fill);
-    return entry;
+    return DecodedEntry::of(entry);
 }
 
 util::Fingerprint print(std::uint64_t n) {
@@ -24,10 +24,26 @@ std::size_t cost_of(std::size_t payload) {
 TEST(MemoryStore, ReturnsWhatWasPut) {
     MemoryStore store(1 << 20);
     store.put(print(1), entry_of(100, 'a'));
+    store.put(print(2), entry_of(100, 'b'));
     auto got = store.get(print(1));
-    ASSERT_TRUE(got.has_value());
-    EXPECT_EQ(got->payload, std::string(100, 'a'));
-    EXPECT_FALSE(store.get(print(2)).has_value());
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(got->payload(), std::string(100, 'a'));
+    EXPECT_EQ(store.get(print(3)), nullptr);
+}
+
+TEST(MemoryStore, AHitSharesTheEntryThatWasPut) {
+    MemoryStore store(1 << 20);
+    auto entry = entry_of(100, 'a');
+    store.put(print(1), entry);
+    EXPECT_EQ(store.get(print(1)), entry);
+    EXPECT_EQ(store.get(print(1)), entry);
+}
+
+TEST(MemoryStore, ANullEntryIsNotKept) {
+    MemoryStore store(1 << 20);
+    store.put(print(1), nullptr);
+    EXPECT_EQ(store.size(), 0u);
+    EXPECT_EQ(store.get(print(1)), nullptr);
 }
 
 TEST(MemoryStore, StaysWithinItsByteBudget) {
@@ -42,10 +58,10 @@ TEST(MemoryStore, EvictsTheLeastRecentlyUsed) {
     MemoryStore store(cost_of(1000) * 2);
     store.put(print(1), entry_of(1000));
     store.put(print(2), entry_of(1000));
-    ASSERT_TRUE(store.get(print(1)).has_value());  // 1 is now the most recent
+    ASSERT_NE(store.get(print(1)), nullptr);  // 1 is now the most recent
     store.put(print(3), entry_of(1000));
-    EXPECT_TRUE(store.get(print(1)).has_value());
-    EXPECT_FALSE(store.get(print(2)).has_value());
+    EXPECT_NE(store.get(print(1)), nullptr);
+    EXPECT_EQ(store.get(print(2)), nullptr);
 }
 
 TEST(MemoryStore, ReplacingAnEntryKeepsTheCountRight) {
@@ -59,7 +75,7 @@ TEST(MemoryStore, ReplacingAnEntryKeepsTheCountRight) {
 TEST(MemoryStore, AnEntryLargerThanTheBudgetIsNotKept) {
     MemoryStore store(100);
     store.put(print(1), entry_of(1000));
-    EXPECT_FALSE(store.get(print(1)).has_value());
+    EXPECT_EQ(store.get(print(1)), nullptr);
     EXPECT_EQ(store.bytes(), 0u);
 }
 
