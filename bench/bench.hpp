@@ -54,8 +54,6 @@ std::string format_launch(const std::vector<LaunchRow>& rows);
 // Needs a GPU. Cold warm-up of 64 PTX kernels (driver JIT vs kcache) and warm start from the
 // disk tier in `directory` against the in-memory floor. Empty result and `note` on failure.
 std::string run_warm_start(const std::string& directory, std::string& note);
-// Needs a GPU: the same 64 PTX through the driver with its ComputeCache as configured.
-std::string run_compute_cache(std::string& note);
 
 // No GPU needed: `light_count` and `heavy_count` distinct CUDA C++ kernels compiled by NVRTC on 1
 // thread and on `threads` threads of this process.
@@ -69,5 +67,14 @@ std::string run_cuda_warm_start(const std::string& directory, int warm_up_count,
 // the cache in `directory`, or for two cubin files loaded without kcache (the floor).
 int run_cuda_warm_child(const std::string& directory, bool heavy);
 int run_cubin_floor_child(const std::string& first, const std::string& second, bool heavy);
+
+// The 64 distinct PTX kernels of the issue-3 measurements, and the cache key of each.
+std::vector<std::string> ptx_kernel_set();
+std::string ptx_kernel_key(int i);
+// Needs a GPU: the warm start of those kernels in new processes, `rounds` rounds of three
+// (kcache from its disk tier, the floor, the driver's ComputeCache), in `directory`.
+std::string run_ptx_new_process(const std::string& directory, int rounds, std::string& note);
+// The child side: prints "context_ms total_ms" for MODE kcache, floor or compute.
+int run_ptx_warm_child(const std::string& mode, const std::string& directory);
 
 }  // namespace kcache::bench

@@ -32,9 +32,10 @@ int main(int argc, char** argv) {
     bool launch_bench = true;
     std::string tiers_directory;
     std::string cuda_directory;
+    std::string ptx_directory;
+    int rounds = 7;
     int nvrtc_arch = 0;
     int light = 16, heavy = 8, nvrtc_threads = 16, cuda_warm_up = 16;
-    bool compute_cache = false;
     int launches = 2000;
     int blocks = 15;
     std::vector<int> launch_threads = {1, 16};
@@ -57,6 +58,13 @@ int main(int argc, char** argv) {
             const std::string first = next();
             const std::string second = next();
             return bench::run_cubin_floor_child(first, second, std::strcmp(next(), "heavy") == 0);
+        } else if (!std::strcmp(argv[i], "--ptx-warm-child")) {
+            const std::string mode = next();
+            return bench::run_ptx_warm_child(mode, next());
+        } else if (!std::strcmp(argv[i], "--ptx-new-process")) {
+            ptx_directory = next();
+        } else if (!std::strcmp(argv[i], "--rounds")) {
+            rounds = std::atoi(next());
         } else if (!std::strcmp(argv[i], "--cuda")) {
             cuda_directory = next();
         } else if (!std::strcmp(argv[i], "--cuda-warm-up")) {
@@ -69,8 +77,6 @@ int main(int argc, char** argv) {
             heavy = counts.size() > 1 ? counts[1] : 0;
         } else if (!std::strcmp(argv[i], "--nvrtc-threads")) {
             nvrtc_threads = std::atoi(next());
-        } else if (!std::strcmp(argv[i], "--compute-cache")) {
-            compute_cache = true;
         } else if (!std::strcmp(argv[i], "--no-launch")) {
             launch_bench = false;
         } else if (!std::strcmp(argv[i], "--fake")) {
@@ -86,7 +92,7 @@ int main(int argc, char** argv) {
         } else {
             std::fprintf(stderr,
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
-                         "[--compute-cache] [--cuda DIR] [--cuda-warm-up N] [--nvrtc-scaling ARCH] "
+                         "[--ptx-new-process DIR [--rounds N]] [--cuda DIR] [--cuda-warm-up N] [--nvrtc-scaling ARCH] "
                          "[--nvrtc-kernels LIGHT,HEAVY] [--nvrtc-threads N] [--ms N] "
                          "[--threads 1,2,4] "
                          "[--launch-threads 1,16] [--out FILE]\n");
@@ -102,6 +108,14 @@ int main(int argc, char** argv) {
         launch_threads = {1, 2};
     }
 
+    if (!ptx_directory.empty()) {  // PTX warm starts in new processes alone
+        std::string note;
+        std::string table = bench::run_ptx_new_process(ptx_directory, rounds, note);
+        std::fputs(table.c_str(), stdout);
+        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
+        if (!out_path.empty()) std::ofstream(out_path) << table;
+        return table.empty() || !note.empty() ? 1 : 0;
+    }
     if (nvrtc_arch != 0 || !cuda_directory.empty()) {  // CUDA C++ measurements alone
         std::string note;
         std::string table =
@@ -113,10 +127,9 @@ int main(int argc, char** argv) {
         if (!out_path.empty()) std::ofstream(out_path) << table;
         return table.empty() || !note.empty() ? 1 : 0;
     }
-    if (!tiers_directory.empty() || compute_cache) {  // the issue-3 measurements alone
+    if (!tiers_directory.empty()) {  // the issue-3 measurements in one process alone
         std::string note;
-        std::string table = compute_cache ? bench::run_compute_cache(note)
-                                          : bench::run_warm_start(tiers_directory, note);
+        std::string table = bench::run_warm_start(tiers_directory, note);
         std::fputs(table.c_str(), stdout);
         if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
         if (!out_path.empty()) std::ofstream(out_path) << table;

@@ -2,9 +2,6 @@
 // heavy-header kernels; no GPU needed), a warm new process having its CUDA C++ kernel ready from
 // the disk tier (context creation timed apart), and kcache's warm-up of CUDA C++ kernels against
 // compiling them one by one.
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -17,14 +14,13 @@
 #include <vector>
 
 #include "bench/bench.hpp"
+#include "bench/child_process.hpp"
 #include "compile/compiler.hpp"
 #include "compile/worker_pool.hpp"
 #include "driver/cuda_api.hpp"
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "util/files.hpp"
-
-extern char** environ;
 
 namespace kcache::bench {
 namespace {
@@ -221,33 +217,10 @@ std::vector<WarmUpItem> warm_up_items(int first_variant, int count) {
 }
 
 // Runs this program as a child (`flag` and its arguments); its times.
-bool spawn_child(std::vector<std::string> args, ChildTimes& times) {
-    int fds[2];
-    if (pipe(fds) != 0) return false;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
-    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::vector<char*> argv = {self.data()};
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    pid_t child = 0;
-    const int rc = posix_spawn(&child, self.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(fds[1]);
-    std::string out;
-    char buffer[256];
-    for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) {
-        out.append(buffer, static_cast<std::size_t>(n));
-    }
-    close(fds[0]);
-    if (rc != 0) return false;
-    int status = 0;
-    waitpid(child, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-           std::sscanf(out.c_str(), "%lf %lf %lf %llu", &times.context_ms, &times.first_ms,
-                       &times.second_ms, &times.compiles) == 4;
+bool spawn_child(const std::vector<std::string>& args, ChildTimes& times) {
+    auto out = run_self(args);
+    return out && std::sscanf(out->c_str(), "%lf %lf %lf %llu", &times.context_ms,
+                              &times.first_ms, &times.second_ms, &times.compiles) == 4;
 }
 
 }  // namespace

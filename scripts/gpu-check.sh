@@ -22,6 +22,18 @@ status=0
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "- machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1), $(nproc) CPU cores, $(uname -r)"
   echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  # What a durable write costs on this disk (every stored entry pays one fsync): 20 files of
+  # 10 KiB written by dd with and without fsync, process start included in both.
+  probe=$(mktemp -d)
+  for sync in conv=fsync none; do
+    start=$(date +%s%N)
+    for i in $(seq 1 20); do
+      if [ "$sync" = none ]; then dd if=/dev/zero of="$probe/f$i" bs=10k count=1 status=none
+      else dd if=/dev/zero of="$probe/f$i" bs=10k count=1 conv=fsync status=none; fi
+    done
+    echo "- disk ($(df --output=source "$probe" | tail -1)): 10 KiB written by dd, $([ "$sync" = none ] && echo 'no fsync' || echo 'with fsync'): $(( ($(date +%s%N) - start) / 20000 )) us per file"
+  done
+  rm -rf "$probe"
   echo
 } > "$OUT/summary.md"
 
@@ -47,12 +59,12 @@ run bench "$BIN/kcache_bench" --out "$OUT/bench.md"
 # the difference to the table above is what cuCtxGetCurrent costs per lookup.
 run bench_fake "$BIN/kcache_bench" --fake --out "$LOGS/bench_fake.md"
 # Issue 3: 64 PTX kernels cold (driver JIT with its ComputeCache off, against kcache's parallel
-# warm-up) and warm from disk against the in-memory floor; then the driver's ComputeCache warm,
-# in processes of their own (the driver reads its cache settings at cuInit).
+# warm-up; nvJitLink alone on 1 and 16 threads) and warm from disk against the in-memory floor,
+# in rounds within one process, with kcache's CPU path apart.
 run warm_start env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --tiers "$(mktemp -d)/tiers" --out "$LOGS/warm_start.md"
-export CUDA_CACHE_PATH="$(mktemp -d)"
-run compute_cache_fill "$BIN/kcache_bench" --compute-cache
-run compute_cache_warm "$BIN/kcache_bench" --compute-cache --out "$LOGS/compute_cache.md"
+# The warm start as new processes see it: rounds of three (kcache from its disk tier, the floor,
+# the driver's ComputeCache, which the bench turns on for its own processes only).
+run ptx_new_process env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --ptx-new-process "$(mktemp -d)/ptx" --rounds 9 --out "$LOGS/ptx_new_process.md"
 # Issue 3, CUDA C++: how NVRTC scales inside one process (light and CUB-heavy kernels), a CUDA C++
 # kernel's readiness in cold and warm new processes, and a warm-up of CUDA C++ kernels.
 ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
@@ -87,9 +99,7 @@ run cuda_warm "$BIN/kcache_bench" --cuda "$(mktemp -d)/cuda" --cuda-warm-up 12 -
   echo
   cat "$LOGS/warm_start.md" 2>/dev/null
   echo
-  echo "Driver ComputeCache, second process (warm):"
-  echo
-  cat "$LOGS/compute_cache.md" 2>/dev/null
+  cat "$LOGS/ptx_new_process.md" 2>/dev/null
   echo
   echo "## CUDA C++: NVRTC inside one process"
   echo

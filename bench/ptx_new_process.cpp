@@ -1,0 +1,240 @@
+// Issue 3's warm start as the issue words it: a new process loading 64 PTX kernels, each round
+// three new processes in turn: kcache from its disk tier, the floor (the same cubins, read into
+// memory before the clock starts, then loaded), and the driver's own ComputeCache on the same PTX.
+// Context creation is timed apart and left out; everything else a process does is in.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "bench/bench.hpp"
+#include "bench/child_process.hpp"
+#include "compile/compiler.hpp"
+#include "driver/cuda_api.hpp"
+#include "driver/device_memory.hpp"
+#include "kcache/kernel_cache.hpp"
+#include "ptx_kernels.hpp"
+
+namespace kcache::bench {
+namespace {
+
+constexpr int kKernels = 64;
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+}
+
+std::string floor_file(const std::string& directory) {
+    return directory + "/floor.cubins";
+}
+
+// The floor's cubins in one file: for each, its size as text on a line, then its bytes.
+bool write_cubins(const std::string& path, const std::vector<std::string>& cubins) {
+    std::ofstream out(path, std::ios::binary);
+    for (const auto& cubin : cubins) out << cubin.size() << '\n' << cubin;
+    return static_cast<bool>(out);
+}
+
+std::vector<std::string> read_cubins(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<std::string> cubins;
+    for (std::size_t size = 0; in >> size;) {
+        in.get();  // the newline
+        std::string cubin(size, '\0');
+        in.read(cubin.data(), static_cast<std::streamsize>(size));
+        cubins.push_back(std::move(cubin));
+    }
+    return cubins;
+}
+
+struct ChildRun {
+    double context_ms = 0;
+    double total_ms = 0;  // 64 kernels ready
+};
+
+std::optional<ChildRun> child(const std::string& mode, const std::string& directory,
+                              const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    auto out = run_self({"--ptx-warm-child", mode, directory}, env);
+    ChildRun run;
+    if (!out || std::sscanf(out->c_str(), "%lf %lf", &run.context_ms, &run.total_ms) != 2) {
+        return std::nullopt;
+    }
+    return run;
+}
+
+// The driver's ComputeCache on, in a folder of its own.
+std::vector<std::pair<std::string, std::string>> compute_cache_env(const std::string& directory) {
+    return {{"CUDA_CACHE_DISABLE", "0"},
+            {"CUDA_CACHE_PATH", directory + "/compute-cache"},
+            {"CUDA_CACHE_MAXSIZE", "4294967296"}};
+}
+
+}  // namespace
+
+// Distinct modules: the row length is baked into each softmax's code.
+std::vector<std::string> ptx_kernel_set() {
+    std::vector<std::string> ptx;
+    ptx.reserve(kKernels);
+    for (int i = 0; i < kKernels; ++i) ptx.push_back(examples::softmax_rows_ptx(1000 + i));
+    return ptx;
+}
+
+std::string ptx_kernel_key(int i) {
+    return "softmax:" + std::to_string(1000 + i);
+}
+
+int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
+    const auto& api = driver::cuda_api();
+    if (!api) return 3;
+    const driver::CudaApi& cu = **api;
+    const auto context_start = std::chrono::steady_clock::now();
+    auto context = driver::PrimaryContext::open(0);
+    if (!context || !context->make_current()) return 3;
+    const double context_ms = ms_since(context_start);
+    const std::vector<std::string> ptx = ptx_kernel_set();  // made before any clock starts
+    double total_ms = 0;
+    if (mode == "kcache") {
+        const auto start = std::chrono::steady_clock::now();  // the cache's opening included
+        CacheOptions options;
+        options.disk_directory = directory + "/kcache";
+        KernelCache cache(options);
+        for (int i = 0; i < kKernels; ++i) {
+            const std::string* text = &ptx[static_cast<std::size_t>(i)];
+            auto kernel = cache.kernel(
+                ptx_kernel_key(i), [text] { return Source::ptx(*text); }, "softmax_rows");
+            if (!kernel) {
+                std::fprintf(stderr, "%s\n", kernel.error().describe().c_str());
+                return 4;
+            }
+        }
+        total_ms = ms_since(start);
+        if (cache.stats().compiles != 0 || cache.stats().disk_hits != kKernels) return 5;
+    } else if (mode == "floor") {
+        const std::vector<std::string> cubins = read_cubins(floor_file(directory));
+        if (cubins.size() != kKernels) return 4;
+        const auto start = std::chrono::steady_clock::now();
+        for (const auto& cubin : cubins) {
+            CUlibrary library = nullptr;
+            CUkernel kernel = nullptr;
+            CUfunction function = nullptr;
+            if (cu.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr,
+                                     0) != CUDA_SUCCESS ||
+                cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") != CUDA_SUCCESS ||
+                cu.cuKernelGetFunction(&function, kernel) != CUDA_SUCCESS) {
+                return 4;
+            }
+        }
+        total_ms = ms_since(start);
+    } else if (mode == "compute") {  // the driver's JIT, which its ComputeCache serves if warm
+        const auto start = std::chrono::steady_clock::now();
+        for (const auto& text : ptx) {
+            CUmodule module = nullptr;
+            CUfunction function = nullptr;
+            if (cu.cuModuleLoadData(&module, text.c_str()) != CUDA_SUCCESS ||
+                cu.cuModuleGetFunction(&function, module, "softmax_rows") != CUDA_SUCCESS) {
+                return 4;
+            }
+        }
+        total_ms = ms_since(start);
+    } else {
+        return 2;
+    }
+    std::printf("%.4f %.4f\n", context_ms, total_ms);
+    return 0;
+}
+
+std::string run_ptx_new_process(const std::string& directory, int rounds, std::string& note) {
+    auto context = driver::PrimaryContext::open(0);
+    if (!context) {
+        note = context.error().message();
+        return {};
+    }
+    (void)context->make_current();
+    const int arch = context->info().arch;
+    std::filesystem::remove_all(directory);
+    std::filesystem::create_directories(directory);
+    const std::vector<std::string> ptx = ptx_kernel_set();
+
+    // kcache's disk tier, filled by a warm-up.
+    {
+        std::vector<WarmUpItem> items;
+        for (int i = 0; i < kKernels; ++i) {
+            const std::string* text = &ptx[static_cast<std::size_t>(i)];
+            items.push_back({ptx_kernel_key(i),
+                             [text]() -> Result<Source> { return Source::ptx(*text); },
+                             "softmax_rows"});
+        }
+        CacheOptions options;
+        options.disk_directory = directory + "/kcache";
+        KernelCache cache(options);
+        for (const auto& result : cache.warm_up(items, 16)) {
+            if (!result) {
+                note = result.error().describe();
+                return {};
+            }
+        }
+        if (cache.stats().compiles != kKernels) {
+            note = "the fill did not compile every kernel (no nvJitLink?)";
+            return {};
+        }
+    }
+    // The floor's cubins: the same compiler, the same target.
+    std::vector<std::string> cubins;
+    for (const auto& text : ptx) {
+        auto linked = compile::link_ptx(text, compile::Target{arch, false});
+        if (!linked) {
+            note = linked.error().describe();
+            return {};
+        }
+        cubins.push_back(std::move(linked->cubin));
+    }
+    if (!write_cubins(floor_file(directory), cubins)) {
+        note = "could not write " + floor_file(directory);
+        return {};
+    }
+    // The driver's ComputeCache, filled by a first process (a cold JIT of all 64).
+    auto fill = child("compute", directory, compute_cache_env(directory));
+    if (!fill) {
+        note = "the ComputeCache fill child failed";
+        return {};
+    }
+
+    // Rounds of three new processes, the order turning each round so none always goes first.
+    const char* const modes[3] = {"kcache", "floor", "compute"};
+    std::vector<double> times[3];
+    std::vector<double> contexts;
+    for (int round = 0; round < rounds; ++round) {
+        for (int k = 0; k < 3; ++k) {
+            const int m = (round + k) % 3;
+            auto run = m == 2 ? child(modes[m], directory, compute_cache_env(directory))
+                              : child(modes[m], directory);
+            if (!run) {
+                note = std::string("a ") + modes[m] + " child failed";
+                return {};
+            }
+            times[m].push_back(run->total_ms / kKernels);
+            contexts.push_back(run->context_ms);
+        }
+    }
+    auto lowest = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+    const double kcache = median(times[0]), floor = median(times[1]), compute = median(times[2]);
+    char text[2048];
+    std::snprintf(
+        text, sizeof text,
+        "| %d PTX kernels, warm, new process per run (%d rounds of 3 processes, order turning; "
+        "context creation apart: median %.1f ms) | median ms per kernel | min | kcache / this |\n"
+        "|---|---:|---:|---:|\n"
+        "| kcache: a new cache on its disk tier (opening included), read + verify + load | %.4f | "
+        "%.4f | 1.00x |\n"
+        "| floor: the same cubins, in memory before the clock starts, loaded | %.4f | %.4f | "
+        "%.2fx |\n"
+        "| the driver's ComputeCache, warm (cuModuleLoadData of the PTX) | %.4f | %.4f | %.2fx |\n"
+        "| (the ComputeCache's fill, a cold JIT in its first process) | %.4f | | |\n",
+        kKernels, rounds, median(contexts), kcache, lowest(times[0]), floor, lowest(times[1]),
+        kcache / floor, compute, lowest(times[2]), kcache / compute, fill->total_ms / kKernels);
+    return text;
+}
+
+}  // namespace kcache::bench
