@@ -170,7 +170,7 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
     // The floor: the same cubins, already in memory, loaded and resolved in this context.
     // All 64 stay loaded until the end, as they do in the cache (loading into a context that
     // holds many modules is not the same as loading and unloading one over and over).
-    // `params` adds the parameter query kcache makes per kernel.
+    // `params` adds the parameter query, which kcache makes at a kernel's first checked launch.
     auto floor_run = [&](bool params) {
         std::vector<CUlibrary> libraries(cubins.size());
         const auto start = std::chrono::steady_clock::now();
@@ -286,7 +286,7 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
     warm_row(
         "kcache CPU path only: prebuild() from the disk tier into a fresh cache, no driver load",
         cpu_ms);
-    warm_row("breakdown: floor + cuKernelGetParamInfo per parameter", params_ms);
+    warm_row("for scale: floor + cuKernelGetParamInfo per parameter (kcache asks at the first checked launch, not here)", params_ms);
     warm_row("breakdown: entry file read + checksum + decode only", read_ms);
     return text;
 }

@@ -86,6 +86,30 @@ const ResolvedKernel* Entry::find_kernel(std::string_view name) const noexcept {
     return nullptr;
 }
 
+Result<const std::vector<std::size_t>*> ResolvedKernel::param_sizes() const {
+    switch (params_state_.load(std::memory_order_acquire)) {
+        case 1:
+            return &param_sizes_;
+        case 2:
+            return static_cast<const std::vector<std::size_t>*>(nullptr);
+        default:
+            break;
+    }
+    std::lock_guard lock(params_mutex_);
+    if (const int state = params_state_.load(std::memory_order_acquire); state != 0) {
+        return state == 1 ? &param_sizes_ : nullptr;
+    }
+    auto params = driver->kernel_params(id);
+    if (!params) {
+        if (params.error().code() != Errc::kUnsupported) return std::move(params).error();
+        params_state_.store(2, std::memory_order_release);
+        return static_cast<const std::vector<std::size_t>*>(nullptr);
+    }
+    for (const auto& param : *params) param_sizes_.push_back(param.size);
+    params_state_.store(1, std::memory_order_release);
+    return &param_sizes_;
+}
+
 Result<const ResolvedKernel*> Entry::resolve(std::string_view name) {
     if (const ResolvedKernel* found = find_kernel(name)) return found;
     std::lock_guard lock(resolve_mutex_);
@@ -113,13 +137,6 @@ Result<const ResolvedKernel*> Entry::resolve(std::string_view name) {
         return Error(error.code(), message, error.log());
     }
     kernel->id = *id;
-    auto params = driver_->kernel_params(kernel->id);
-    if (params) {
-        kernel->params_known = true;
-        for (const auto& param : *params) kernel->param_sizes.push_back(param.size);
-    } else if (params.error().code() != Errc::kUnsupported) {
-        return params.error();
-    }
     kernel->next = kernels_.load(std::memory_order_relaxed);
     const ResolvedKernel* published = kernel.release();
     kernels_.store(published, std::memory_order_release);

@@ -53,8 +53,9 @@ std::string_view KernelHandle::name() const noexcept {
 }
 
 int KernelHandle::param_count() const noexcept {
-    if (kernel_ == nullptr || !kernel_->params_known) return -1;
-    return static_cast<int>(kernel_->param_sizes.size());
+    if (kernel_ == nullptr) return -1;
+    auto sizes = kernel_->param_sizes();
+    return sizes && *sizes != nullptr ? static_cast<int>((*sizes)->size()) : -1;
 }
 
 namespace {
@@ -70,8 +71,10 @@ Error count_mismatch(const KernelHandle& handle, std::size_t expected, std::size
 
 Result<void> KernelHandle::launch(const LaunchConfig& config, std::span<void* const> args) const {
     if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "launch of an empty KernelHandle");
-    if (kernel_->params_known && args.size() != kernel_->param_sizes.size()) {
-        return count_mismatch(*this, kernel_->param_sizes.size(), args.size());
+    auto known = kernel_->param_sizes();
+    if (!known) return std::move(known).error();
+    if (*known != nullptr && args.size() != (*known)->size()) {
+        return count_mismatch(*this, (*known)->size(), args.size());
     }
     // The driver does not write through the argument array; its C signature is just not const.
     return kernel_->driver->launch(kernel_->id, config, const_cast<void**>(args.data()));
@@ -80,15 +83,15 @@ Result<void> KernelHandle::launch(const LaunchConfig& config, std::span<void* co
 Result<void> KernelHandle::launch_sized(const LaunchConfig& config, void** args,
                                         const std::size_t* sizes, std::size_t count) const {
     if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "launch of an empty KernelHandle");
-    if (kernel_->params_known) {
-        if (count != kernel_->param_sizes.size()) {
-            return count_mismatch(*this, kernel_->param_sizes.size(), count);
-        }
+    auto known = kernel_->param_sizes();
+    if (!known) return std::move(known).error();
+    if (const std::vector<std::size_t>* expected = *known; expected != nullptr) {
+        if (count != expected->size()) return count_mismatch(*this, expected->size(), count);
         for (std::size_t i = 0; i < count; ++i) {
-            if (sizes[i] != kernel_->param_sizes[i]) {
+            if (sizes[i] != (*expected)[i]) {
                 return Error(Errc::kArgumentMismatch,
                              "kernel '" + kernel_->name + "' parameter " + std::to_string(i) +
-                                 " is " + std::to_string(kernel_->param_sizes[i]) +
+                                 " is " + std::to_string((*expected)[i]) +
                                  " bytes, launch passed " + std::to_string(sizes[i]) + " bytes");
             }
         }

@@ -208,6 +208,7 @@ Result<KernelId> FakeDriver::get_kernel(LibraryId id, const std::string& name) {
 }
 
 Result<std::vector<KernelParam>> FakeDriver::kernel_params(KernelId id) {
+    param_queries_.fetch_add(1);
     if (!params_supported_.load()) {
         return Error(Errc::kUnsupported, "parameter info not supported (fake)");
     }

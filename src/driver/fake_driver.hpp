@@ -59,6 +59,7 @@ public:
     int unloads() const { return unloads_.load(); }
     int live_libraries() const;
     int launches() const { return launches_.load(); }
+    int param_queries() const { return param_queries_.load(); }  // kernel_params() calls
     int launches_of(const std::string& kernel_name) const;
     // Launches or lookups that reached a library after it was unloaded: must stay 0.
     int use_after_unload() const { return use_after_unload_.load(); }
@@ -76,6 +77,7 @@ private:
     std::atomic<int> arch_queries_{0};
 
     std::atomic<int> loads_{0}, attempts_{0}, unloads_{0}, launches_{0}, use_after_unload_{0};
+    std::atomic<int> param_queries_{0};
 
     mutable std::mutex mutex_;           // guards the members below
     std::set<const FakeLibrary*> live_;  // libraries loaded and not yet unloaded

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "driver/fake_driver.hpp"
@@ -52,6 +54,37 @@ TEST_F(LaunchCheckTest, ParamCountComesFromTheDriver) {
     auto handle = residual_add();
     ASSERT_TRUE(handle.ok());
     EXPECT_EQ(handle->param_count(), 4);
+}
+
+TEST_F(LaunchCheckTest, ParametersAreAskedAtTheFirstCheckNotAtLoad) {
+    auto handle = residual_add();
+    ASSERT_TRUE(handle.ok());
+    EXPECT_EQ(fake->param_queries(), 0) << "a warm start should not pay for the query";
+    std::uint64_t out = 0, a = 0, b = 0;
+    std::uint32_t n = 0;
+    ASSERT_TRUE(handle->launch_with(LaunchConfig{}, out, a, b, n).ok());
+    ASSERT_TRUE(handle->launch_with(LaunchConfig{}, out, a, b, n).ok());
+    EXPECT_EQ(handle->param_count(), 4);
+    EXPECT_EQ(fake->param_queries(), 1) << "asked once, then known";
+}
+
+TEST_F(LaunchCheckTest, ThreadsCheckingFirstTogetherAskOnce) {
+    auto handle = residual_add();
+    ASSERT_TRUE(handle.ok());
+    std::vector<std::thread> threads;
+    std::atomic<int> mismatches{0};
+    for (int t = 0; t < 8; ++t) {
+        threads.emplace_back([&] {
+            std::uint64_t out = 0;
+            if (handle->launch_with(LaunchConfig{}, out).error().code() ==
+                Errc::kArgumentMismatch) {
+                mismatches.fetch_add(1);
+            }
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    EXPECT_EQ(mismatches.load(), 8);
+    EXPECT_EQ(fake->param_queries(), 1);
 }
 
 TEST_F(LaunchCheckTest, WrongArgumentCountIsMismatchNamingKernelAndCounts) {
