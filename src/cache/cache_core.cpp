@@ -335,12 +335,14 @@ void CacheCore::discard(const ModuleHandle& module) {
 }
 
 std::vector<Entry*> CacheCore::publish(Entry* entry) {
-    const EntryTable* old = table_.load(std::memory_order_relaxed);
-    std::vector<Entry*> entries = old->entries();
-    entries.push_back(entry);
     entry->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed) + 1,
                            std::memory_order_relaxed);
-    replace_table(new EntryTable(entries));
+    EntryTable* table = table_.load(std::memory_order_relaxed);
+    if (!table->try_insert(entry)) {  // full enough: a bigger table, with room to grow in place
+        std::vector<Entry*> entries = table->entries();
+        entries.push_back(entry);
+        replace_table(new EntryTable(entries));
+    }
     return evict_over_budget();
 }
 

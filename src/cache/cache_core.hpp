@@ -76,7 +76,7 @@ private:
 
     // Read by every hit, written only when a miss publishes: on a line of their own, away from
     // the writers' lock and the counters.
-    alignas(util::kCacheLine) std::atomic<const EntryTable*> table_;  // written under write_mutex_
+    alignas(util::kCacheLine) std::atomic<EntryTable*> table_;  // written under write_mutex_
     std::atomic<std::uint64_t> tick_{1};  // insertion clock for LRU; bumped under write_mutex_
     alignas(util::kCacheLine) std::mutex write_mutex_;  // serialises table writers
     SingleFlight flights_;

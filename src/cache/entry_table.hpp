@@ -1,8 +1,12 @@
-// The cache's map, as an immutable open-addressing snapshot: readers probe it with no lock while
-// writers build a new snapshot and publish it (copy-on-write). Misses are rare and cost a
-// compile, so an O(n) copy per insert is noise next to them.
+// The cache's map: open addressing, probed by readers with no lock. Writers (under the cache's
+// write lock) add entries in place while the table stays at most half full: a slot only ever
+// goes from null to an entry, published with release, so a reader sees either. Growing and
+// removing build a new table, which the cache publishes (copy-on-write); growth doubles, so n
+// inserts cost O(n) in all. (A copy per insert made a warm start of n kernels, each a miss that
+// costs no compile, quadratic.)
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -15,23 +19,32 @@ namespace kcache::cache {
 
 class EntryTable {
 public:
+    // Room for twice `entries` before it is half full.
     explicit EntryTable(const std::vector<Entry*>& entries);
 
     Entry* find(std::string_view key, int arch, std::uint64_t hash) const noexcept {
         for (std::size_t i = hash & mask_;; i = (i + 1) & mask_) {
-            Entry* entry = slots_[i];
+            // Acquire: pairs with try_insert's release, so the entry's fields are visible.
+            Entry* entry = slots_[i].load(std::memory_order_acquire);
             if (entry == nullptr) return nullptr;
             if (entry->hash == hash && entry->arch == arch && entry->key == key) return entry;
         }
     }
 
+    // Writers only, under the cache's write lock. False, changing nothing, if the entry would
+    // make the table more than half full: then build a bigger one.
+    bool try_insert(Entry* entry) noexcept;
+
+    // Writers only, under the cache's write lock.
     const std::vector<Entry*>& entries() const noexcept { return entries_; }
-    std::size_t size() const noexcept { return entries_.size(); }
+    // Any thread.
+    std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
 
 private:
-    std::vector<Entry*> entries_;
+    std::vector<Entry*> entries_;  // guarded by the cache's write lock
+    std::atomic<std::size_t> size_{0};
     std::size_t mask_ = 0;
-    std::unique_ptr<Entry*[]> slots_;  // at most half full, so every probe ends at a null
+    std::unique_ptr<std::atomic<Entry*>[]> slots_;  // at most half full: every probe ends at null
 };
 
 }  // namespace kcache::cache

@@ -76,6 +76,33 @@ TEST_F(KernelCacheTest, MissCompilesThenHitReusesTheModule) {
     EXPECT_EQ(first->module().fingerprint(), second->module().fingerprint());
 }
 
+TEST(KernelCacheTable, EveryKeyOfAThousandIsFoundAgainAsTheTableGrows) {
+    // The map grows in place and by rebuilding; no entry may be lost on the way.
+    auto fake = std::make_shared<driver::FakeDriver>();
+    KernelCache cache(test::fake_options(fake, 4096));
+    const int count = 1000;
+    for (int i = 0; i < count; ++i) {
+        auto kernel = cache.kernel(
+            "k" + std::to_string(i), [] { return test::residual_add_source(); }, "residual_add");
+        ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+        ASSERT_EQ(cache.size(), static_cast<std::size_t>(i + 1));
+    }
+    int generated = 0;  // a lost entry would be generated and loaded again
+    for (int i = 0; i < count; ++i) {
+        auto kernel = cache.kernel(
+            "k" + std::to_string(i),
+            [&] {
+                ++generated;
+                return test::residual_add_source();
+            },
+            "residual_add");
+        ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    }
+    EXPECT_EQ(generated, 0);
+    EXPECT_EQ(fake->loads(), count);
+    EXPECT_EQ(cache.stats().hits, static_cast<std::uint64_t>(count));
+}
+
 TEST_F(KernelCacheTest, SourceGeneratorIsNotCalledOnAHit) {
     int calls = 0;
     auto generate = test::counting_residual_add(calls);
