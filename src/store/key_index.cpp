@@ -77,7 +77,9 @@ void KeyIndex::record(std::string_view caller_key, const util::Fingerprint& fing
         text += '\n';
         text += caller_key;
         text += '\n';
-        written = files_.write_atomic(path, text);
+        // Unsynced: a record lost in a crash only costs a later miss its explanation, while an
+        // fsync would cost every compile a second wait for the disk.
+        written = files_.write_atomic(path, text, util::Durability::kUnsynced);
     }
     // Ignored on purpose: the entry itself is stored (or not) regardless, and a missing record
     // only costs a later miss its explanation. Logged so that a broken index is not invisible.

@@ -76,7 +76,8 @@ public:
         return std::optional<std::string>(std::move(out));
     }
 
-    Result<void> write_atomic(const std::string& path, std::string_view bytes) override {
+    Result<void> write_atomic(const std::string& path, std::string_view bytes,
+                              Durability durability) override {
         const std::string temp = temporary_name(path);
         const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0) return io_error("create", temp, errno);
@@ -95,7 +96,7 @@ public:
             }
             done += static_cast<std::size_t>(n);
         }
-        if (fsync(fd) != 0) return fail("fsync");
+        if (durability == Durability::kSynced && fsync(fd) != 0) return fail("fsync");
         if (close(fd) != 0) {
             const int saved = errno;
             unlink(temp.c_str());

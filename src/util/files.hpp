@@ -25,15 +25,21 @@ struct FileStatus {
     std::chrono::system_clock::time_point modified;
 };
 
+// Whether an atomic replace waits for the disk: kSynced fsyncs before the rename (a cache entry:
+// after a crash it is the old file or the whole new one); kUnsynced skips that for files whose
+// loss costs nothing but a note (the key index), sparing every compile a second fsync.
+enum class Durability { kSynced, kUnsynced };
+
 class Files {
 public:
     virtual ~Files() = default;
     // Whole-file read; nullopt if the file does not exist, kIoError for any other failure.
     virtual Result<std::optional<std::string>> read(const std::string& path) = 0;
     // Atomic replace: writes a uniquely named temporary (host, pid, random) in the same folder,
-    // fsyncs it and renames it over `path`. Readers see the old file or the new one, never a part.
-    // The temporary is removed on any failure.
-    virtual Result<void> write_atomic(const std::string& path, std::string_view bytes) = 0;
+    // fsyncs it (kSynced) and renames it over `path`. Readers see the old file or the new one,
+    // never a part. The temporary is removed on any failure.
+    virtual Result<void> write_atomic(const std::string& path, std::string_view bytes,
+                                      Durability durability = Durability::kSynced) = 0;
     virtual Result<void> remove(const std::string& path) = 0;
     // mkdir -p with `mode` for what it creates.
     virtual Result<void> make_directories(const std::string& path, mode_t mode) = 0;

@@ -25,9 +25,10 @@ using test::TempDir;
 class FaultyFiles final : public test::ForwardingFiles {
 public:
     int write_errno = 0;
-    Result<void> write_atomic(const std::string& path, std::string_view bytes) override {
+    Result<void> write_atomic(const std::string& path, std::string_view bytes,
+                              util::Durability durability) override {
         if (write_errno != 0) return util::io_error("write", path, write_errno);
-        return ForwardingFiles::write_atomic(path, bytes);
+        return ForwardingFiles::write_atomic(path, bytes, durability);
     }
 };
 
@@ -60,6 +61,15 @@ TEST(DiskStore, PutThenGetReturnsTheEntry) {
     EXPECT_EQ(got->owned(), sample());
     EXPECT_EQ(store->stats().hits, 1u);
     EXPECT_EQ(store->stats().writes, 1u);
+}
+
+TEST(DiskStore, AnEntryIsSyncedBeforeItIsRenamedIntoPlace) {
+    TempDir dir;
+    test::DurabilityLog files;
+    auto store = open_store(dir.path() + "/cache", &files);
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    ASSERT_EQ(files.writes.count(store->path_of(kPrint)), 1u);
+    EXPECT_EQ(files.writes.at(store->path_of(kPrint)), util::Durability::kSynced);
 }
 
 TEST(DiskStore, AnotherStoreOnTheSameDirectorySeesTheEntry) {

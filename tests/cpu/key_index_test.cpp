@@ -49,6 +49,16 @@ TEST(KeyIndex, RecordIsReadableTextUnderKeys) {
     EXPECT_EQ(**util::real_files().read(path), kFirst.hex() + "\nsoftmax\n");
 }
 
+TEST(KeyIndex, RecordsAreWrittenWithoutWaitingForTheDisk) {
+    TempDir dir;
+    test::DurabilityLog files;
+    KeyIndex index = KeyIndex::at(dir.path(), files);
+    index.record("softmax", kFirst);
+    ASSERT_EQ(files.writes.count(index.path_of("softmax")), 1u);
+    EXPECT_EQ(files.writes.at(index.path_of("softmax")), util::Durability::kUnsynced);
+    EXPECT_EQ(index.last_stored("softmax"), kFirst);
+}
+
 TEST(KeyIndex, LaterRecordReplacesEarlier) {
     TempDir dir;
     KeyIndex index = KeyIndex::at(dir.path());

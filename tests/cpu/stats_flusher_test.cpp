@@ -23,9 +23,10 @@ using test::TempDir;
 class FlakyFiles final : public test::ForwardingFiles {
 public:
     bool fail_writes = false;
-    Result<void> write_atomic(const std::string& path, std::string_view bytes) override {
+    Result<void> write_atomic(const std::string& path, std::string_view bytes,
+                              util::Durability durability) override {
         if (fail_writes) return util::io_error("write", path, ENOSPC);
-        return ForwardingFiles::write_atomic(path, bytes);
+        return ForwardingFiles::write_atomic(path, bytes, durability);
     }
 };
 

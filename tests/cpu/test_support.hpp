@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,8 +64,9 @@ public:
     Result<std::optional<std::string>> read(const std::string& path) override {
         return util::real_files().read(path);
     }
-    Result<void> write_atomic(const std::string& path, std::string_view bytes) override {
-        return util::real_files().write_atomic(path, bytes);
+    Result<void> write_atomic(const std::string& path, std::string_view bytes,
+                              util::Durability durability) override {
+        return util::real_files().write_atomic(path, bytes, durability);
     }
     Result<void> remove(const std::string& path) override {
         return util::real_files().remove(path);
@@ -79,6 +81,17 @@ public:
         return util::real_files().status(path);
     }
     Result<void> touch(const std::string& path) override { return util::real_files().touch(path); }
+};
+
+// The real file system, noting the durability each atomic write asked for, by path.
+class DurabilityLog final : public ForwardingFiles {
+public:
+    std::map<std::string, util::Durability> writes;
+    Result<void> write_atomic(const std::string& path, std::string_view bytes,
+                              util::Durability durability) override {
+        writes[path] = durability;
+        return ForwardingFiles::write_atomic(path, bytes, durability);
+    }
 };
 
 // Sends kcache's log to a file for one test, and back to what it was after.
