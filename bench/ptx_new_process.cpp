@@ -52,13 +52,16 @@ std::vector<std::string> read_cubins(const std::string& path) {
 struct ChildRun {
     double context_ms = 0;
     double total_ms = 0;  // 64 kernels ready
+    double open_ms = 0;   // kcache: the cache's opening, within total_ms
+    double first_ms = 0;  // kcache: the first kernel, within total_ms
 };
 
 std::optional<ChildRun> child(const std::string& mode, const std::string& directory,
                               const std::vector<std::pair<std::string, std::string>>& env = {}) {
     auto out = run_self({"--ptx-warm-child", mode, directory}, env);
     ChildRun run;
-    if (!out || std::sscanf(out->c_str(), "%lf %lf", &run.context_ms, &run.total_ms) != 2) {
+    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf", &run.context_ms, &run.total_ms,
+                            &run.open_ms, &run.first_ms) != 4) {
         return std::nullopt;
     }
     return run;
@@ -94,13 +97,15 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
     if (!context || !context->make_current()) return 3;
     const double context_ms = ms_since(context_start);
     const std::vector<std::string> ptx = ptx_kernel_set();  // made before any clock starts
-    double total_ms = 0;
+    double total_ms = 0, open_ms = 0, first_ms = 0;
     if (mode == "kcache") {
         const auto start = std::chrono::steady_clock::now();  // the cache's opening included
         CacheOptions options;
         options.disk_directory = directory + "/kcache";
         KernelCache cache(options);
+        open_ms = ms_since(start);
         for (int i = 0; i < kKernels; ++i) {
+            if (i == 1) first_ms = ms_since(start) - open_ms;
             const std::string* text = &ptx[static_cast<std::size_t>(i)];
             auto kernel = cache.kernel(
                 ptx_kernel_key(i), [text] { return Source::ptx(*text); }, "softmax_rows");
@@ -111,10 +116,29 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         }
         total_ms = ms_since(start);
         if (cache.stats().compiles != 0 || cache.stats().disk_hits != kKernels) return 5;
-    } else if (mode == "floor") {
+    } else if (mode == "kcache-cpu") {  // kcache's own work alone: from disk, no driver load
+        const auto start = std::chrono::steady_clock::now();
+        CacheOptions options;
+        options.disk_directory = directory + "/kcache";
+        KernelCache cache(options);
+        for (int i = 0; i < kKernels; ++i) {
+            const std::string* text = &ptx[static_cast<std::size_t>(i)];
+            auto built = cache.prebuild(
+                ptx_kernel_key(i), [text] { return Source::ptx(*text); }, context->info().arch);
+            if (!built || *built != ArtifactOrigin::kDiskTier) return 4;
+        }
+        total_ms = ms_since(start);
+    } else if (mode == "touch") {  // for scale: first touches of 25 KiB of fresh heap, 64 times
+        std::vector<std::unique_ptr<char[]>> blocks;
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < kKernels; ++i) {
+            blocks.push_back(std::make_unique<char[]>(25 * 1024));  // value-initialised: touched
+        }
+        total_ms = ms_since(start);
+    } else if (mode == "floor-read") {  // the floor with its file read inside the clock
+        const auto start = std::chrono::steady_clock::now();
         const std::vector<std::string> cubins = read_cubins(floor_file(directory));
         if (cubins.size() != kKernels) return 4;
-        const auto start = std::chrono::steady_clock::now();
         for (const auto& cubin : cubins) {
             CUlibrary library = nullptr;
             CUkernel kernel = nullptr;
@@ -123,6 +147,54 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
                                      0) != CUDA_SUCCESS ||
                 cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") != CUDA_SUCCESS ||
                 cu.cuKernelGetFunction(&function, kernel) != CUDA_SUCCESS) {
+                return 4;
+            }
+        }
+        total_ms = ms_since(start);
+    } else if (mode == "floor-nofunc") {  // split: the library's load alone, no context load
+        const std::vector<std::string> cubins = read_cubins(floor_file(directory));
+        if (cubins.size() != kKernels) return 4;
+        const auto start = std::chrono::steady_clock::now();
+        for (const auto& cubin : cubins) {
+            CUlibrary library = nullptr;
+            CUkernel kernel = nullptr;
+            if (cu.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr,
+                                     0) != CUDA_SUCCESS ||
+                cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") != CUDA_SUCCESS) {
+                return 4;
+            }
+        }
+        total_ms = ms_since(start);
+    } else if (mode == "floor" || mode == "floor-preserved") {
+        const std::vector<std::string> cubins = read_cubins(floor_file(directory));
+        if (cubins.size() != kKernels) return 4;
+        // floor-preserved: the driver told it may keep using our copy of the cubin.
+        CUlibraryOption option = CU_LIBRARY_BINARY_IS_PRESERVED;
+        void* value = reinterpret_cast<void*>(std::uintptr_t{1});  // NOLINT(performance-no-int-to-ptr)
+        const bool preserved = mode == "floor-preserved";
+        const auto start = std::chrono::steady_clock::now();
+        for (const auto& cubin : cubins) {
+            CUlibrary library = nullptr;
+            CUkernel kernel = nullptr;
+            CUfunction function = nullptr;
+            if (cu.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0,
+                                     preserved ? &option : nullptr, preserved ? &value : nullptr,
+                                     preserved ? 1 : 0) != CUDA_SUCCESS ||
+                cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") != CUDA_SUCCESS ||
+                cu.cuKernelGetFunction(&function, kernel) != CUDA_SUCCESS) {
+                return 4;
+            }
+        }
+        total_ms = ms_since(start);
+    } else if (mode == "floor-module") {  // the context-bound module API on the same cubins
+        const std::vector<std::string> cubins = read_cubins(floor_file(directory));
+        if (cubins.size() != kKernels) return 4;
+        const auto start = std::chrono::steady_clock::now();
+        for (const auto& cubin : cubins) {
+            CUmodule module = nullptr;
+            CUfunction function = nullptr;
+            if (cu.cuModuleLoadData(&module, cubin.data()) != CUDA_SUCCESS ||
+                cu.cuModuleGetFunction(&function, module, "softmax_rows") != CUDA_SUCCESS) {
                 return 4;
             }
         }
@@ -141,7 +213,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
     } else {
         return 2;
     }
-    std::printf("%.4f %.4f\n", context_ms, total_ms);
+    std::printf("%.4f %.4f %.4f %.4f\n", context_ms, total_ms, open_ms, first_ms);
     return 0;
 }
 
@@ -202,12 +274,14 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
     }
 
     // Rounds of three new processes, the order turning each round so none always goes first.
-    const char* const modes[3] = {"kcache", "floor", "compute"};
-    std::vector<double> times[3];
-    std::vector<double> contexts;
+    constexpr int kModes = 5;
+    const char* const modes[kModes] = {"kcache", "floor", "compute", "floor-module",
+                                       "floor-preserved"};
+    std::vector<double> times[kModes];
+    std::vector<double> contexts, opens, firsts;
     for (int round = 0; round < rounds; ++round) {
-        for (int k = 0; k < 3; ++k) {
-            const int m = (round + k) % 3;
+        for (int k = 0; k < kModes; ++k) {
+            const int m = (round + k) % kModes;
             auto run = m == 2 ? child(modes[m], directory, compute_cache_env(directory))
                               : child(modes[m], directory);
             if (!run) {
@@ -216,24 +290,37 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
             }
             times[m].push_back(run->total_ms / kKernels);
             contexts.push_back(run->context_ms);
+            if (m == 0) {
+                opens.push_back(run->open_ms);
+                firsts.push_back(run->first_ms);
+            }
         }
     }
     auto lowest = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
     const double kcache = median(times[0]), floor = median(times[1]), compute = median(times[2]);
-    char text[2048];
+    const double module = median(times[3]), preserved = median(times[4]);
+    char text[3072];
     std::snprintf(
         text, sizeof text,
-        "| %d PTX kernels, warm, new process per run (%d rounds of 3 processes, order turning; "
+        "| %d PTX kernels, warm, new process per run (%d rounds of %d processes, order turning; "
         "context creation apart: median %.1f ms) | median ms per kernel | min | kcache / this |\n"
         "|---|---:|---:|---:|\n"
         "| kcache: a new cache on its disk tier (opening included), read + verify + load | %.4f | "
         "%.4f | 1.00x |\n"
-        "| floor: the same cubins, in memory before the clock starts, loaded | %.4f | %.4f | "
-        "%.2fx |\n"
-        "| the driver's ComputeCache, warm (cuModuleLoadData of the PTX) | %.4f | %.4f | %.2fx |\n"
-        "| (the ComputeCache's fill, a cold JIT in its first process) | %.4f | | |\n",
-        kKernels, rounds, median(contexts), kcache, lowest(times[0]), floor, lowest(times[1]),
-        kcache / floor, compute, lowest(times[2]), kcache / compute, fill->total_ms / kKernels);
+        "| floor: the same cubins, in memory before the clock starts, cuLibraryLoadData + "
+        "cuLibraryGetKernel + cuKernelGetFunction | %.4f | %.4f | %.2fx |\n"
+        "| the driver's ComputeCache, warm (cuModuleLoadData of the PTX + cuModuleGetFunction) | "
+        "%.4f | %.4f | %.2fx |\n"
+        "| for scale: the floor's cubins through cuModuleLoadData + cuModuleGetFunction | %.4f | "
+        "%.4f | %.2fx |\n"
+        "| for scale: the floor with CU_LIBRARY_BINARY_IS_PRESERVED | %.4f | %.4f | %.2fx |\n"
+        "| (the ComputeCache's fill, a cold JIT in its first process) | %.4f | | |\n"
+        "| kcache's parts: the cache's opening, once (median ms) | %.4f | | |\n"
+        "| kcache's parts: the first kernel, once (median ms) | %.4f | | |\n",
+        kKernels, rounds, kModes, median(contexts), kcache, lowest(times[0]), floor,
+        lowest(times[1]), kcache / floor, compute, lowest(times[2]), kcache / compute, module,
+        lowest(times[3]), kcache / module, preserved, lowest(times[4]), kcache / preserved,
+        fill->total_ms / kKernels, median(opens), median(firsts));
     return text;
 }
 

@@ -139,8 +139,11 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
     auto produced = produce(key, arch, source);
     if (!produced) return std::move(produced).error();
     const auto start = std::chrono::steady_clock::now();
-    auto library = driver_.load_library(produced->loadable);
-    if (!library && source.kind == SourceKind::kPtx && produced->loadable.kind != source.kind) {
+    auto library = produced->stored != nullptr
+                       ? driver_.load_cubin_in_place(produced->stored->payload(), produced->stored)
+                       : driver_.load_library(produced->loadable);
+    const bool compiled_here = produced->stored != nullptr || produced->loadable.kind != source.kind;
+    if (!library && source.kind == SourceKind::kPtx && compiled_here) {
         // A cubin this driver cannot load (say, from a host compiler newer than the driver):
         // the source itself still may, through the driver's JIT.
         util::log_line(util::LogLevel::kInfo, "compiled artifact for " + std::string(key) +
@@ -257,9 +260,9 @@ std::optional<ArtifactPipeline::Produced> ArtifactPipeline::lookup(std::string_v
     }
     const Origin origin =
         found->tier == store::Tier::kDisk ? Origin::kDiskTier : Origin::kMemoryTier;
-    // The one copy of the payload on a hit: a Source owns its bytes, while the entry's stay with
-    // the memory tier for the next hit.
-    return Produced{Source::cubin(std::string(entry.payload())), origin, 0, std::move(*names)};
+    // No copy of the payload: build() loads it in place from the entry, which the memory tier
+    // and the loaded library share.
+    return Produced{Source{}, origin, 0, std::move(*names), std::move(found->entry)};
 }
 
 Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view key, int arch,
@@ -269,7 +272,7 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view ke
     if (!*planned) {
         const Origin origin =
             source.kind == SourceKind::kPtx ? Origin::kDriverJit : Origin::kBinary;
-        return Produced{source, origin, 0, {}};
+        return Produced{source, origin, 0, {}, nullptr};
     }
     const Recipe& recipe = **planned;
     if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
@@ -282,7 +285,7 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view ke
         if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
         // Not kept in a tier (none, or too big for memory): the leader's own result.
         if (auto value = std::static_pointer_cast<const Produced>(ticket.flight->value())) {
-            return Produced{value->loadable, Origin::kMemoryTier, 0, value->names};
+            return Produced{value->loadable, Origin::kMemoryTier, 0, value->names, value->stored};
         }
         return compile_and_store(key, recipe, source);
     }
@@ -373,7 +376,7 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
             util::log_line(util::LogLevel::kInfo, "nvJitLink unusable (" +
                                                       compiled.error().message() +
                                                       "); PTX goes to the driver's JIT");
-            return Produced{source, Origin::kDriverJit, 0, {}};
+            return Produced{source, Origin::kDriverJit, 0, {}, nullptr};
         }
     }
     const std::uint64_t compile_ns = since(start);
@@ -403,7 +406,7 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
     lock.reset();
     if (disk != nullptr) disk->run_pending_cleanup();
     return Produced{Source::cubin(std::move(compiled->cubin)), Origin::kHostCompile, compile_ns,
-                    std::move(names)};
+                    std::move(names), nullptr};
 }
 
 }  // namespace kcache::cache

@@ -48,10 +48,13 @@ public:
 
     // The loadable artifact without loading it (no GPU needed): what build() loads.
     struct Produced {
-        Source loadable;
+        Source loadable;  // empty when `stored` holds the cubin
         Origin origin = Origin::kDriverJit;
         std::uint64_t compile_ns = 0;
         LoweredNames names;
+        // A tier's entry, whose cubin build() hands the driver in place (no copy): set for
+        // memory- and disk-tier hits.
+        std::shared_ptr<const store::DecodedEntry> stored;
     };
     Result<Produced> produce(std::string_view key, int arch, const Source& source);
 

@@ -43,6 +43,13 @@ public:
     // Loads code into every context of the process (context-independent loading). A JIT or load
     // failure comes back as kCompileFailed with the JIT's log.
     virtual Result<LibraryId> load_library(const Source& source) = 0;
+    // A cubin whose bytes `owner` keeps alive: the driver may use them in place until the library
+    // is unloaded, and keeps `owner` that long. This default copies them into a Source.
+    virtual Result<LibraryId> load_cubin_in_place(std::string_view image,
+                                                  std::shared_ptr<const void> owner) {
+        (void)owner;
+        return load_library(Source::cubin(std::string(image)));
+    }
     virtual void unload_library(LibraryId library) noexcept = 0;
 
     // Resolves a kernel by name and makes sure it is loadable in the current context, so that a

@@ -19,6 +19,7 @@ struct FakeDriver::FakeLibrary {
     std::atomic<bool> unloaded{false};
     bool lazy_jit_error =
         false;  // the JIT "fails" at the first kernel lookup, as lazy loading does
+    std::shared_ptr<const void> image_owner;  // an in-place load's bytes, held until unload
 };
 
 namespace {
@@ -175,6 +176,16 @@ Result<LibraryId> FakeDriver::load_library(const Source& source) {
     return static_cast<LibraryId>(raw);
 }
 
+Result<LibraryId> FakeDriver::load_cubin_in_place(std::string_view image,
+                                                  std::shared_ptr<const void> owner) {
+    auto loaded = load_library(Source::cubin(std::string(image)));
+    if (loaded) {
+        in_place_loads_.fetch_add(1);
+        static_cast<FakeLibrary*>(*loaded)->image_owner = std::move(owner);
+    }
+    return loaded;
+}
+
 void FakeDriver::unload_library(LibraryId id) noexcept {
     auto* library = static_cast<FakeLibrary*>(id);
     std::lock_guard lock(mutex_);
@@ -183,6 +194,7 @@ void FakeDriver::unload_library(LibraryId id) noexcept {
         return;
     }
     library->unloaded.store(true);
+    library->image_owner.reset();
     unloads_.fetch_add(1);
 }
 

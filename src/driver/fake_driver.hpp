@@ -37,6 +37,9 @@ public:
     Result<int> current_arch() override;
     std::optional<int> uniform_arch() const noexcept override;
     Result<LibraryId> load_library(const Source& source) override;
+    // Loads a copy, as load_library does, and holds `owner` until the unload, as the real one.
+    Result<LibraryId> load_cubin_in_place(std::string_view image,
+                                          std::shared_ptr<const void> owner) override;
     void unload_library(LibraryId library) noexcept override;
     Result<KernelId> get_kernel(LibraryId library, const std::string& name) override;
     Result<std::vector<KernelParam>> kernel_params(KernelId kernel) override;
@@ -60,6 +63,7 @@ public:
     int live_libraries() const;
     int launches() const { return launches_.load(); }
     int param_queries() const { return param_queries_.load(); }  // kernel_params() calls
+    int in_place_loads() const { return in_place_loads_.load(); }
     int launches_of(const std::string& kernel_name) const;
     // Launches or lookups that reached a library after it was unloaded: must stay 0.
     int use_after_unload() const { return use_after_unload_.load(); }
@@ -78,6 +82,7 @@ private:
 
     std::atomic<int> loads_{0}, attempts_{0}, unloads_{0}, launches_{0}, use_after_unload_{0};
     std::atomic<int> param_queries_{0};
+    std::atomic<int> in_place_loads_{0};
 
     mutable std::mutex mutex_;           // guards the members below
     std::set<const FakeLibrary*> live_;  // libraries loaded and not yet unloaded

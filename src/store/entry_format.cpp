@@ -26,6 +26,16 @@ struct Header {
 };
 constexpr std::size_t kHeaderSize = sizeof(kMagic) + 2 + 1 + 1 + 4 + 8 + 8;
 
+// The payload starts at a multiple of this from the entry's start (zero bytes pad the key
+// material), so that a buffer from malloc holding the entry holds an aligned cubin, which the
+// driver may then use in place (CU_LIBRARY_BINARY_IS_PRESERVED) instead of copying it.
+constexpr std::size_t kPayloadAlignment = 16;
+
+std::size_t padding_after_key(std::uint64_t key_bytes) {
+    return static_cast<std::size_t>((kPayloadAlignment - (kHeaderSize + key_bytes) % kPayloadAlignment) %
+                                    kPayloadAlignment);
+}
+
 template <class T>
 void put_le(std::string& out, T value) {
     for (std::size_t i = 0; i < sizeof(T); ++i) {
@@ -192,6 +202,7 @@ std::string encode(const StoredEntry& entry, Compression compression, int zstd_l
     put_le(out, static_cast<std::uint64_t>(entry.payload.size()));
     put_le(out, static_cast<std::uint64_t>(stored.size()));
     out += key;
+    out.append(padding_after_key(key.size()), '\0');
     out += stored;
     out += checksum(out);
     return out;
@@ -235,9 +246,13 @@ Result<Layout> check(std::string_view bytes) {
     }
     // Checked without adding untrusted sizes, which could wrap around.
     const std::uint64_t after_header = body.size() - kHeaderSize;
-    if (header.key_bytes > after_header ||
-        header.compressed_bytes != after_header - header.key_bytes) {
+    const std::size_t padding = padding_after_key(header.key_bytes);
+    if (header.key_bytes > after_header || padding > after_header - header.key_bytes ||
+        header.compressed_bytes != after_header - header.key_bytes - padding) {
         return corrupt("lengths do not add up to the entry's size");
+    }
+    for (std::size_t i = 0; i < padding; ++i) {
+        if (body[kHeaderSize + header.key_bytes + i] != '\0') return corrupt("padding not zero");
     }
     if (header.payload_bytes > kMaxPayloadBytes) return corrupt("payload larger than any kernel");
     auto key = KeyMaterialView::parse(body.substr(kHeaderSize, header.key_bytes));
@@ -249,7 +264,7 @@ Result<Layout> check(std::string_view bytes) {
     layout.key = *key;
     layout.key_bytes = header.key_bytes;
     layout.payload_bytes = header.payload_bytes;
-    layout.stored = body.substr(kHeaderSize + header.key_bytes);
+    layout.stored = body.substr(kHeaderSize + header.key_bytes + padding);
     if (!layout.zstd) {
         if (layout.stored.size() != header.payload_bytes) return corrupt("payload size disagrees");
         return layout;

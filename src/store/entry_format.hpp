@@ -1,6 +1,6 @@
 // The bytes of one stored artifact, the same on disk and (later) in Redis:
 //   header (magic, format version, payload kind, compression, lengths)
-//   key material (readable "name: value" lines)
+//   key material (readable "name: value" lines), zero bytes up to a 16-byte boundary
 //   payload (raw, or zstd)
 //   XXH3-128 of everything before it
 // Anything that does not decode exactly is corrupt: a bad entry is a miss, never a wrong kernel.
@@ -16,9 +16,10 @@
 
 namespace kcache::store {
 
-// 2: the payload may be stored raw. Part of every fingerprint, so that processes of different
+// 2: the payload may be stored raw. 3: the payload starts 16-byte aligned (zero padding after the
+// key material). Part of every fingerprint, so that processes of different
 // versions sharing a directory use different entries rather than deleting each other's.
-inline constexpr std::uint16_t kFormatVersion = 2;
+inline constexpr std::uint16_t kFormatVersion = 3;
 
 // How the payload is stored. Raw is the disk tier's choice: a warm start is judged against loading
 // the cubin from memory, and zstd's decompression alone (15 us for a 10 KiB cubin on the H200

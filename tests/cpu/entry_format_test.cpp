@@ -219,6 +219,33 @@ TEST(EntryFormat, WrappingLengthsAreRejectedNotTrusted) {
     EXPECT_EQ(decoded.error().code(), Errc::kCorruptEntry);
 }
 
+TEST(EntryFormat, ThePayloadStartsSixteenByteAlignedWhateverTheKeyLength) {
+    for (std::size_t length = 1; length <= 48; ++length) {
+        StoredEntry entry = small_entry();
+        entry.key.caller_key = std::string(length, 'k');
+        const std::string bytes = encode(entry);
+        const std::size_t at = bytes.find(entry.payload);
+        ASSERT_NE(at, std::string::npos);
+        EXPECT_EQ(at % 16, 0u) << "caller key of " << length << " bytes";
+        auto decoded = DecodedEntry::decode(bytes);
+        ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+        EXPECT_EQ((*decoded)->payload(), entry.payload);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>((*decoded)->payload().data()) % 16, 0u);
+    }
+}
+
+TEST(EntryFormat, NonZeroPaddingIsCorruptEvenWithAValidChecksum) {
+    StoredEntry entry = small_entry();
+    entry.key.caller_key = "k";  // leaves padding after the key material
+    const std::string bytes = encode(entry);
+    const std::size_t payload_at = bytes.find(entry.payload);
+    ASSERT_GT(payload_at, 0u);
+    ASSERT_EQ(bytes[payload_at - 1], '\0') << "no padding to damage";
+    auto decoded = decode(with_field(bytes, payload_at - 1, 0x5a, 1));
+    ASSERT_FALSE(decoded.ok());
+    EXPECT_EQ(decoded.error().code(), Errc::kCorruptEntry);
+}
+
 TEST(EntryFormat, AHugeDeclaredPayloadIsRejectedWithoutAllocatingIt) {
     const std::string bytes = encode(small_entry());
     // payload_bytes (offset 16, 8 bytes): 2^40.

@@ -69,6 +69,17 @@ TEST_F(TiersTest, ANewCacheOnTheSameDirectoryCompilesNothing) {
     EXPECT_EQ(second.stats().misses, 1u);  // a miss of the in-process map, served by the disk
 }
 
+TEST_F(TiersTest, ADiskHitIsLoadedInPlaceFromTheStoredEntry) {
+    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
+    const int copies_before = fake_->loads() - fake_->in_place_loads();
+    KernelCache cache(options());
+    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(cache.stats().disk_hits, 1u);
+    EXPECT_EQ(fake_->in_place_loads(), 1) << "the tier's bytes, not a copy, went to the driver";
+    EXPECT_EQ(fake_->loads() - fake_->in_place_loads(), copies_before);
+}
+
 TEST_F(TiersTest, TheSameSourceUnderAnotherKeyComesFromMemory) {
     KernelCache cache(options());
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
