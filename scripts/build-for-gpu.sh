@@ -8,4 +8,6 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-gpu -j"$(nproc)" --target kcache_tool kcache_bench kcache_gpu_tests kcache_cpu_tests
 rm -rf .gpu-bin && mkdir -p .gpu-bin
 cp build-gpu/kcache build-gpu/kcache_bench build-gpu/kcache_gpu_tests build-gpu/kcache_cpu_tests .gpu-bin/
+# The commit the binaries come from: the GPU machine's copy of the tree cannot tell it.
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include tools bench CMakeLists.txt || echo ' with uncommitted changes')" > .gpu-bin/COMMIT
 echo "built into .gpu-bin/: $(ls .gpu-bin | tr '\n' ' ')"

@@ -21,7 +21,7 @@ status=0
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "- machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1), $(nproc) CPU cores, $(uname -r)"
-  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "- binaries built at commit: $(cat "$BIN/COMMIT" 2>/dev/null || echo 'unknown (built here)')"
   # What a durable write costs on this disk (every stored entry pays one fsync): 20 files of
   # 10 KiB written by dd with and without fsync, process start included in both.
   probe=$(mktemp -d)
