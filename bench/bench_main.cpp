@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
         } else {
             std::fprintf(stderr,
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
-                         "[--ptx-new-process DIR [--rounds N]] [--cuda DIR] [--cuda-warm-up N] [--nvrtc-scaling ARCH] "
+                         "[--ptx-new-process DIR [--rounds N]] [--cuda DIR] [--cuda-warm-up N] "
+                         "[--nvrtc-scaling ARCH] "
                          "[--nvrtc-kernels LIGHT,HEAVY] [--nvrtc-threads N] [--ms N] "
                          "[--threads 1,2,4] "
                          "[--launch-threads 1,16] [--out FILE]\n");

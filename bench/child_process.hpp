@@ -11,8 +11,8 @@ namespace kcache::bench {
 
 // This program with `args`, its environment plus `environment` (NAME, VALUE pairs, replacing
 // ones already set). The child's standard output if it exited 0; nullopt otherwise.
-std::optional<std::string> run_self(const std::vector<std::string>& args,
-                                    const std::vector<std::pair<std::string, std::string>>&
-                                        environment = {});
+std::optional<std::string> run_self(
+    const std::vector<std::string>& args,
+    const std::vector<std::pair<std::string, std::string>>& environment = {});
 
 }  // namespace kcache::bench

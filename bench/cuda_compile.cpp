@@ -219,8 +219,8 @@ std::vector<WarmUpItem> warm_up_items(int first_variant, int count) {
 // Runs this program as a child (`flag` and its arguments); its times.
 bool spawn_child(const std::vector<std::string>& args, ChildTimes& times) {
     auto out = run_self(args);
-    return out && std::sscanf(out->c_str(), "%lf %lf %lf %llu", &times.context_ms,
-                              &times.first_ms, &times.second_ms, &times.compiles) == 4;
+    return out && std::sscanf(out->c_str(), "%lf %lf %lf %llu", &times.context_ms, &times.first_ms,
+                              &times.second_ms, &times.compiles) == 4;
 }
 
 }  // namespace

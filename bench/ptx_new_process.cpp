@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "bench/bench.hpp"
@@ -88,6 +89,43 @@ std::string ptx_kernel_key(int i) {
     return "softmax:" + std::to_string(1000 + i);
 }
 
+// The driver-only ways to have a kernel ready, by child mode; an empty function for another mode.
+//   floor: cuLibraryLoadData + cuLibraryGetKernel + cuKernelGetFunction (what kcache does)
+//   floor-read: the same, the file read timed too; floor-preserved: CU_LIBRARY_BINARY_IS_PRESERVED
+//   floor-nofunc: the library's load alone, no load into the context
+//   floor-module: cuModuleLoadData + cuModuleGetFunction; compute: the same on the PTX, which the
+//   driver's ComputeCache serves when warm
+std::function<bool(const std::string&)> driver_load(const driver::CudaApi& cu,
+                                                    const std::string& mode) {
+    if (mode == "floor-module" || mode == "compute") {
+        return [&cu](const std::string& image) {
+            CUmodule module = nullptr;
+            CUfunction function = nullptr;
+            return cu.cuModuleLoadData(&module, image.c_str()) == CUDA_SUCCESS &&
+                   cu.cuModuleGetFunction(&function, module, "softmax_rows") == CUDA_SUCCESS;
+        };
+    }
+    if (mode != "floor" && mode != "floor-read" && mode != "floor-preserved" &&
+        mode != "floor-nofunc") {
+        return {};
+    }
+    const bool preserved = mode == "floor-preserved";
+    const bool to_context = mode != "floor-nofunc";
+    return [&cu, preserved, to_context](const std::string& image) {
+        CUlibraryOption option = CU_LIBRARY_BINARY_IS_PRESERVED;
+        void* value =
+            reinterpret_cast<void*>(std::uintptr_t{1});  // NOLINT(performance-no-int-to-ptr)
+        CUlibrary library = nullptr;
+        CUkernel kernel = nullptr;
+        CUfunction function = nullptr;
+        return cu.cuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0,
+                                    preserved ? &option : nullptr, preserved ? &value : nullptr,
+                                    preserved ? 1 : 0) == CUDA_SUCCESS &&
+               cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") == CUDA_SUCCESS &&
+               (!to_context || cu.cuKernelGetFunction(&function, kernel) == CUDA_SUCCESS);
+    };
+}
+
 int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
     const auto& api = driver::cuda_api();
     if (!api) return 3;
@@ -135,81 +173,19 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
             blocks.push_back(std::make_unique<char[]>(25 * 1024));  // value-initialised: touched
         }
         total_ms = ms_since(start);
-    } else if (mode == "floor-read") {  // the floor with its file read inside the clock
+    } else if (auto load = driver_load(cu, mode)) {  // the floors and the ComputeCache
+        // The images are in memory before the clock starts, but for floor-read, whose file read
+        // is timed too.
+        const bool read_timed = mode == "floor-read";
         const auto start = std::chrono::steady_clock::now();
-        const std::vector<std::string> cubins = read_cubins(floor_file(directory));
-        if (cubins.size() != kKernels) return 4;
-        for (const auto& cubin : cubins) {
-            CUlibrary library = nullptr;
-            CUkernel kernel = nullptr;
-            CUfunction function = nullptr;
-            if (cu.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr,
-                                     0) != CUDA_SUCCESS ||
-                cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") != CUDA_SUCCESS ||
-                cu.cuKernelGetFunction(&function, kernel) != CUDA_SUCCESS) {
-                return 4;
-            }
+        const std::vector<std::string> images =
+            mode == "compute" ? ptx : read_cubins(floor_file(directory));
+        if (images.size() != kKernels) return 4;
+        const auto loads_start = std::chrono::steady_clock::now();
+        for (const auto& image : images) {
+            if (!load(image)) return 4;
         }
-        total_ms = ms_since(start);
-    } else if (mode == "floor-nofunc") {  // split: the library's load alone, no context load
-        const std::vector<std::string> cubins = read_cubins(floor_file(directory));
-        if (cubins.size() != kKernels) return 4;
-        const auto start = std::chrono::steady_clock::now();
-        for (const auto& cubin : cubins) {
-            CUlibrary library = nullptr;
-            CUkernel kernel = nullptr;
-            if (cu.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr,
-                                     0) != CUDA_SUCCESS ||
-                cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") != CUDA_SUCCESS) {
-                return 4;
-            }
-        }
-        total_ms = ms_since(start);
-    } else if (mode == "floor" || mode == "floor-preserved") {
-        const std::vector<std::string> cubins = read_cubins(floor_file(directory));
-        if (cubins.size() != kKernels) return 4;
-        // floor-preserved: the driver told it may keep using our copy of the cubin.
-        CUlibraryOption option = CU_LIBRARY_BINARY_IS_PRESERVED;
-        void* value = reinterpret_cast<void*>(std::uintptr_t{1});  // NOLINT(performance-no-int-to-ptr)
-        const bool preserved = mode == "floor-preserved";
-        const auto start = std::chrono::steady_clock::now();
-        for (const auto& cubin : cubins) {
-            CUlibrary library = nullptr;
-            CUkernel kernel = nullptr;
-            CUfunction function = nullptr;
-            if (cu.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0,
-                                     preserved ? &option : nullptr, preserved ? &value : nullptr,
-                                     preserved ? 1 : 0) != CUDA_SUCCESS ||
-                cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") != CUDA_SUCCESS ||
-                cu.cuKernelGetFunction(&function, kernel) != CUDA_SUCCESS) {
-                return 4;
-            }
-        }
-        total_ms = ms_since(start);
-    } else if (mode == "floor-module") {  // the context-bound module API on the same cubins
-        const std::vector<std::string> cubins = read_cubins(floor_file(directory));
-        if (cubins.size() != kKernels) return 4;
-        const auto start = std::chrono::steady_clock::now();
-        for (const auto& cubin : cubins) {
-            CUmodule module = nullptr;
-            CUfunction function = nullptr;
-            if (cu.cuModuleLoadData(&module, cubin.data()) != CUDA_SUCCESS ||
-                cu.cuModuleGetFunction(&function, module, "softmax_rows") != CUDA_SUCCESS) {
-                return 4;
-            }
-        }
-        total_ms = ms_since(start);
-    } else if (mode == "compute") {  // the driver's JIT, which its ComputeCache serves if warm
-        const auto start = std::chrono::steady_clock::now();
-        for (const auto& text : ptx) {
-            CUmodule module = nullptr;
-            CUfunction function = nullptr;
-            if (cu.cuModuleLoadData(&module, text.c_str()) != CUDA_SUCCESS ||
-                cu.cuModuleGetFunction(&function, module, "softmax_rows") != CUDA_SUCCESS) {
-                return 4;
-            }
-        }
-        total_ms = ms_since(start);
+        total_ms = ms_since(read_timed ? start : loads_start);
     } else {
         return 2;
     }
@@ -296,7 +272,9 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
             }
         }
     }
-    auto lowest = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+    auto lowest = [](const std::vector<double>& v) {
+        return *std::min_element(v.begin(), v.end());
+    };
     const double kcache = median(times[0]), floor = median(times[1]), compute = median(times[2]);
     const double module = median(times[3]), preserved = median(times[4]);
     char text[3072];

@@ -111,8 +111,9 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
     std::vector<WarmUpItem> items;
     for (int i = 0; i < kKernels; ++i) {
         const std::string* text = &ptx[static_cast<std::size_t>(i)];
-        items.push_back(
-            {ptx_kernel_key(i), [text]() -> Result<Source> { return Source::ptx(*text); }, "softmax_rows"});
+        items.push_back({ptx_kernel_key(i),
+                         [text]() -> Result<Source> { return Source::ptx(*text); },
+                         "softmax_rows"});
     }
 
     bool ok = true;
@@ -193,39 +194,40 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
         for (CUlibrary library : libraries) cu.cuLibraryUnload(library);
         return elapsed;
     };
-    // Warm: a new cache on the same directory is a new process's view (context aside).
-    auto kcache_run = [&]() {
+    // A new cache on the same directory is a new process's view (context aside); `each` is
+    // timed for every item and returns an error text, empty when it went as it should.
+    auto new_cache_run = [&](auto&& each) {
         CacheOptions options;
         options.disk_directory = directory;
         KernelCache cache(options);
         const auto start = std::chrono::steady_clock::now();
         for (const auto& item : items) {
-            auto kernel = cache.kernel(item.key, item.make_source, item.kernel_name);
-            if (!kernel.ok()) {
+            if (std::string why = each(cache, item); !why.empty()) {
                 ok = false;
-                note = kernel.error().describe();
+                note = why;
             }
         }
         const double elapsed = ms_since(start);
         if (cache.stats().compiles != 0) note += " (warm run compiled something!)";
         return elapsed;
     };
+    // Warm: read, verify, load and resolve.
+    auto kcache_run = [&]() {
+        return new_cache_run([](KernelCache& cache, const WarmUpItem& item) {
+            auto kernel = cache.kernel(item.key, item.make_source, item.kernel_name);
+            return kernel.ok() ? std::string() : kernel.error().describe();
+        });
+    };
     // kcache's own cost on that path: everything up to the driver's load (fingerprint, read,
     // verify, the tiers), with no driver call.
     auto cpu_path_run = [&]() {
-        CacheOptions options;
-        options.disk_directory = directory;
-        KernelCache cache(options);
-        const auto start = std::chrono::steady_clock::now();
-        for (const auto& item : items) {
+        return new_cache_run([arch](KernelCache& cache, const WarmUpItem& item) {
             auto origin = cache.prebuild(item.key, item.make_source, arch);
-            if (!origin || *origin != ArtifactOrigin::kDiskTier) {
-                ok = false;
-                note = origin ? "prebuild on the warm disk did not come from it"
-                              : origin.error().describe();
-            }
-        }
-        return ms_since(start);
+            if (!origin) return origin.error().describe();
+            return *origin == ArtifactOrigin::kDiskTier
+                       ? std::string()
+                       : std::string("prebuild on the warm disk did not come from it");
+        });
     };
     // The disk tier's bytes alone: read, checksum, decode; no fingerprint, no tiers, no load.
     std::vector<std::filesystem::path> files;
@@ -286,7 +288,10 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
     warm_row(
         "kcache CPU path only: prebuild() from the disk tier into a fresh cache, no driver load",
         cpu_ms);
-    warm_row("for scale: floor + cuKernelGetParamInfo per parameter (kcache asks at the first checked launch, not here)", params_ms);
+    warm_row(
+        "for scale: floor + cuKernelGetParamInfo per parameter (kcache asks at the first checked "
+        "launch, not here)",
+        params_ms);
     warm_row("breakdown: entry file read + checksum + decode only", read_ms);
     return text;
 }

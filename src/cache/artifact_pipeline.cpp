@@ -142,7 +142,8 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
     auto library = produced->stored != nullptr
                        ? driver_.load_cubin_in_place(produced->stored->payload(), produced->stored)
                        : driver_.load_library(produced->loadable);
-    const bool compiled_here = produced->stored != nullptr || produced->loadable.kind != source.kind;
+    const bool compiled_here =
+        produced->stored != nullptr || produced->loadable.kind != source.kind;
     if (!library && source.kind == SourceKind::kPtx && compiled_here) {
         // A cubin this driver cannot load (say, from a host compiler newer than the driver):
         // the source itself still may, through the driver's JIT.

@@ -26,7 +26,7 @@ struct LibraryCounters {
 struct ResolvedKernel {
     std::string name;
     driver::KernelId id = nullptr;
-    driver::Driver* driver = nullptr;  // the entry's, kept alive by it
+    driver::Driver* driver = nullptr;      // the entry's, kept alive by it
     const ResolvedKernel* next = nullptr;  // immutable once published
 
     // The parameter sizes, asked of the driver at the first call rather than when the kernel is
@@ -40,7 +40,7 @@ private:
     // 0: not asked yet; 1: known (param_sizes_ set); 2: the driver cannot tell. Release/acquire:
     // a launch that reads 1 sees the sizes written before it.
     mutable std::atomic<int> params_state_{0};
-    mutable std::mutex params_mutex_;  // serialises the first query
+    mutable std::mutex params_mutex_;               // serialises the first query
     mutable std::vector<std::size_t> param_sizes_;  // written once, before state 1
 };
 

@@ -93,8 +93,7 @@ Result<std::string> cuda_compiler_identity() {
     auto identity = identity_of("NVRTC", driver::nvrtc_identity());
     if (!identity) return identity;
     auto linker = identity_of("nvJitLink", driver::nvjitlink_identity());
-    return *identity + "; " + (linker ? *linker : std::string("no nvJitLink")) + "; " +
-           kCudaRecipe;
+    return *identity + "; " + (linker ? *linker : std::string("no nvJitLink")) + "; " + kCudaRecipe;
 }
 
 Result<std::string> ptx_compiler_identity() {
@@ -109,9 +108,8 @@ bool lean_recipe_applies(const CudaProgram& program) {
     if (!driver::nvjitlink_identity()) return false;
     if (const auto& linker = driver::nvjitlink_api(); !linker) {
         // Found but not usable: NVRTC's own cubin serves as well, only slower to load.
-        util::log_line(util::LogLevel::kInfo,
-                       "nvJitLink unusable (" + linker.error().message() +
-                           "); CUDA C++ compiles to NVRTC's own cubin");
+        util::log_line(util::LogLevel::kInfo, "nvJitLink unusable (" + linker.error().message() +
+                                                  "); CUDA C++ compiles to NVRTC's own cubin");
         return false;
     }
     auto normalized = normalize_options(program.options);
@@ -127,10 +125,10 @@ Result<Compiled> cubin_from_ptx(std::string ptx, const Target& target, Compiled 
     PrunedPtx pruned = drop_unreferenced_globals(ptx, keep);
     auto linked = link_ptx(pruned.ptx, target);
     if (!linked && pruned.dropped > 0) {
-        util::log_line(util::LogLevel::kInfo,
-                       "PTX without its " + std::to_string(pruned.dropped) +
-                           " unreferenced globals did not link (" + linked.error().message() +
-                           "); linking NVRTC's PTX as it was");
+        util::log_line(util::LogLevel::kInfo, "PTX without its " + std::to_string(pruned.dropped) +
+                                                  " unreferenced globals did not link (" +
+                                                  linked.error().message() +
+                                                  "); linking NVRTC's PTX as it was");
         linked = link_ptx(ptx, target);
     }
     if (!linked) return std::move(linked).error();

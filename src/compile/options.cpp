@@ -114,14 +114,20 @@ bool acts_before_ptx_only(const std::vector<std::string>& normalized) {
     constexpr std::array<std::string_view, 5> kPrefixes = {"-D", "-U", "-I", "-include=", "-diag"};
     constexpr std::array<std::string_view, 5> kValued = {"-std", "-ftz", "-prec-div", "-prec-sqrt",
                                                          "-builtin-move-forward"};
-    constexpr std::array<std::string_view, 14> kFlags = {
-        "-default-device",          "-device-as-default-execution-space",
-        "-w",                       "-disable-warnings",
-        "-use_fast_math",           "-restrict",
-        "-expt-relaxed-constexpr",  "-extended-lambda",
-        "-expt-extended-lambda",    "-device-int128",
-        "-rdc=false",               "-relocatable-device-code=false",
-        "-ewp",                     "-extensible-whole-program"};
+    constexpr std::array<std::string_view, 14> kFlags = {"-default-device",
+                                                         "-device-as-default-execution-space",
+                                                         "-w",
+                                                         "-disable-warnings",
+                                                         "-use_fast_math",
+                                                         "-restrict",
+                                                         "-expt-relaxed-constexpr",
+                                                         "-extended-lambda",
+                                                         "-expt-extended-lambda",
+                                                         "-device-int128",
+                                                         "-rdc=false",
+                                                         "-relocatable-device-code=false",
+                                                         "-ewp",
+                                                         "-extensible-whole-program"};
     for (const std::string& given : normalized) {
         std::string_view option = given;
         // Long forms: NVRTC takes "--std" and "-std" alike for these.

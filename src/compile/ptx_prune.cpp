@@ -60,7 +60,7 @@ std::optional<Scan> scan(std::string_view text) {
     // The directive just before the current token, if the token before was one: only a linkage
     // directive (.visible, .extern, .weak, .common) can stand before `.global` in a declaration.
     std::string_view previous_directive;
-    std::optional<Declaration> open;          // a `.global` statement being read
+    std::optional<Declaration> open;  // a `.global` statement being read
     const std::size_t n = text.size();
     std::size_t i = 0;
     while (i < n) {
@@ -150,7 +150,8 @@ PrunedPtx drop_unreferenced_globals(std::string_view ptx, const std::set<std::st
         changed = false;
         for (std::size_t k = 0; k < scanned->candidates.size(); ++k) {
             const Declaration& d = scanned->candidates[k];
-            if (dropped[k] || scanned->counts[d.name] != 1 || keep.count(std::string(d.name)) != 0) {
+            if (dropped[k] || scanned->counts[d.name] != 1 ||
+                keep.count(std::string(d.name)) != 0) {
                 continue;
             }
             dropped[k] = true;

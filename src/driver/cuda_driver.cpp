@@ -15,7 +15,7 @@ namespace {
 struct CudaLibrary {
     CUlibrary library = nullptr;
     std::shared_ptr<const void> image_owner;  // keeps an in-place image alive while loaded
-    std::string error_log;  // sized only for PTX: binaries are not JIT-compiled
+    std::string error_log;                    // sized only for PTX: binaries are not JIT-compiled
     std::string info_log;
 
     std::string logs() const {
@@ -116,7 +116,8 @@ public:
         auto wrapper = std::make_unique<CudaLibrary>();
         wrapper->image_owner = std::move(owner);
         CUlibraryOption option = CU_LIBRARY_BINARY_IS_PRESERVED;
-        // The driver takes option values through void* slots. NOLINTNEXTLINE(performance-no-int-to-ptr)
+        // The driver takes option values through void* slots.
+        // NOLINTNEXTLINE(performance-no-int-to-ptr)
         void* preserved = reinterpret_cast<void*>(std::uintptr_t{1});
         CUresult rc = api_.cuLibraryLoadData(&wrapper->library, image.data(), nullptr, nullptr, 0,
                                              &option, &preserved, 1);

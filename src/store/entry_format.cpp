@@ -32,8 +32,8 @@ constexpr std::size_t kHeaderSize = sizeof(kMagic) + 2 + 1 + 1 + 4 + 8 + 8;
 constexpr std::size_t kPayloadAlignment = 16;
 
 std::size_t padding_after_key(std::uint64_t key_bytes) {
-    return static_cast<std::size_t>((kPayloadAlignment - (kHeaderSize + key_bytes) % kPayloadAlignment) %
-                                    kPayloadAlignment);
+    return static_cast<std::size_t>(
+        (kPayloadAlignment - (kHeaderSize + key_bytes) % kPayloadAlignment) % kPayloadAlignment);
 }
 
 template <class T>

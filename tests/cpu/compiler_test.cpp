@@ -196,8 +196,7 @@ TEST_F(LeanRecipeTest, IdentityNamesBothCompilersAndTheRecipe) {
     ASSERT_TRUE(identity.ok());
     EXPECT_NE(identity->find("NVRTC build-id "), std::string::npos) << *identity;
     EXPECT_NE(identity->find("nvJitLink build-id "), std::string::npos) << *identity;
-    EXPECT_NE(identity->find("unreferenced internal .global variables dropped"),
-              std::string::npos)
+    EXPECT_NE(identity->find("unreferenced internal .global variables dropped"), std::string::npos)
         << *identity;
 }
 

@@ -75,11 +75,10 @@ TEST(NormalizeOptions, LineJoinsWithSpacesAndNeverBreaks) {
 }
 
 TEST(ActsBeforePtxOnly, PreprocessorLanguageAndMathOptionsDo) {
-    auto normalized = normalize_options({"-D", "N=4", "--define-macro=M", "-I/opt/include",
-                                         "-include", "pre.h", "-UX", "-std=c++17", "--std=c++20",
-                                         "-use_fast_math", "--ftz=true", "-prec-div=false",
-                                         "--expt-relaxed-constexpr", "-default-device",
-                                         "--diag-suppress=177", "-w"});
+    auto normalized = normalize_options(
+        {"-D", "N=4", "--define-macro=M", "-I/opt/include", "-include", "pre.h", "-UX",
+         "-std=c++17", "--std=c++20", "-use_fast_math", "--ftz=true", "-prec-div=false",
+         "--expt-relaxed-constexpr", "-default-device", "--diag-suppress=177", "-w"});
     ASSERT_TRUE(normalized.ok()) << normalized.error().describe();
     EXPECT_TRUE(acts_before_ptx_only(*normalized));
     EXPECT_TRUE(acts_before_ptx_only({}));

@@ -20,8 +20,8 @@ std::string module(const std::string& globals, const std::string& body = "ret;")
 }
 
 TEST(PtxPruneTest, DropsAnUnreferencedInternalGlobal) {
-    const auto pruned = drop_unreferenced_globals(
-        module(".global .align 4 .u32 _ZN4cuda3std5limitsE = 5;\n"));
+    const auto pruned =
+        drop_unreferenced_globals(module(".global .align 4 .u32 _ZN4cuda3std5limitsE = 5;\n"));
     EXPECT_EQ(pruned.dropped, 1u);
     EXPECT_FALSE(has(pruned.ptx, "_ZN4cuda3std5limitsE"));
     EXPECT_TRUE(has(pruned.ptx, ".visible .entry k("));
@@ -45,8 +45,8 @@ TEST(PtxPruneTest, KeepsVisibleExternWeakAndCommonGlobals) {
 }
 
 TEST(PtxPruneTest, KeepsANameInTheKeepSet) {
-    const auto pruned =
-        drop_unreferenced_globals(module(".global .align 4 .u32 _ZL6hidden = 7;\n"), {"_ZL6hidden"});
+    const auto pruned = drop_unreferenced_globals(module(".global .align 4 .u32 _ZL6hidden = 7;\n"),
+                                                  {"_ZL6hidden"});
     EXPECT_EQ(pruned.dropped, 0u);
     EXPECT_TRUE(has(pruned.ptx, "_ZL6hidden = 7;"));
 }
@@ -68,19 +68,19 @@ TEST(PtxPruneTest, APrefixOfAnotherNameIsNotAMention) {
 
 TEST(PtxPruneTest, AnInitializerKeepsWhatItNamesUntilItGoesToo) {
     // `table` names `cell`; nothing names `table`: both go, in two rounds.
-    const auto pruned = drop_unreferenced_globals(
-        module(".global .align 4 .u32 cell = 1;\n"
-               ".global .align 8 .u64 table[2] = {generic(cell), 0};\n"));
+    const auto pruned =
+        drop_unreferenced_globals(module(".global .align 4 .u32 cell = 1;\n"
+                                         ".global .align 8 .u64 table[2] = {generic(cell), 0};\n"));
     EXPECT_EQ(pruned.dropped, 2u);
     EXPECT_FALSE(has(pruned.ptx, "cell"));
     EXPECT_FALSE(has(pruned.ptx, "table"));
 }
 
 TEST(PtxPruneTest, AnInitializerOfAUsedGlobalKeepsWhatItNames) {
-    const auto pruned = drop_unreferenced_globals(
-        module(".global .align 4 .u32 cell = 1;\n"
-               ".global .align 8 .u64 table[2] = {generic(cell), 0};\n",
-               "mov.u64 %rd1, table;\n\tret;"));
+    const auto pruned =
+        drop_unreferenced_globals(module(".global .align 4 .u32 cell = 1;\n"
+                                         ".global .align 8 .u64 table[2] = {generic(cell), 0};\n",
+                                         "mov.u64 %rd1, table;\n\tret;"));
     EXPECT_EQ(pruned.dropped, 0u);
 }
 
@@ -92,10 +92,9 @@ TEST(PtxPruneTest, GlobalStateSpaceInsideAFunctionIsNotADeclaration) {
 }
 
 TEST(PtxPruneTest, TextItCannotFollowComesBackUnchanged) {
-    for (const std::string& text :
-         {module(".global .align 4 .u32 gone;\n") + "}",  // unbalanced
-          module(".global .align 4 .u32 gone;\n") + "/* unterminated",
-          std::string(".global .align 4 .u32 gone")}) {  // no ';'
+    for (const std::string& text : {module(".global .align 4 .u32 gone;\n") + "}",  // unbalanced
+                                    module(".global .align 4 .u32 gone;\n") + "/* unterminated",
+                                    std::string(".global .align 4 .u32 gone")}) {  // no ';'
         const auto pruned = drop_unreferenced_globals(text);
         EXPECT_EQ(pruned.dropped, 0u) << text;
         EXPECT_EQ(pruned.ptx, text);
