@@ -54,8 +54,12 @@ std::string_view KernelHandle::name() const noexcept {
 
 int KernelHandle::param_count() const noexcept {
     if (kernel_ == nullptr) return -1;
-    auto sizes = kernel_->param_sizes();
-    return sizes && *sizes != nullptr ? static_cast<int>((*sizes)->size()) : -1;
+    try {  // the first call asks the driver under a lock, which may throw; -1 says "unknown"
+        auto sizes = kernel_->param_sizes();
+        return sizes && *sizes != nullptr ? static_cast<int>((*sizes)->size()) : -1;
+    } catch (...) {
+        return -1;
+    }
 }
 
 namespace {

@@ -46,8 +46,13 @@ struct Compiled {
 Result<std::string> cuda_compiler_identity();
 Result<std::string> ptx_compiler_identity();
 
+// kChosen: the lean recipe when it applies (see compiler.cpp), else NVRTC's own cubin.
+// kNvrtcCubin: NVRTC's own cubin whatever the options, to compare the two.
+enum class CudaRecipe { kChosen, kNvrtcCubin };
+
 // kCompileFailed with the compiler's log on an error; kUnsupported if NVRTC is missing.
-Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target);
+Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target,
+                              CudaRecipe recipe = CudaRecipe::kChosen);
 
 // kCompileFailed with nvJitLink's log on an error; kUnsupported if nvJitLink is missing.
 Result<Compiled> link_ptx(const std::string& ptx, const Target& target);

@@ -3,6 +3,7 @@
 // other than a loadable cubin for the cache's arch.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,14 @@ namespace kcache::compile {
 // cannot be loaded on its own.
 Result<std::vector<std::string>> normalize_options(const std::vector<std::string>& options);
 
-// Whether every option acts before PTX (preprocessor, language, NVVM's code generation: -D, -I,
-// -std, -use_fast_math, ...), so that NVRTC's PTX compiled by nvJitLink is the cubin NVRTC would
-// make itself. False for anything else (-G, -lineinfo, -Xptxas, --maxrregcount, -fmad, an option
-// this list does not know): those may reach the ptxas inside NVRTC. Takes normalized options.
-bool acts_before_ptx_only(const std::vector<std::string>& normalized);
+// The options nvJitLink needs to compile NVRTC's LTO IR as NVRTC would have compiled the program
+// itself (the lean recipe, src/compile/compiler.cpp): NVVM's math options (-ftz, -prec-div,
+// -prec-sqrt, -fmad, -use_fast_math), which with LTO act at the link, in nvJitLink's spelling.
+// nullopt if an option is neither that nor one the front end alone takes (-D, -I, -std,
+// -default-device, ...): -G, -lineinfo, -Xptxas, --maxrregcount, -ewp, an option this list does
+// not know. Takes normalized options.
+std::optional<std::vector<std::string>> lean_link_options(
+    const std::vector<std::string>& normalized);
 
 // The normalized options as one readable line, for the key material.
 std::string options_line(const std::vector<std::string>& normalized);

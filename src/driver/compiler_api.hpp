@@ -22,6 +22,8 @@ namespace kcache::driver {
     X(nvrtcGetPTX)                \
     X(nvrtcGetCUBINSize)          \
     X(nvrtcGetCUBIN)              \
+    X(nvrtcGetLTOIRSize)          \
+    X(nvrtcGetLTOIR)              \
     X(nvrtcGetProgramLogSize)     \
     X(nvrtcGetProgramLog)         \
     X(nvrtcAddNameExpression)     \

@@ -100,8 +100,9 @@ std::optional<util::Fingerprint> KeyIndex::last_stored(std::string_view caller_k
     if (!*bytes) return std::nullopt;
     const auto record = parse_record(**bytes);
     if (!record) {
-        // Records are replaced by rename, so a reader never sees half of one: a malformed file is
-        // damage and only gets in the way. (Removing it can race with a concurrent record() and
+        // Records are replaced by rename, so a running reader never sees half of one; a malformed
+        // file is damage (or a record a crash left empty: they are not fsynced) and only gets in
+        // the way. (Removing it can race with a concurrent record() and
         // take the new file instead; that loses one explanation, nothing more.)
         util::log_line(util::LogLevel::kInfo, path + ": malformed key index record; removed");
         if (auto removed = files_.remove(path); !removed) {

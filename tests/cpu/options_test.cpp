@@ -74,29 +74,40 @@ TEST(NormalizeOptions, LineJoinsWithSpacesAndNeverBreaks) {
     EXPECT_EQ(options_line({"-DA=1\n2"}), "-DA=1 2");
 }
 
-TEST(ActsBeforePtxOnly, PreprocessorLanguageAndMathOptionsDo) {
-    auto normalized = normalize_options(
-        {"-D", "N=4", "--define-macro=M", "-I/opt/include", "-include", "pre.h", "-UX",
-         "-std=c++17", "--std=c++20", "-use_fast_math", "--ftz=true", "-prec-div=false",
-         "--expt-relaxed-constexpr", "-default-device", "--diag-suppress=177", "-w"});
+TEST(LeanLinkOptions, FrontEndOptionsNeedNothingAtTheLink) {
+    auto normalized = normalize_options({"-D", "N=4", "--define-macro=M", "-I/opt/include",
+                                         "-include", "pre.h", "-UX", "-std=c++17", "--std=c++20",
+                                         "--expt-relaxed-constexpr", "-default-device",
+                                         "--diag-suppress=177", "-w"});
     ASSERT_TRUE(normalized.ok()) << normalized.error().describe();
-    EXPECT_TRUE(acts_before_ptx_only(*normalized));
-    EXPECT_TRUE(acts_before_ptx_only({}));
+    auto link = lean_link_options(*normalized);
+    ASSERT_TRUE(link.has_value());
+    EXPECT_TRUE(link->empty());
+    EXPECT_EQ(lean_link_options({}), std::vector<std::string>{});
 }
 
-TEST(ActsBeforePtxOnly, OptionsThatMayReachPtxasDoNot) {
+TEST(LeanLinkOptions, MathOptionsAreCarriedToTheLinkInItsSpelling) {
+    EXPECT_EQ(lean_link_options({"-use_fast_math"}),
+              (std::vector<std::string>{"-ftz=1", "-prec-div=0", "-prec-sqrt=0", "-fma=1"}));
+    EXPECT_EQ(lean_link_options({"--ftz=true", "-prec-div=false", "-prec-sqrt=true",
+                                 "-fmad=false"}),
+              (std::vector<std::string>{"-ftz=1", "-prec-div=0", "-prec-sqrt=1", "-fma=0"}));
+}
+
+TEST(LeanLinkOptions, OptionsThatMayReachPtxasOrAreUnknownKeepNvrtcsCubin) {
     for (const char* option :
          {"-G", "--device-debug", "-lineinfo", "--generate-line-info", "-Xptxas=-v",
-          "--ptxas-options=-O1", "--maxrregcount=64", "-maxrregcount=32", "-fmad=false",
-          "--dopt=on", "-Ofc=max", "--extra-device-vectorization", "--some-future-option"}) {
-        EXPECT_FALSE(acts_before_ptx_only({"-DN=4", option})) << option;
+          "--ptxas-options=-O1", "--maxrregcount=64", "-maxrregcount=32", "--dopt=on",
+          "-Ofc=max", "--extra-device-vectorization", "-ewp", "--some-future-option",
+          "-ftz=maybe"}) {
+        EXPECT_FALSE(lean_link_options({"-DN=4", option}).has_value()) << option;
     }
 }
 
-TEST(ActsBeforePtxOnly, APrefixOfAKnownOptionIsNotEnough) {
-    // "-stdx" is not -std; "-wx" is not -w.
-    EXPECT_FALSE(acts_before_ptx_only({"-stdx"}));
-    EXPECT_FALSE(acts_before_ptx_only({"-wx"}));
+TEST(LeanLinkOptions, APrefixOfAKnownOptionIsNotEnough) {
+    EXPECT_FALSE(lean_link_options({"-stdx"}).has_value());
+    EXPECT_FALSE(lean_link_options({"-wx"}).has_value());
+    EXPECT_FALSE(lean_link_options({"-ftzz=true"}).has_value());
 }
 
 }  // namespace
