@@ -25,7 +25,7 @@ namespace {
 constexpr const char* kCudaRecipe =
     "NVRTC -arch=<target> --no-source-include, or when the lean recipe applies: NVRTC "
     "-arch=compute_<target> -dlto --no-source-include, nvJitLink -arch=<target> -lto "
-    "-optimize-unused-variables with the math options";
+    "-optimize-unused-variables";
 
 // Owns an nvrtcProgram so that every exit path destroys it.
 class NvrtcProgram {
@@ -153,26 +153,22 @@ Result<Compiled> link(const Input& input, const Target& target,
     return out;
 }
 
-// The nvJitLink options of the lean recipe, or nullopt when it does not apply: nvJitLink missing
-// or unusable, or an option it cannot carry over.
-std::optional<std::vector<std::string>> lean_recipe(const CudaProgram& program) {
-    if (!driver::nvjitlink_identity()) return std::nullopt;
+// Whether the lean recipe applies: nvJitLink there and usable, and every option one it allows.
+bool lean_recipe_applies(const CudaProgram& program) {
+    if (!driver::nvjitlink_identity()) return false;
     if (const auto& linker = driver::nvjitlink_api(); !linker) {
         // Found but not usable: NVRTC's own cubin serves as well, only slower to load.
-        util::log_line(util::LogLevel::kInfo,
-                       "nvJitLink unusable (" + linker.error().message() +
-                           "); CUDA C++ compiles to NVRTC's own cubin");
-        return std::nullopt;
+        util::log_line(util::LogLevel::kInfo, "nvJitLink unusable (" + linker.error().message() +
+                                                  "); CUDA C++ compiles to NVRTC's own cubin");
+        return false;
     }
     auto normalized = normalize_options(program.options);
-    if (!normalized) return std::nullopt;
-    return lean_link_options(*normalized);
+    return normalized && lean_recipe_allows(*normalized);
 }
 
 }  // namespace
 
-Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target,
-                              CudaRecipe recipe) {
+Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target, CudaRecipe recipe) {
     const auto& loaded = driver::nvrtc_api();
     if (!loaded) return loaded.error();
     const driver::NvrtcApi& api = **loaded;
@@ -204,7 +200,7 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target,
     // headers declare (over 800 with CUB), and the driver pays for each at every load: 3.2-4.7 ms
     // for one CUB block reduce on the H200, 0.1 ms without them. Otherwise a real arch (sm_XX)
     // makes NVRTC emit the cubin itself.
-    const auto lean = recipe == CudaRecipe::kChosen ? lean_recipe(program) : std::nullopt;
+    const bool lean = recipe == CudaRecipe::kChosen && lean_recipe_applies(program);
     const std::string arch_option =
         lean ? "-arch=compute_" + target.name().substr(3) : "-arch=" + target.name();
     // --no-source-include: NVRTC would otherwise look for #include "x.h" in the working
@@ -233,7 +229,7 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target,
         std::string ir(size, '\0');
         rc = api.nvrtcGetLTOIR(prog.get(), ir.data());
         if (rc != NVRTC_SUCCESS) return failed("nvrtcGetLTOIR", rc, out.log);
-        std::vector<std::string> link_options = *lean;
+        std::vector<std::string> link_options;
         // A variable a name expression asks for ("&table") is kept, used or not.
         for (const auto& [expression, lowered] : out.lowered_names) {
             if (expression.starts_with('&')) link_options.push_back("-variables-used=" + lowered);
@@ -261,9 +257,9 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target,
 
 Result<Compiled> link_ptx(const std::string& ptx, const Target& target) {
     // The size includes the terminating NUL, as nvJitLink expects for PTX text.
-    return link(Input{NVJITLINK_INPUT_PTX, std::string_view(ptx.c_str(), ptx.size() + 1),
-                      "kernel.ptx"},
-                target, {});
+    return link(
+        Input{NVJITLINK_INPUT_PTX, std::string_view(ptx.c_str(), ptx.size() + 1), "kernel.ptx"},
+        target, {});
 }
 
 }  // namespace kcache::compile

@@ -109,23 +109,7 @@ Result<std::vector<std::string>> normalize_options(const std::vector<std::string
     return out;
 }
 
-namespace {
-
-// "true"/"false" (NVRTC's spelling) as nvJitLink's "1"/"0"; nullopt for anything else.
-std::optional<std::string_view> as_bit(std::string_view option, std::string_view name) {
-    if (!option.starts_with(name) || option.size() <= name.size() || option[name.size()] != '=') {
-        return std::nullopt;
-    }
-    const std::string_view value = option.substr(name.size() + 1);
-    if (value == "true") return "1";
-    if (value == "false") return "0";
-    return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<std::vector<std::string>> lean_link_options(
-    const std::vector<std::string>& normalized) {
+bool lean_recipe_allows(const std::vector<std::string>& normalized) {
     // The front end's alone. Normalized spellings: -D, -U and -I glued to their values, -include=.
     constexpr std::array<std::string_view, 5> kPrefixes = {"-D", "-U", "-I", "-include=", "-diag"};
     constexpr std::array<std::string_view, 2> kValued = {"-std", "-builtin-move-forward"};
@@ -141,11 +125,6 @@ std::optional<std::vector<std::string>> lean_link_options(
                                                          "-rdc=false",
                                                          "-relocatable-device-code=false",
                                                          "-builtin-initializer-list"};
-    // NVVM's math options, which with LTO act at the link: NVRTC's name, nvJitLink's.
-    constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kMath = {
-        {{"-ftz", "-ftz="}, {"-prec-div", "-prec-div="}, {"-prec-sqrt", "-prec-sqrt="},
-         {"-fmad", "-fma="}}};
-    std::vector<std::string> link;
     for (const std::string& given : normalized) {
         std::string_view option = given;
         // Long forms: NVRTC takes "--std" and "-std" alike for these.
@@ -154,21 +133,9 @@ std::optional<std::vector<std::string>> lean_link_options(
         for (std::string_view prefix : kPrefixes) known = known || option.starts_with(prefix);
         for (std::string_view name : kValued) known = known || names(option, name);
         for (std::string_view flag : kFlags) known = known || option == flag;
-        if (known) continue;
-        if (option == "-use_fast_math") {  // as NVRTC defines it
-            link.insert(link.end(), {"-ftz=1", "-prec-div=0", "-prec-sqrt=0", "-fma=1"});
-            continue;
-        }
-        bool math = false;
-        for (const auto& [nvrtc_name, link_name] : kMath) {
-            if (auto bit = as_bit(option, nvrtc_name)) {
-                link.push_back(std::string(link_name) + std::string(*bit));
-                math = true;
-            }
-        }
-        if (!math) return std::nullopt;
+        if (!known) return false;
     }
-    return link;
+    return true;
 }
 
 std::string options_line(const std::vector<std::string>& normalized) {

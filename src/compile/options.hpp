@@ -17,14 +17,13 @@ namespace kcache::compile {
 // cannot be loaded on its own.
 Result<std::vector<std::string>> normalize_options(const std::vector<std::string>& options);
 
-// The options nvJitLink needs to compile NVRTC's LTO IR as NVRTC would have compiled the program
-// itself (the lean recipe, src/compile/compiler.cpp): NVVM's math options (-ftz, -prec-div,
-// -prec-sqrt, -fmad, -use_fast_math), which with LTO act at the link, in nvJitLink's spelling.
-// nullopt if an option is neither that nor one the front end alone takes (-D, -I, -std,
-// -default-device, ...): -G, -lineinfo, -Xptxas, --maxrregcount, -ewp, an option this list does
-// not know. Takes normalized options.
-std::optional<std::vector<std::string>> lean_link_options(
-    const std::vector<std::string>& normalized);
+// Whether the lean recipe (src/compile/compiler.cpp) makes the code NVRTC would make: every
+// option is one the front end alone takes (-D, -U, -I, -include, -std, -default-device, ...).
+// Not so for -G, -lineinfo, -Xptxas, --maxrregcount, -ewp (ptxas options NVRTC passes on), for
+// NVVM's math options (-use_fast_math, -ftz, -prec-div, -prec-sqrt, -fmad: with LTO they act at
+// the link, and one NVRTC 13.0 build compiled -prec-div=false differently from its link; seen on
+// the H200 host), or for an option this list does not know. Takes normalized options.
+bool lean_recipe_allows(const std::vector<std::string>& normalized);
 
 // The normalized options as one readable line, for the key material.
 std::string options_line(const std::vector<std::string>& normalized);

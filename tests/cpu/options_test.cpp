@@ -74,40 +74,29 @@ TEST(NormalizeOptions, LineJoinsWithSpacesAndNeverBreaks) {
     EXPECT_EQ(options_line({"-DA=1\n2"}), "-DA=1 2");
 }
 
-TEST(LeanLinkOptions, FrontEndOptionsNeedNothingAtTheLink) {
-    auto normalized = normalize_options({"-D", "N=4", "--define-macro=M", "-I/opt/include",
-                                         "-include", "pre.h", "-UX", "-std=c++17", "--std=c++20",
-                                         "--expt-relaxed-constexpr", "-default-device",
-                                         "--diag-suppress=177", "-w"});
+TEST(LeanRecipeAllows, OptionsOfTheFrontEndAlone) {
+    auto normalized =
+        normalize_options({"-D", "N=4", "--define-macro=M", "-I/opt/include", "-include", "pre.h",
+                           "-UX", "-std=c++17", "--std=c++20", "--expt-relaxed-constexpr",
+                           "-default-device", "--diag-suppress=177", "-w"});
     ASSERT_TRUE(normalized.ok()) << normalized.error().describe();
-    auto link = lean_link_options(*normalized);
-    ASSERT_TRUE(link.has_value());
-    EXPECT_TRUE(link->empty());
-    EXPECT_EQ(lean_link_options({}), std::vector<std::string>{});
+    EXPECT_TRUE(lean_recipe_allows(*normalized));
+    EXPECT_TRUE(lean_recipe_allows({}));
 }
 
-TEST(LeanLinkOptions, MathOptionsAreCarriedToTheLinkInItsSpelling) {
-    EXPECT_EQ(lean_link_options({"-use_fast_math"}),
-              (std::vector<std::string>{"-ftz=1", "-prec-div=0", "-prec-sqrt=0", "-fma=1"}));
-    EXPECT_EQ(lean_link_options({"--ftz=true", "-prec-div=false", "-prec-sqrt=true",
-                                 "-fmad=false"}),
-              (std::vector<std::string>{"-ftz=1", "-prec-div=0", "-prec-sqrt=1", "-fma=0"}));
-}
-
-TEST(LeanLinkOptions, OptionsThatMayReachPtxasOrAreUnknownKeepNvrtcsCubin) {
+TEST(LeanRecipeAllows, NotOptionsThatMayReachPtxasNorMathNorUnknownOnes) {
     for (const char* option :
          {"-G", "--device-debug", "-lineinfo", "--generate-line-info", "-Xptxas=-v",
-          "--ptxas-options=-O1", "--maxrregcount=64", "-maxrregcount=32", "--dopt=on",
-          "-Ofc=max", "--extra-device-vectorization", "-ewp", "--some-future-option",
-          "-ftz=maybe"}) {
-        EXPECT_FALSE(lean_link_options({"-DN=4", option}).has_value()) << option;
+          "--ptxas-options=-O1", "--maxrregcount=64", "-maxrregcount=32", "--dopt=on", "-Ofc=max",
+          "--extra-device-vectorization", "-ewp", "-use_fast_math", "--ftz=true", "-prec-div=false",
+          "-prec-sqrt=false", "-fmad=false", "--some-future-option"}) {
+        EXPECT_FALSE(lean_recipe_allows({"-DN=4", option})) << option;
     }
 }
 
-TEST(LeanLinkOptions, APrefixOfAKnownOptionIsNotEnough) {
-    EXPECT_FALSE(lean_link_options({"-stdx"}).has_value());
-    EXPECT_FALSE(lean_link_options({"-wx"}).has_value());
-    EXPECT_FALSE(lean_link_options({"-ftzz=true"}).has_value());
+TEST(LeanRecipeAllows, APrefixOfAKnownOptionIsNotEnough) {
+    EXPECT_FALSE(lean_recipe_allows({"-stdx"}));
+    EXPECT_FALSE(lean_recipe_allows({"-wx"}));
 }
 
 }  // namespace
