@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "driver/driver.hpp"
+#include "kcache/kernel_cache.hpp"
 
 namespace kcache::bench {
 
@@ -71,6 +72,8 @@ int run_cubin_floor_child(const std::string& first, const std::string& second, b
 // The 64 distinct PTX kernels of the issue-3 measurements, and the cache key of each.
 std::vector<std::string> ptx_kernel_set();
 std::string ptx_kernel_key(int i);
+// warm_up() items for `ptx` (which must outlive them): each by its ptx_kernel_key.
+std::vector<WarmUpItem> ptx_warm_up_items(const std::vector<std::string>& ptx);
 // Needs a GPU: the warm start of those kernels in new processes, `rounds` rounds of three
 // (kcache from its disk tier, the floor, the driver's ComputeCache), in `directory`.
 std::string run_ptx_new_process(const std::string& directory, int rounds, std::string& note);

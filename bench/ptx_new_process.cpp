@@ -89,6 +89,18 @@ std::string ptx_kernel_key(int i) {
     return "softmax:" + std::to_string(1000 + i);
 }
 
+std::vector<WarmUpItem> ptx_warm_up_items(const std::vector<std::string>& ptx) {
+    std::vector<WarmUpItem> items;
+    items.reserve(ptx.size());
+    for (std::size_t i = 0; i < ptx.size(); ++i) {
+        const std::string* text = &ptx[i];
+        items.push_back({ptx_kernel_key(static_cast<int>(i)),
+                         [text]() -> Result<Source> { return Source::ptx(*text); },
+                         "softmax_rows"});
+    }
+    return items;
+}
+
 // The driver-only ways to have a kernel ready, by child mode; an empty function for another mode.
 //   floor: cuLibraryLoadData + cuLibraryGetKernel + cuKernelGetFunction (what kcache does)
 //   floor-read: the same, the file read timed too; floor-preserved: CU_LIBRARY_BINARY_IS_PRESERVED
@@ -207,13 +219,7 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
 
     // kcache's disk tier, filled by a warm-up.
     {
-        std::vector<WarmUpItem> items;
-        for (int i = 0; i < kKernels; ++i) {
-            const std::string* text = &ptx[static_cast<std::size_t>(i)];
-            items.push_back({ptx_kernel_key(i),
-                             [text]() -> Result<Source> { return Source::ptx(*text); },
-                             "softmax_rows"});
-        }
+        const std::vector<WarmUpItem> items = ptx_warm_up_items(ptx);
         CacheOptions options;
         options.disk_directory = directory + "/kcache";
         KernelCache cache(options);

@@ -108,13 +108,7 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
     }
     const int arch = context->info().arch;
     const auto ptx = ptx_kernel_set();
-    std::vector<WarmUpItem> items;
-    for (int i = 0; i < kKernels; ++i) {
-        const std::string* text = &ptx[static_cast<std::size_t>(i)];
-        items.push_back({ptx_kernel_key(i),
-                         [text]() -> Result<Source> { return Source::ptx(*text); },
-                         "softmax_rows"});
-    }
+    const std::vector<WarmUpItem> items = ptx_warm_up_items(ptx);
 
     bool ok = true;
     // Cold: run the driver first, so that kcache cannot profit from anything it cached

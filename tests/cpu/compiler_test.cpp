@@ -149,11 +149,8 @@ TEST_F(LeanRecipeTest, CubinLeavesOutGlobalsNothingUses) {
     EXPECT_NE(compiled->cubin.find(".text.k"), std::string::npos);
 }
 
-// The case that made the recipe: CUB's block reduce, whose headers bring some 800 constants that
-// cost the driver 3-5 ms at every load of NVRTC's own cubin (H200).
-TEST_F(LeanRecipeTest, CubKernelCarriesNoHeaderConstants) {
-    const std::string root = "/usr/local/cuda/include";
-    if (!std::filesystem::exists(root + "/cccl/cub")) GTEST_SKIP() << "no CUB under " << root;
+// CUB's block reduce over 128 threads, with the toolkit's headers under `root`.
+CudaProgram cub_block_sum(const std::string& root) {
     CudaProgram program = program_of(
         "#include <cub/block/block_reduce.cuh>\n"
         "extern \"C\" __global__ void block_sum(float* out, const float* in) {\n"
@@ -162,6 +159,15 @@ TEST_F(LeanRecipeTest, CubKernelCarriesNoHeaderConstants) {
         "    float v = Reduce(storage).Sum(in[blockIdx.x * 128 + threadIdx.x]);\n"
         "    if (threadIdx.x == 0) out[blockIdx.x] = v;\n}\n");
     program.options = {"-std=c++17", "-I" + root + "/cccl", "-I" + root};
+    return program;
+}
+
+// The case that made the recipe: CUB's block reduce, whose headers bring some 800 constants that
+// cost the driver 3-5 ms at every load of NVRTC's own cubin (H200).
+TEST_F(LeanRecipeTest, CubKernelCarriesNoHeaderConstants) {
+    const std::string root = "/usr/local/cuda/include";
+    if (!std::filesystem::exists(root + "/cccl/cub")) GTEST_SKIP() << "no CUB under " << root;
+    const CudaProgram program = cub_block_sum(root);
     auto compiled = compile_cuda(program, Target{90, false});
     ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
     EXPECT_EQ(compiled->cubin.find("numeric_limits"), std::string::npos);
@@ -252,14 +258,7 @@ extern "C" __global__ void mathy(float* out, const float* a, const float* b, int
 TEST_F(LeanRecipeTest, CubKernelIsTheSameCodeAsNvrtcsOwn) {
     const std::string root = "/usr/local/cuda/include";
     if (!std::filesystem::exists(root + "/cccl/cub")) GTEST_SKIP() << "no CUB under " << root;
-    CudaProgram program = program_of(
-        "#include <cub/block/block_reduce.cuh>\n"
-        "extern \"C\" __global__ void block_sum(float* out, const float* in) {\n"
-        "    using Reduce = cub::BlockReduce<float, 128>;\n"
-        "    __shared__ typename Reduce::TempStorage storage;\n"
-        "    float v = Reduce(storage).Sum(in[blockIdx.x * 128 + threadIdx.x]);\n"
-        "    if (threadIdx.x == 0) out[blockIdx.x] = v;\n}\n");
-    program.options = {"-std=c++17", "-I" + root + "/cccl", "-I" + root};
+    const CudaProgram program = cub_block_sum(root);
     auto lean = compile_cuda(program, Target{90, false});
     auto own = compile_cuda(program, Target{90, false}, CudaRecipe::kNvrtcCubin);
     ASSERT_TRUE(lean.ok() && own.ok());
