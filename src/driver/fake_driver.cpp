@@ -221,6 +221,9 @@ Result<KernelId> FakeDriver::get_kernel(LibraryId id, const std::string& name) {
 
 Result<std::vector<KernelParam>> FakeDriver::kernel_params(KernelId id) {
     param_queries_.fetch_add(1);
+    if (auto delay = params_delay_ms_.load(); delay > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    }
     if (!params_supported_.load()) {
         return Error(Errc::kUnsupported, "parameter info not supported (fake)");
     }

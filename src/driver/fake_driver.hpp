@@ -50,6 +50,9 @@ public:
     void fail_next_loads(int count) { fail_next_loads_.store(count); }
     void set_load_delay(std::chrono::milliseconds delay) { load_delay_ms_.store(delay.count()); }
     void set_params_supported(bool supported) { params_supported_.store(supported); }
+    void set_params_delay(std::chrono::milliseconds delay) {
+        params_delay_ms_.store(delay.count());
+    }
     // Makes the fake claim that every device shares `arch` (0: they do not).
     void set_uniform_arch(int arch) { uniform_arch_.store(arch); }
     // Counting current_arch() calls writes a shared counter on the hit path, so it is off
@@ -76,6 +79,7 @@ private:
     std::atomic<int> fail_next_loads_{0};
     std::atomic<long long> load_delay_ms_{0};
     std::atomic<bool> params_supported_{true};
+    std::atomic<long long> params_delay_ms_{0};
     std::atomic<int> uniform_arch_{0};
     std::atomic<bool> count_arch_queries_{false};
     std::atomic<int> arch_queries_{0};

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cctype>
 #include <cstdint>
+#include <latch>
 #include <memory>
 #include <string>
 #include <thread>
@@ -71,10 +72,13 @@ TEST_F(LaunchCheckTest, ParametersAreAskedAtTheFirstCheckNotAtLoad) {
 TEST_F(LaunchCheckTest, ThreadsCheckingFirstTogetherAskOnce) {
     auto handle = residual_add();
     ASSERT_TRUE(handle.ok());
+    fake->set_params_delay(std::chrono::milliseconds(20));  // a slow query: the others arrive
     std::vector<std::thread> threads;
     std::atomic<int> mismatches{0};
+    std::latch start(8);
     for (int t = 0; t < 8; ++t) {
         threads.emplace_back([&] {
+            start.arrive_and_wait();
             std::uint64_t out = 0;
             if (handle->launch_with(LaunchConfig{}, out).error().code() ==
                 Errc::kArgumentMismatch) {
