@@ -260,20 +260,19 @@ std::string run_cuda_warm_start(const std::string& directory, int warm_up_count,
             floor_files[variant] += kind;
             floor_files[variant] += ".cubin";
         }
-        // And NVRTC's own cubin, which kcache stored before its lean recipe: an option that may
-        // reach ptxas (here one that changes nothing on sm_90) keeps that recipe.
+        // And NVRTC's own cubin, which kcache stored before its lean recipe.
         std::string own_files[2];
         for (int variant = 0; variant < 2; ++variant) {
             own_files[variant] = floor_files[variant] + ".nvrtc";
-            compile::CudaProgram program = program_of(cuda_kernel(variant, heavy));
-            for (bool own : {false, true}) {
-                if (own) program.options.push_back("--maxrregcount=255");
+            const compile::CudaProgram program = program_of(cuda_kernel(variant, heavy));
+            for (auto recipe : {compile::CudaRecipe::kChosen, compile::CudaRecipe::kNvrtcCubin}) {
                 auto compiled =
-                    compile::compile_cuda(program, compile::Target{context->info().arch});
+                    compile::compile_cuda(program, compile::Target{context->info().arch}, recipe);
                 if (!compiled) {
                     note = compiled.error().describe();
                     return {};
                 }
+                const bool own = recipe == compile::CudaRecipe::kNvrtcCubin;
                 std::ofstream(own ? own_files[variant] : floor_files[variant], std::ios::binary)
                     << compiled->cubin;
             }

@@ -1,7 +1,6 @@
 #include "compile/compiler.hpp"
 
 #include <memory>
-#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -18,8 +17,8 @@ std::string Target::name() const {
 namespace {
 
 // How compile_cuda() makes a cubin, as cuda_compiler_identity() names it: keep the two in step.
-// The lean recipe is taken when nvJitLink is there and loads, and every option is one it carries
-// over. The identity names nvJitLink's file, not whether it loads or links (that would cost a
+// The lean recipe is taken when nvJitLink is there and loads, and lean_recipe_allows() the
+// options. The identity names nvJitLink's file, not whether it loads or links (that would cost a
 // warm start the library's load), so where it cannot, NVRTC's own cubin is stored under the same
 // fingerprint: the same instructions (tested), plus the unused variables.
 constexpr const char* kCudaRecipe =

@@ -3,7 +3,6 @@
 // other than a loadable cubin for the cache's arch.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 

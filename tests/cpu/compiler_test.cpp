@@ -115,7 +115,7 @@ TEST_F(NvrtcTest, NameExpressionsResolveTemplatesToLoweredNames) {
     EXPECT_NE(compiled->cubin.find(lowered), std::string::npos);
 }
 
-// Both compilers: the lean recipe (NVRTC's PTX, pruned, through nvJitLink) needs nvJitLink.
+// Both compilers: the lean recipe (NVRTC's LTO IR, linked by nvJitLink) needs nvJitLink.
 class LeanRecipeTest : public NvrtcTest {
 protected:
     void SetUp() override {
