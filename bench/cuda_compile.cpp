@@ -180,13 +180,10 @@ int run_cubin_floor_child(const std::string& first, const std::string& second, b
         auto read = util::real_files().read(files[i]);  // as the disk tier reads
         if (!read || !*read) return 4;
         const std::string& cubin = **read;
-        CUlibrary library = nullptr;
-        CUkernel kernel = nullptr;
+        CUmodule module = nullptr;
         CUfunction function = nullptr;
-        if ((*api)->cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr,
-                                      0) != CUDA_SUCCESS ||
-            (*api)->cuLibraryGetKernel(&kernel, library, kernel_name(heavy)) != CUDA_SUCCESS ||
-            (*api)->cuKernelGetFunction(&function, kernel) != CUDA_SUCCESS) {
+        if ((*api)->cuModuleLoadData(&module, cubin.data()) != CUDA_SUCCESS ||
+            (*api)->cuModuleGetFunction(&function, module, kernel_name(heavy)) != CUDA_SUCCESS) {
             return 4;
         }
         ready_ms[i] = ms_since(start);

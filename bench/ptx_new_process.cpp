@@ -52,17 +52,18 @@ std::vector<std::string> read_cubins(const std::string& path) {
 
 struct ChildRun {
     double context_ms = 0;
-    double total_ms = 0;  // 64 kernels ready
-    double open_ms = 0;   // kcache: the cache's opening, within total_ms
-    double first_ms = 0;  // kcache: the first kernel, within total_ms
+    double total_ms = 0;   // 64 kernels loaded
+    double open_ms = 0;    // kcache: the cache's opening, within total_ms
+    double first_ms = 0;   // kcache: the first kernel, within total_ms
+    double launch_ms = 0;  // then the first launch of each, and a synchronize
 };
 
 std::optional<ChildRun> child(const std::string& mode, const std::string& directory,
                               const std::vector<std::pair<std::string, std::string>>& env = {}) {
     auto out = run_self({"--ptx-warm-child", mode, directory}, env);
     ChildRun run;
-    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf", &run.context_ms, &run.total_ms,
-                            &run.open_ms, &run.first_ms) != 4) {
+    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %lf", &run.context_ms, &run.total_ms,
+                            &run.open_ms, &run.first_ms, &run.launch_ms) != 5) {
         return std::nullopt;
     }
     return run;
@@ -101,42 +102,55 @@ std::vector<WarmUpItem> ptx_warm_up_items(const std::vector<std::string>& ptx) {
     return items;
 }
 
-// The driver-only ways to have a kernel ready, by child mode; an empty function for another mode.
-//   floor: cuLibraryLoadData + cuLibraryGetKernel + cuKernelGetFunction (what kcache does)
-//   floor-read: the same, the file read timed too; floor-preserved: CU_LIBRARY_BINARY_IS_PRESERVED
-//   floor-nofunc: the library's load alone, no load into the context
-//   floor-module: cuModuleLoadData + cuModuleGetFunction; compute: the same on the PTX, which the
+// The driver-only ways to load a kernel, by child mode; an empty function for another mode. Each
+// gives what cuLaunchKernel takes (a CUfunction, or a CUkernel), nullptr on failure.
+//   floor: cuModuleLoadData + cuModuleGetFunction (what kcache does in the loading context);
+//   floor-read: the same, the file read timed too; compute: the same on the PTX, which the
 //   driver's ComputeCache serves when warm
-std::function<bool(const std::string&)> driver_load(const driver::CudaApi& cu,
-                                                    const std::string& mode) {
-    if (mode == "floor-module" || mode == "compute") {
-        return [&cu](const std::string& image) {
+//   floor-library: cuLibraryLoadData + cuLibraryGetKernel + cuKernelGetFunction (what serves
+//   every context); floor-preserved: the same with CU_LIBRARY_BINARY_IS_PRESERVED;
+//   floor-nofunc: the library's load alone, no load into the context (the first launch does it)
+std::function<void*(const std::string&)> driver_load(const driver::CudaApi& cu,
+                                                     const std::string& mode) {
+    if (mode == "floor" || mode == "floor-read" || mode == "compute") {
+        return [&cu](const std::string& image) -> void* {
             CUmodule module = nullptr;
             CUfunction function = nullptr;
-            return cu.cuModuleLoadData(&module, image.c_str()) == CUDA_SUCCESS &&
-                   cu.cuModuleGetFunction(&function, module, "softmax_rows") == CUDA_SUCCESS;
+            const bool ok =
+                cu.cuModuleLoadData(&module, image.c_str()) == CUDA_SUCCESS &&
+                cu.cuModuleGetFunction(&function, module, "softmax_rows") == CUDA_SUCCESS;
+            return ok ? function : nullptr;
         };
     }
-    if (mode != "floor" && mode != "floor-read" && mode != "floor-preserved" &&
-        mode != "floor-nofunc") {
+    if (mode != "floor-library" && mode != "floor-preserved" && mode != "floor-nofunc") {
         return {};
     }
     const bool preserved = mode == "floor-preserved";
     const bool to_context = mode != "floor-nofunc";
-    return [&cu, preserved, to_context](const std::string& image) {
+    return [&cu, preserved, to_context](const std::string& image) -> void* {
         CUlibraryOption option = CU_LIBRARY_BINARY_IS_PRESERVED;
         void* value =
             reinterpret_cast<void*>(std::uintptr_t{1});  // NOLINT(performance-no-int-to-ptr)
         CUlibrary library = nullptr;
         CUkernel kernel = nullptr;
         CUfunction function = nullptr;
-        return cu.cuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0,
-                                    preserved ? &option : nullptr, preserved ? &value : nullptr,
-                                    preserved ? 1 : 0) == CUDA_SUCCESS &&
-               cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") == CUDA_SUCCESS &&
-               (!to_context || cu.cuKernelGetFunction(&function, kernel) == CUDA_SUCCESS);
+        const bool ok =
+            cu.cuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0,
+                                 preserved ? &option : nullptr, preserved ? &value : nullptr,
+                                 preserved ? 1 : 0) == CUDA_SUCCESS &&
+            cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") == CUDA_SUCCESS &&
+            (!to_context || cu.cuKernelGetFunction(&function, kernel) == CUDA_SUCCESS);
+        return ok ? kernel : nullptr;
     };
 }
+
+// softmax_rows over zero rows: every thread returns at once, so null buffers are never touched.
+struct EmptyLaunch {
+    LaunchConfig config{{1, 1, 1}, {32, 1, 1}, 0, nullptr};
+    std::uint64_t out = 0, in = 0;
+    std::uint32_t rows = 0;
+    void* args[3] = {&out, &in, &rows};
+};
 
 int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
     const auto& api = driver::cuda_api();
@@ -147,13 +161,16 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
     if (!context || !context->make_current()) return 3;
     const double context_ms = ms_since(context_start);
     const std::vector<std::string> ptx = ptx_kernel_set();  // made before any clock starts
-    double total_ms = 0, open_ms = 0, first_ms = 0;
+    EmptyLaunch empty;
+    double total_ms = 0, open_ms = 0, first_ms = 0, launch_ms = 0;
     if (mode == "kcache") {
         const auto start = std::chrono::steady_clock::now();  // the cache's opening included
         CacheOptions options;
         options.disk_directory = directory + "/kcache";
         KernelCache cache(options);
         open_ms = ms_since(start);
+        std::vector<KernelHandle> handles;
+        handles.reserve(kKernels);
         for (int i = 0; i < kKernels; ++i) {
             if (i == 1) first_ms = ms_since(start) - open_ms;
             const std::string* text = &ptx[static_cast<std::size_t>(i)];
@@ -163,9 +180,16 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
                 std::fprintf(stderr, "%s\n", kernel.error().describe().c_str());
                 return 4;
             }
+            handles.push_back(std::move(*kernel));
         }
         total_ms = ms_since(start);
         if (cache.stats().compiles != 0 || cache.stats().disk_hits != kKernels) return 5;
+        const auto launches = std::chrono::steady_clock::now();
+        for (const auto& handle : handles) {
+            if (!handle.launch_with(empty.config, empty.out, empty.in, empty.rows)) return 6;
+        }
+        if (!context->synchronize()) return 6;
+        launch_ms = ms_since(launches);
     } else if (mode == "kcache-cpu") {  // kcache's own work alone: from disk, no driver load
         const auto start = std::chrono::steady_clock::now();
         CacheOptions options;
@@ -194,14 +218,28 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
             mode == "compute" ? ptx : read_cubins(floor_file(directory));
         if (images.size() != kKernels) return 4;
         const auto loads_start = std::chrono::steady_clock::now();
+        std::vector<void*> functions;
+        functions.reserve(kKernels);
         for (const auto& image : images) {
-            if (!load(image)) return 4;
+            functions.push_back(load(image));
+            if (functions.back() == nullptr) return 4;
         }
         total_ms = ms_since(read_timed ? start : loads_start);
+        const auto launches = std::chrono::steady_clock::now();
+        for (void* function : functions) {
+            const LaunchConfig& c = empty.config;
+            if (cu.cuLaunchKernel(static_cast<CUfunction>(function), c.grid.x, c.grid.y, c.grid.z,
+                                  c.block.x, c.block.y, c.block.z, 0, nullptr, empty.args,
+                                  nullptr) != CUDA_SUCCESS) {
+                return 6;
+            }
+        }
+        if (!context->synchronize()) return 6;
+        launch_ms = ms_since(launches);
     } else {
         return 2;
     }
-    std::printf("%.4f %.4f %.4f %.4f\n", context_ms, total_ms, open_ms, first_ms);
+    std::printf("%.4f %.4f %.4f %.4f %.4f\n", context_ms, total_ms, open_ms, first_ms, launch_ms);
     return 0;
 }
 
@@ -255,22 +293,45 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
         return {};
     }
 
-    // Rounds of three new processes, the order turning each round so none always goes first.
-    constexpr int kModes = 5;
-    const char* const modes[kModes] = {"kcache", "floor", "compute", "floor-module",
-                                       "floor-preserved"};
-    std::vector<double> times[kModes];
+    // Rounds of new processes, one per mode, the order turning each round so none always goes
+    // first. "Ready" is loaded and launched once (synchronized): what a driver leaves to the
+    // first launch (lazy loading) counts too.
+    struct Mode {
+        const char* name;
+        const char* what;
+    };
+    const Mode modes[] = {
+        {"kcache", "kcache: a new cache on its disk tier (opening included), read + verify + load"},
+        {"floor",
+         "floor: the same cubins, in memory before the clock starts, cuModuleLoadData + "
+         "cuModuleGetFunction (how kcache loads in the context that asks)"},
+        {"compute",
+         "the driver's ComputeCache, warm (cuModuleLoadData of the PTX + cuModuleGetFunction)"},
+        {"floor-library",
+         "for scale: the floor's cubins through cuLibraryLoadData + "
+         "cuLibraryGetKernel + cuKernelGetFunction (what serves every context)"},
+        {"floor-preserved", "for scale: the same with CU_LIBRARY_BINARY_IS_PRESERVED"},
+        {"floor-nofunc", "for scale: the same without cuKernelGetFunction (the launch loads)"},
+    };
+    constexpr int kModes = static_cast<int>(std::size(modes));
+    constexpr int kCompute = 2;
+    struct Times {
+        std::vector<double> load, launch, ready;
+    };
+    Times times[kModes];
     std::vector<double> contexts, opens, firsts;
     for (int round = 0; round < rounds; ++round) {
         for (int k = 0; k < kModes; ++k) {
             const int m = (round + k) % kModes;
-            auto run = m == 2 ? child(modes[m], directory, compute_cache_env(directory))
-                              : child(modes[m], directory);
+            auto run = m == kCompute ? child(modes[m].name, directory, compute_cache_env(directory))
+                                     : child(modes[m].name, directory);
             if (!run) {
-                note = std::string("a ") + modes[m] + " child failed";
+                note = std::string("a ") + modes[m].name + " child failed";
                 return {};
             }
-            times[m].push_back(run->total_ms / kKernels);
+            times[m].load.push_back(run->total_ms / kKernels);
+            times[m].launch.push_back(run->launch_ms / kKernels);
+            times[m].ready.push_back((run->total_ms + run->launch_ms) / kKernels);
             contexts.push_back(run->context_ms);
             if (m == 0) {
                 opens.push_back(run->open_ms);
@@ -281,31 +342,30 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
     auto lowest = [](const std::vector<double>& v) {
         return *std::min_element(v.begin(), v.end());
     };
-    const double kcache = median(times[0]), floor = median(times[1]), compute = median(times[2]);
-    const double module = median(times[3]), preserved = median(times[4]);
-    char text[3072];
+    char line[1024];
+    std::snprintf(line, sizeof line,
+                  "| %d PTX kernels, warm, new process per run (%d rounds of %d processes, order "
+                  "turning; context creation apart: median %.1f ms), ms per kernel | loaded, "
+                  "median | min | + first launch, median | ready, median | min | kcache / this, "
+                  "ready (median / min) |\n|---|---:|---:|---:|---:|---:|---:|\n",
+                  kKernels, rounds, kModes, median(contexts));
+    std::string text = line;
+    const double kcache_ready = median(times[0].ready), kcache_min = lowest(times[0].ready);
+    for (int m = 0; m < kModes; ++m) {
+        const Times& t = times[m];
+        std::snprintf(
+            line, sizeof line, "| %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.2fx / %.2fx |\n",
+            modes[m].what, median(t.load), lowest(t.load), median(t.launch), median(t.ready),
+            lowest(t.ready), kcache_ready / median(t.ready), kcache_min / lowest(t.ready));
+        text += line;
+    }
     std::snprintf(
-        text, sizeof text,
-        "| %d PTX kernels, warm, new process per run (%d rounds of %d processes, order turning; "
-        "context creation apart: median %.1f ms) | median ms per kernel | min | kcache / this |\n"
-        "|---|---:|---:|---:|\n"
-        "| kcache: a new cache on its disk tier (opening included), read + verify + load | %.4f | "
-        "%.4f | 1.00x |\n"
-        "| floor: the same cubins, in memory before the clock starts, cuLibraryLoadData + "
-        "cuLibraryGetKernel + cuKernelGetFunction | %.4f | %.4f | %.2fx |\n"
-        "| the driver's ComputeCache, warm (cuModuleLoadData of the PTX + cuModuleGetFunction) | "
-        "%.4f | %.4f | %.2fx |\n"
-        "| for scale: the floor's cubins through cuModuleLoadData + cuModuleGetFunction | %.4f | "
-        "%.4f | %.2fx |\n"
-        "| for scale: the floor with CU_LIBRARY_BINARY_IS_PRESERVED | %.4f | %.4f | %.2fx |\n"
-        "| (the ComputeCache's fill, a cold JIT in its first process) | %.4f | | |\n"
-        "| kcache's parts: the cache's opening, once (median ms) | %.4f | | |\n"
-        "| kcache's parts: the first kernel, once (median ms) | %.4f | | |\n",
-        kKernels, rounds, kModes, median(contexts), kcache, lowest(times[0]), floor,
-        lowest(times[1]), kcache / floor, compute, lowest(times[2]), kcache / compute, module,
-        lowest(times[3]), kcache / module, preserved, lowest(times[4]), kcache / preserved,
+        line, sizeof line,
+        "| (the ComputeCache's fill, a cold JIT in its first process) | %.4f | | | | | |\n"
+        "| kcache's parts: the cache's opening, once (median ms) | %.4f | | | | | |\n"
+        "| kcache's parts: the first kernel, once (median ms) | %.4f | | | | | |\n",
         fill->total_ms / kKernels, median(opens), median(firsts));
-    return text;
+    return text + line;
 }
 
 }  // namespace kcache::bench

@@ -167,25 +167,22 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
     // holds many modules is not the same as loading and unloading one over and over).
     // `params` adds the parameter query, which kcache makes at a kernel's first checked launch.
     auto floor_run = [&](bool params) {
-        std::vector<CUlibrary> libraries(cubins.size());
+        std::vector<CUmodule> modules(cubins.size());
         const auto start = std::chrono::steady_clock::now();
         for (std::size_t i = 0; i < cubins.size(); ++i) {
-            CUkernel kernel = nullptr;
             CUfunction function = nullptr;
-            if (cu.cuLibraryLoadData(&libraries[i], cubins[i].data(), nullptr, nullptr, 0, nullptr,
-                                     nullptr, 0) != CUDA_SUCCESS ||
-                cu.cuLibraryGetKernel(&kernel, libraries[i], "softmax_rows") != CUDA_SUCCESS ||
-                cu.cuKernelGetFunction(&function, kernel) != CUDA_SUCCESS) {
+            if (cu.cuModuleLoadData(&modules[i], cubins[i].data()) != CUDA_SUCCESS ||
+                cu.cuModuleGetFunction(&function, modules[i], "softmax_rows") != CUDA_SUCCESS) {
                 ok = false;
             }
             std::size_t offset = 0, size = 0;
             for (std::size_t p = 0;
-                 params && cu.cuKernelGetParamInfo(kernel, p, &offset, &size) == CUDA_SUCCESS;
+                 params && cu.cuFuncGetParamInfo(function, p, &offset, &size) == CUDA_SUCCESS;
                  ++p) {
             }
         }
         const double elapsed = ms_since(start);
-        for (CUlibrary library : libraries) cu.cuLibraryUnload(library);
+        for (CUmodule module : modules) cu.cuModuleUnload(module);
         return elapsed;
     };
     // A new cache on the same directory is a new process's view (context aside); `each` is
@@ -283,7 +280,7 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
         "kcache CPU path only: prebuild() from the disk tier into a fresh cache, no driver load",
         cpu_ms);
     warm_row(
-        "for scale: floor + cuKernelGetParamInfo per parameter (kcache asks at the first checked "
+        "for scale: floor + cuFuncGetParamInfo per parameter (kcache asks at the first checked "
         "launch, not here)",
         params_ms);
     warm_row("breakdown: entry file read + checksum + decode only", read_ms);

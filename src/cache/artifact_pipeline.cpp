@@ -61,7 +61,7 @@ std::vector<std::string> sorted(std::vector<std::string> values) {
     return values;
 }
 
-// An ELF of type ET_EXEC (2), which cuLibraryLoadData loads as it is.
+// An ELF of type ET_EXEC (2), which the driver loads as it is.
 bool is_executable_cubin(std::string_view cubin) {
     return cubin.size() > 17 &&
            cubin.starts_with(

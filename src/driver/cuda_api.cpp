@@ -15,7 +15,8 @@ namespace {
 #define KCACHE_SYMBOL_TEXT(name) #name
 
 bool optional_function(const char* name) {
-    return std::strcmp(name, "cuKernelGetParamInfo") == 0;
+    return std::strcmp(name, "cuKernelGetParamInfo") == 0 ||
+           std::strcmp(name, "cuFuncGetParamInfo") == 0 || std::strcmp(name, "cuCtxGetId") == 0;
 }
 
 Result<const CudaApi*> load() {

@@ -29,6 +29,7 @@ namespace kcache::driver {
     X(cuCtxSetCurrent)           \
     X(cuCtxGetCurrent)           \
     X(cuCtxGetDevice)            \
+    X(cuCtxGetId)                \
     X(cuCtxSynchronize)          \
     X(cuLibraryLoadData)         \
     X(cuLibraryUnload)           \
@@ -38,6 +39,7 @@ namespace kcache::driver {
     X(cuModuleLoadData)          \
     X(cuModuleUnload)            \
     X(cuModuleGetFunction)       \
+    X(cuFuncGetParamInfo)        \
     X(cuLaunchKernel)            \
     X(cuMemAlloc)                \
     X(cuMemFree)                 \
@@ -66,8 +68,8 @@ struct CudaApi {
 };
 
 // Loads libcuda.so.1 and calls cuInit(0) once per process. kNoDriver says why it could not.
-// Functions the installed driver lacks stay null (cuKernelGetParamInfo before 12.4); the rest
-// are required.
+// Functions the installed driver lacks stay null (cuCtxGetId before 12.0, cuKernelGetParamInfo and
+// cuFuncGetParamInfo before 12.4); the rest are required.
 const Result<const CudaApi*>& cuda_api();
 
 }  // namespace kcache::driver

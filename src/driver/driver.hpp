@@ -16,7 +16,7 @@
 
 namespace kcache::driver {
 
-// Opaque driver handles: a CUlibrary and a CUkernel for the real driver.
+// Opaque driver handles: for the real driver, a CudaCode and one of its CudaKernels.
 using LibraryId = void*;
 using KernelId = void*;
 
@@ -40,8 +40,8 @@ public:
     // skip current_arch(); nullopt when devices differ (or the driver cannot tell).
     virtual std::optional<int> uniform_arch() const noexcept { return std::nullopt; }
 
-    // Loads code into every context of the process (context-independent loading). A JIT or load
-    // failure comes back as kCompileFailed with the JIT's log.
+    // Loads code for every context of the process: its kernels launch in whichever context is
+    // current. A JIT or load failure comes back as kCompileFailed with the JIT's log.
     virtual Result<LibraryId> load_library(const Source& source) = 0;
     // A cubin whose bytes `owner` keeps alive: the driver may use them in place until the library
     // is unloaded, and keeps `owner` that long. This default copies them into a Source.

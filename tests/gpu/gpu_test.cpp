@@ -159,6 +159,90 @@ TEST_F(GpuTest, TwoContextsOnOneDeviceShareOneEntry) {
     ASSERT_TRUE(context_->make_current().ok());
 }
 
+// The code is loaded as a module into the context that asked first (its home). When that context
+// is destroyed, the entry still serves the next one (through a library), and unloading it later
+// leaves the dead context's module alone.
+TEST_F(GpuTest, AnEntryOutlivesTheContextThatLoadedIt) {
+    KernelCache cache;
+    const std::uint32_t n = 2048;
+    auto a = random_floats(n, 13), b = random_floats(n, 14);
+    const auto expected = examples::residual_add_ref(a, b);
+    {
+        auto home = driver::OwnedContext::create(0);
+        ASSERT_TRUE(home.ok()) << home.error().describe();
+        ASSERT_TRUE(home->make_current().ok());
+        auto kernel = cache.kernel("residual_add:2048", residual_add_source, "residual_add");
+        ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+        auto da = upload(a), db = upload(b), dout = poisoned(n);
+        ASSERT_TRUE(
+            kernel->launch_with(linear(n), dout.address(), da.address(), db.address(), n).ok());
+        expect_close(*dout.download_floats(), expected, 0);
+    }  // buffers freed, then the home context destroyed
+    ASSERT_TRUE(context_->make_current().ok());
+    // The same context address may come back for a new context: only the ID tells them apart.
+    for (int round = 0; round < 2; ++round) {
+        auto next = driver::OwnedContext::create(0);
+        ASSERT_TRUE(next.ok()) << next.error().describe();
+        ASSERT_TRUE(next->make_current().ok());
+        auto kernel = cache.kernel("residual_add:2048", residual_add_source, "residual_add");
+        ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+        auto da = upload(a), db = upload(b), dout = poisoned(n);
+        auto launched =
+            kernel->launch_with(linear(n), dout.address(), da.address(), db.address(), n);
+        ASSERT_TRUE(launched.ok()) << launched.error().describe();
+        expect_close(*dout.download_floats(), expected, 0);
+    }
+    ASSERT_TRUE(context_->make_current().ok());
+    EXPECT_EQ(cache.stats().compiles, 1u);
+    cache.clear();
+    util::EpochDomain::global().synchronize();
+    EXPECT_EQ(cache.stats().loaded_libraries, 0u);
+}
+
+// A second kernel of a module, first asked for in another context than the one that loaded the
+// module, launches there and back in the first; so does the first kernel in both.
+TEST_F(GpuTest, KernelsOfOneModuleLaunchInEveryContextWhereverResolvedFirst) {
+    if (!driver::nvrtc_identity().ok()) GTEST_SKIP() << driver::nvrtc_identity().error().describe();
+    KernelCache cache;
+    auto source = [] {
+        return Source::cuda(
+            "extern \"C\" __global__ void add_one(float* x, unsigned n) {\n"
+            "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "    if (i < n) x[i] += 1.0f;\n"
+            "}\n"
+            "extern \"C\" __global__ void times_two(float* x, unsigned n) {\n"
+            "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "    if (i < n) x[i] *= 2.0f;\n"
+            "}\n");
+    };
+    auto add_one = cache.kernel("two_kernels", source, "add_one");  // loaded here: the home
+    ASSERT_TRUE(add_one.ok()) << add_one.error().describe();
+    const std::uint32_t n = 3000;
+    const auto data = random_floats(n, 41);
+    // x -> (x + 1) * 2, with each kernel launched in the context at hand.
+    auto run_both = [&](const KernelHandle& first, const KernelHandle& second) {
+        auto dx = upload(data);
+        auto one = first.launch_with(linear(n), dx.address(), n);
+        ASSERT_TRUE(one.ok()) << one.error().describe();
+        auto two = second.launch_with(linear(n), dx.address(), n);
+        ASSERT_TRUE(two.ok()) << two.error().describe();
+        auto got = dx.download_floats();
+        ASSERT_TRUE(got.ok());
+        std::vector<float> want(n);
+        for (std::uint32_t i = 0; i < n; ++i) want[i] = (data[i] + 1.0f) * 2.0f;
+        expect_close(*got, want, 0);
+    };
+    auto other = driver::OwnedContext::create(0);
+    ASSERT_TRUE(other.ok()) << other.error().describe();
+    ASSERT_TRUE(other->make_current().ok());
+    auto times_two = add_one->module().kernel("times_two");  // first resolved away from home
+    ASSERT_TRUE(times_two.ok()) << times_two.error().describe();
+    run_both(*add_one, *times_two);
+    ASSERT_TRUE(context_->make_current().ok());
+    run_both(*add_one, *times_two);
+    EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
 TEST_F(GpuTest, ClearWhileHandleIsLiveKeepsItLaunchable) {
     KernelCache cache;
     const std::uint32_t n = 1000;

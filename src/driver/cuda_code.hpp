@@ -1,0 +1,98 @@
+// Code loaded for every context of the process, at the price of one context for the context that
+// loaded it.
+//
+// The library API (cuLibraryLoadData, CUkernel) serves every context; the module API
+// (cuModuleLoadData, CUfunction) serves the context current at the load only, and costs less: on
+// the H200 host new processes had a kernel ready (loaded and launched once) in 0.051-0.068 ms
+// through a module against 0.070-0.107 ms through a library (bench/results/
+// 2026-12-02-h200-compile-3.md). Most processes use one context. So a binary is loaded as a module
+// into the context current when it is loaded (its home), and the library is made only when another
+// context asks for one of its kernels. Contexts are told apart by their unique IDs (cuCtxGetId),
+// never by address alone: the address of a destroyed context can come back for a new one.
+//
+// PTX, and a load with no current context, go through the library alone, as before.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "driver/cuda_api.hpp"
+#include "driver/driver.hpp"
+#include "kcache/result.hpp"
+
+namespace kcache::driver {
+
+class CudaCode;
+
+// One kernel of a CudaCode, as the cache holds it (a KernelId). Lives as long as its code.
+struct CudaKernel {
+    CudaCode* code = nullptr;
+    std::string name;
+    // Resolved in the home context; null when the kernel was first asked for elsewhere, or the
+    // code has no home.
+    CUfunction home_function = nullptr;
+    // For every other context: the library's kernel, made on first need.
+    std::atomic<CUkernel> kernel{nullptr};
+};
+
+class CudaCode {
+public:
+    // A cubin or fatbin: a module in the current context when there is one, else a library. The
+    // bytes are kept (through `owner` when it is set, else copied) for a library made later.
+    static Result<std::unique_ptr<CudaCode>> load_binary(const CudaApi& api, std::string_view image,
+                                                         std::shared_ptr<const void> owner);
+    // PTX through the driver's JIT, as a library, with the JIT's logs kept for errors that
+    // lazy loading reports later.
+    static Result<std::unique_ptr<CudaCode>> load_ptx(const CudaApi& api, const std::string& ptx);
+
+    CudaCode(const CudaCode&) = delete;
+    CudaCode& operator=(const CudaCode&) = delete;
+    ~CudaCode();  // unloads the module (if its context still lives) and the library
+
+    // Resolves a kernel in the current context, loading it there now so that a deferred JIT
+    // failure surfaces here rather than at a launch.
+    Result<CudaKernel*> kernel(const std::string& name);
+    // What cuLaunchKernel takes for `kernel` in the current context: the home function in the
+    // home context, the library's kernel elsewhere. Lock-free once the library exists.
+    Result<CUfunction> launchable(CudaKernel& kernel);
+    // The kernel's parameter layout, through whichever handle it has; kUnsupported where the
+    // driver cannot tell (before 12.4).
+    Result<std::vector<KernelParam>> params(const CudaKernel& kernel) const;
+
+private:
+    explicit CudaCode(const CudaApi& api) : api_(api) {}
+
+    // Whether the calling thread's current context is this code's home.
+    Result<bool> at_home() const;
+    Result<CUlibrary> library();  // made on first need, under mutex_
+    Result<CUkernel> library_kernel(CudaKernel& kernel);
+    Error with_logs(Error base) const;
+
+    const CudaApi& api_;
+    // Home: the context the module was loaded into, by address and unique ID.
+    CUcontext home_ = nullptr;
+    unsigned long long home_id_ = 0;
+    CUmodule module_ = nullptr;
+
+    // The image, for the library: a view into `owner_`'s bytes or into `copy_`.
+    std::shared_ptr<const void> owner_;
+    std::string copy_;
+    std::string_view image_;
+    bool ptx_ = false;
+
+    std::mutex mutex_;  // serialises making the library and resolving kernels
+    std::atomic<CUlibrary> library_{nullptr};
+    std::deque<CudaKernel> kernels_;  // stable addresses; under mutex_
+    // The JIT's logs, for PTX: with lazy loading the driver may write them at the first use in a
+    // context, so they live as long as the library.
+    std::string error_log_;
+    std::string info_log_;
+};
+
+}  // namespace kcache::driver
