@@ -56,6 +56,10 @@ std::string format_launch(const std::vector<LaunchRow>& rows);
 // disk tier in `directory` against the in-memory floor. Empty result and `note` on failure.
 std::string run_warm_start(const std::string& directory, std::string& note);
 
+// Needs a GPU: the example kernels' GPU time as kcache compiles them (nvJitLink) against the
+// driver's JIT of the same PTX.
+std::string run_kernel_speed(std::string& note);
+
 // No GPU needed: `light_count` and `heavy_count` distinct CUDA C++ kernels compiled by NVRTC on 1
 // thread and on `threads` threads of this process.
 std::string run_nvrtc_scaling(int arch, int light_count, int heavy_count, int threads,

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
     std::string out_path;
     bool smoke = false;
     bool force_fake = false;
+    bool kernel_speed = false;
     bool launch_bench = true;
     std::string tiers_directory;
     std::string cuda_directory;
@@ -61,6 +62,8 @@ int main(int argc, char** argv) {
         } else if (!std::strcmp(argv[i], "--ptx-warm-child")) {
             const std::string mode = next();
             return bench::run_ptx_warm_child(mode, next());
+        } else if (!std::strcmp(argv[i], "--kernel-speed")) {
+            kernel_speed = true;
         } else if (!std::strcmp(argv[i], "--ptx-new-process")) {
             ptx_directory = next();
         } else if (!std::strcmp(argv[i], "--rounds")) {
@@ -92,7 +95,8 @@ int main(int argc, char** argv) {
         } else {
             std::fprintf(stderr,
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
-                         "[--ptx-new-process DIR [--rounds N]] [--cuda DIR] [--cuda-warm-up N] "
+                         "[--ptx-new-process DIR [--rounds N]] [--kernel-speed] [--cuda DIR] "
+                         "[--cuda-warm-up N] "
                          "[--nvrtc-scaling ARCH] "
                          "[--nvrtc-kernels LIGHT,HEAVY] [--nvrtc-threads N] [--ms N] "
                          "[--threads 1,2,4] "
@@ -109,9 +113,10 @@ int main(int argc, char** argv) {
         launch_threads = {1, 2};
     }
 
-    if (!ptx_directory.empty()) {  // PTX warm starts in new processes alone
+    if (!ptx_directory.empty() || kernel_speed) {  // PTX measurements alone
         std::string note;
-        std::string table = bench::run_ptx_new_process(ptx_directory, rounds, note);
+        std::string table = kernel_speed ? bench::run_kernel_speed(note)
+                                         : bench::run_ptx_new_process(ptx_directory, rounds, note);
         std::fputs(table.c_str(), stdout);
         if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
         if (!out_path.empty()) std::ofstream(out_path) << table;

@@ -65,6 +65,9 @@ run warm_start env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --tiers "$(mktemp -d
 # The warm start as new processes see it: rounds of three (kcache from its disk tier, the floor,
 # the driver's ComputeCache, which the bench turns on for its own processes only).
 run ptx_new_process env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --ptx-new-process "$(mktemp -d)/ptx" --rounds 9 --out "$LOGS/ptx_new_process.md"
+# Whether kcache's cubins (nvJitLink: PTX compiled as relocatable code, then linked) run as fast as
+# the driver's JIT of the same PTX (a whole program).
+run kernel_speed "$BIN/kcache_bench" --kernel-speed --out "$LOGS/kernel_speed.md"
 # Issue 3, CUDA C++: how NVRTC scales inside one process (light and CUB-heavy kernels), a CUDA C++
 # kernel's readiness in cold and warm new processes, and a warm-up of CUDA C++ kernels.
 ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
@@ -100,6 +103,8 @@ run cuda_warm "$BIN/kcache_bench" --cuda "$(mktemp -d)/cuda" --cuda-warm-up 12 -
   cat "$LOGS/warm_start.md" 2>/dev/null
   echo
   cat "$LOGS/ptx_new_process.md" 2>/dev/null
+  echo
+  cat "$LOGS/kernel_speed.md" 2>/dev/null
   echo
   echo "## CUDA C++: NVRTC inside one process"
   echo

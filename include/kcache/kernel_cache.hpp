@@ -144,6 +144,7 @@ public:
 
 private:
     friend class KernelCache;
+    friend class KernelHandle;
     friend class cache::CacheCore;
     ModuleHandle(cache::Entry* entry, std::uint32_t stripe) noexcept  // adopts a reference
         : entry_(entry), stripe_(stripe) {}
@@ -195,6 +196,7 @@ private:
         : module_(std::move(module)), kernel_(kernel) {}
     Result<void> launch_sized(const LaunchConfig& config, void** args, const std::size_t* sizes,
                               std::size_t count) const;
+    Result<void> checked(Result<void> launched) const;  // a launch's result, seen by the entry
 
     ModuleHandle module_;
     const cache::ResolvedKernel* kernel_ = nullptr;  // owned by the entry module_ keeps alive

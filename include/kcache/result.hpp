@@ -22,6 +22,10 @@ enum class Errc : std::uint8_t {
     kUnsupported,       // the driver lacks a capability (old driver version)
     kCorruptEntry,      // a stored entry failed its checksum or structure checks
     kIoError,           // a file or directory operation failed (errno in the message)
+    // A kernel's code was loaded without keeping its bytes in memory, and another context asked
+    // for it after they left the tiers (an entry removed from disk meanwhile). The cache drops the
+    // module at the next lookup, which builds it again.
+    kArtifactGone,
 };
 
 const char* errc_name(Errc code) noexcept;

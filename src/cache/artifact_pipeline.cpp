@@ -116,6 +116,32 @@ std::optional<LoweredNames> names_for(const std::vector<std::string>& lines,
     return names;
 }
 
+// A disk hit's way back to its bytes, for a load into another context after the driver let
+// them go: the same entry through the tiers, checked to be byte for byte the one loaded. Holds the
+// store weakly: loaded code may outlive its cache, and must not keep the tiers alive.
+driver::ImageSource read_back(const std::shared_ptr<store::ArtifactStore>& store,
+                              const util::Fingerprint& fingerprint, std::string_view checksum) {
+    return [weak = std::weak_ptr<store::ArtifactStore>(store), fingerprint,
+            checksum = std::string(checksum)]() -> Result<driver::Image> {
+        auto tiers = weak.lock();
+        if (!tiers) {
+            return Error(Errc::kArtifactGone, "the cache that loaded entry " + fingerprint.hex() +
+                                                  " is gone, and with it the way to its bytes");
+        }
+        auto found = tiers->get(fingerprint);
+        if (!found) {
+            return Error(Errc::kArtifactGone,
+                         "entry " + fingerprint.hex() + " is no longer in the cache's tiers");
+        }
+        if (found->entry->checksum() != checksum) {
+            return Error(Errc::kArtifactGone,
+                         "entry " + fingerprint.hex() + " changed since it was loaded");
+        }
+        const std::string_view payload = found->entry->payload();
+        return driver::Image{payload, std::move(found->entry)};
+    };
+}
+
 }  // namespace
 
 const char* origin_name(ArtifactPipeline::Origin origin) noexcept {
@@ -139,11 +165,21 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
     auto produced = produce(key, arch, source);
     if (!produced) return std::move(produced).error();
     const auto start = std::chrono::steady_clock::now();
-    auto library = produced->stored != nullptr
-                       ? driver_.load_cubin_in_place(produced->stored->payload(), produced->stored)
-                       : driver_.load_library(produced->loadable);
     const bool compiled_here =
         produced->stored != nullptr || produced->loadable.kind != source.kind;
+    Result<driver::LibraryId> library = Error(Errc::kInvalidArgument, "not loaded");
+    if (produced->stored != nullptr) {
+        // A disk hit is kept by no tier: the driver may let its bytes go and read them back.
+        const bool from_disk = produced->origin == Origin::kDiskTier;
+        const std::string_view payload = produced->stored->payload();
+        driver::ImageSource again =
+            from_disk ? read_back(store_, produced->fingerprint, produced->stored->checksum())
+                      : driver::ImageSource();
+        library = driver_.load_binary(driver::Image{payload, std::move(produced->stored)},
+                                      std::move(again));
+    } else {
+        library = driver_.load_library(produced->loadable);
+    }
     if (!library && source.kind == SourceKind::kPtx && compiled_here) {
         // A cubin this driver cannot load (say, from a host compiler newer than the driver):
         // the source itself still may, through the driver's JIT.
@@ -263,7 +299,8 @@ std::optional<ArtifactPipeline::Produced> ArtifactPipeline::lookup(std::string_v
         found->tier == store::Tier::kDisk ? Origin::kDiskTier : Origin::kMemoryTier;
     // No copy of the payload: build() loads it in place from the entry, which the memory tier
     // and the loaded library share.
-    return Produced{Source{}, origin, 0, std::move(*names), std::move(found->entry)};
+    return Produced{Source{},          origin, 0, std::move(*names), std::move(found->entry),
+                    recipe.fingerprint};
 }
 
 Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view key, int arch,

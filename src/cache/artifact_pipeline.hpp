@@ -55,6 +55,7 @@ public:
         // A tier's entry, whose cubin build() hands the driver in place (no copy): set for
         // memory- and disk-tier hits.
         std::shared_ptr<const store::DecodedEntry> stored;
+        util::Fingerprint fingerprint{};  // the entry's, with `stored`
     };
     Result<Produced> produce(std::string_view key, int arch, const Source& source);
 

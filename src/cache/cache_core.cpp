@@ -137,6 +137,9 @@ std::optional<KernelHandle> CacheCore::find_kernel(std::string_view key, int arc
                                                    std::string_view kernel_name) noexcept {
     auto module = probe(key, arch, util::hash_key(key, arch));
     if (!module) return std::nullopt;
+    // A broken module (a deferred JIT failure, or code gone for another context) goes the slow
+    // way, which drops it and builds it again.
+    if (module->entry_->broken()) return std::nullopt;
     const ResolvedKernel* kernel = module->entry_->find_kernel(kernel_name);
     if (kernel == nullptr) return std::nullopt;
     hits.add();

@@ -126,7 +126,9 @@ Result<const ResolvedKernel*> Entry::resolve(std::string_view name) {
     auto id = driver_->get_kernel(library_, driver_name);
     if (!id) {
         Error error = std::move(id).error();
-        if (error.code() == Errc::kCompileFailed) broken_.store(true, std::memory_order_release);
+        if (error.code() == Errc::kCompileFailed || error.code() == Errc::kArtifactGone) {
+            mark_broken();
+        }
         std::string message = "key '" + key + "': " + error.message();
         if (error.code() == Errc::kKernelNotFound && driver_name == kernel->name &&
             kernel->name.find_first_of("<:(") != std::string::npos) {

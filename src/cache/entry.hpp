@@ -83,9 +83,11 @@ public:
     // Finds a resolved kernel without locking; resolve() asks the driver on first use.
     const ResolvedKernel* find_kernel(std::string_view name) const noexcept;
     Result<const ResolvedKernel*> resolve(std::string_view name);
-    // Set when resolving a kernel hit a deferred JIT failure: the module is unusable and the
-    // cache drops it at the next lookup.
+    // Set when resolving a kernel hit a deferred JIT failure, or a launch found the code's bytes
+    // gone for another context (kArtifactGone): the module is unusable, and the cache drops it
+    // at the next lookup.
     bool broken() const noexcept { return broken_.load(std::memory_order_acquire); }
+    void mark_broken() noexcept { broken_.store(true, std::memory_order_release); }
 
 private:
     void try_unload() noexcept;

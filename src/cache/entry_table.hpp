@@ -2,8 +2,8 @@
 // write lock) add entries in place while the table stays at most half full: a slot only ever
 // goes from null to an entry, published with release, so a reader sees either. Growing and
 // removing build a new table, which the cache publishes (copy-on-write); a rebuild leaves room
-// for four times its entries, so n inserts cost O(n) in all. (A copy per insert made a warm start of n kernels, each a miss that
-// costs no compile, quadratic.)
+// for four times its entries, so n inserts cost O(n) in all. (A copy per insert made a warm start
+// of n kernels, each a miss that costs no compile, quadratic.)
 #pragma once
 
 #include <atomic>

@@ -81,7 +81,15 @@ Result<void> KernelHandle::launch(const LaunchConfig& config, std::span<void* co
         return count_mismatch(*this, (*known)->size(), args.size());
     }
     // The driver does not write through the argument array; its C signature is just not const.
-    return kernel_->driver->launch(kernel_->id, config, const_cast<void**>(args.data()));
+    return checked(kernel_->driver->launch(kernel_->id, config, const_cast<void**>(args.data())));
+}
+
+Result<void> KernelHandle::checked(Result<void> launched) const {
+    // Code that cannot reach this context any more: the next lookup of its key builds it again.
+    if (!launched && launched.error().code() == Errc::kArtifactGone) {
+        module_.entry_->mark_broken();
+    }
+    return launched;
 }
 
 Result<void> KernelHandle::launch_sized(const LaunchConfig& config, void** args,
@@ -100,7 +108,7 @@ Result<void> KernelHandle::launch_sized(const LaunchConfig& config, void** args,
             }
         }
     }
-    return kernel_->driver->launch(kernel_->id, config, args);
+    return checked(kernel_->driver->launch(kernel_->id, config, args));
 }
 
 }  // namespace kcache

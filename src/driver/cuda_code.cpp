@@ -29,14 +29,14 @@ bool aligned16(const void* p) {
 
 }  // namespace
 
-Result<std::unique_ptr<CudaCode>> CudaCode::load_binary(const CudaApi& api, std::string_view image,
-                                                        std::shared_ptr<const void> owner) {
+Result<std::unique_ptr<CudaCode>> CudaCode::load_binary(const CudaApi& api, Image image,
+                                                        ImageSource again, bool keep) {
     std::unique_ptr<CudaCode> code(new CudaCode(api));
-    if (owner != nullptr) {
-        code->owner_ = std::move(owner);
-        code->image_ = image;
+    if (image.owner != nullptr) {
+        code->owner_ = std::move(image.owner);
+        code->image_ = image.bytes;
     } else {
-        code->copy_.assign(image);
+        code->copy_.assign(image.bytes);
         code->image_ = code->copy_;
     }
     CurrentContext current;
@@ -56,6 +56,15 @@ Result<std::unique_ptr<CudaCode>> CudaCode::load_binary(const CudaApi& api, std:
     }
     code->home_ = current.context;
     code->home_id_ = current.id;
+    if (again && !keep) {
+        // The module has its own copy. Keeping ours would cost a new process a first touch of
+        // fresh memory for every kernel's bytes (8-9 us a kernel on the H200 host, measured),
+        // where letting them go lets the next read reuse the same memory.
+        code->owner_.reset();
+        code->copy_ = std::string();
+        code->image_ = {};
+        code->again_ = std::move(again);
+    }
     return code;
 }
 
@@ -98,6 +107,16 @@ Result<CUlibrary> CudaCode::library() {
     std::lock_guard lock(mutex_);  // recursive use: never called with mutex_ held
     if (CUlibrary library = library_.load(std::memory_order_acquire); library != nullptr) {
         return library;
+    }
+    if (image_.empty() && again_) {  // let go at the load: read back
+        auto image = again_();
+        if (!image) {
+            return Error(Errc::kArtifactGone,
+                         "loading the code into another context needs its bytes again: " +
+                             image.error().message());
+        }
+        owner_ = std::move(image->owner);
+        image_ = image->bytes;
     }
     CUlibrary library = nullptr;
     CUresult rc = CUDA_SUCCESS;

@@ -43,10 +43,11 @@ struct CudaKernel {
 
 class CudaCode {
 public:
-    // A cubin or fatbin: a module in the current context when there is one, else a library. The
-    // bytes are kept (through `owner` when it is set, else copied) for a library made later.
-    static Result<std::unique_ptr<CudaCode>> load_binary(const CudaApi& api, std::string_view image,
-                                                         std::shared_ptr<const void> owner);
+    // A cubin or fatbin: a module in the current context when there is one, else a library. For
+    // a library made later the bytes are kept: through `image.owner` when it is set, else copied.
+    // Unless `keep` is set, a module loaded with `again` keeps nothing and asks `again` then.
+    static Result<std::unique_ptr<CudaCode>> load_binary(const CudaApi& api, Image image,
+                                                         ImageSource again, bool keep);
     // PTX through the driver's JIT, as a library, with the JIT's logs kept for errors that
     // lazy loading reports later.
     static Result<std::unique_ptr<CudaCode>> load_ptx(const CudaApi& api, const std::string& ptx);
@@ -80,13 +81,16 @@ private:
     unsigned long long home_id_ = 0;
     CUmodule module_ = nullptr;
 
-    // The image, for the library: a view into `owner_`'s bytes or into `copy_`.
+    std::mutex mutex_;  // serialises making the library and resolving kernels
+
+    // The image, for the library: a view into `owner_`'s bytes or into `copy_`; empty once let go,
+    // when `again_` gives it back. Written under mutex_ after the load.
     std::shared_ptr<const void> owner_;
     std::string copy_;
     std::string_view image_;
+    ImageSource again_;
     bool ptx_ = false;
 
-    std::mutex mutex_;  // serialises making the library and resolving kernels
     std::atomic<CUlibrary> library_{nullptr};
     std::deque<CudaKernel> kernels_;  // stable addresses; under mutex_
     // The JIT's logs, for PTX: with lazy loading the driver may write them at the first use in a

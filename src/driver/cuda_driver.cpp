@@ -10,7 +10,8 @@ namespace {
 
 class CudaDriver final : public Driver {
 public:
-    explicit CudaDriver(const CudaApi& api) : api_(api), uniform_arch_(find_uniform_arch(api)) {}
+    explicit CudaDriver(const CudaApi& api)
+        : api_(api), uniform_arch_(find_uniform_arch(api)), device_count_(count_devices(api)) {}
 
     std::optional<int> uniform_arch() const noexcept override { return uniform_arch_; }
 
@@ -57,7 +58,7 @@ public:
     Result<LibraryId> load_library(const Source& source) override {
         auto code = source.kind == SourceKind::kPtx
                         ? CudaCode::load_ptx(api_, source.bytes)
-                        : CudaCode::load_binary(api_, source.bytes, nullptr);
+                        : CudaCode::load_binary(api_, Image{source.bytes, nullptr}, {}, true);
         if (!code) return std::move(code).error();
         // With lazy loading the driver may defer the JIT of PTX to the first kernel lookup in a
         // context; get_kernel() then reports it with the log, and the cache drops the code
@@ -65,10 +66,12 @@ public:
         return static_cast<LibraryId>(code->release());
     }
 
-    // In place: the bytes `owner` keeps serve a library made later without a copy.
-    Result<LibraryId> load_cubin_in_place(std::string_view image,
-                                          std::shared_ptr<const void> owner) override {
-        auto code = CudaCode::load_binary(api_, image, std::move(owner));
+    // In place: the bytes `image.owner` keeps serve a library made later without a copy. In a
+    // process of one device, where another context is rare, a binary with a way back to its bytes
+    // keeps none of them.
+    Result<LibraryId> load_binary(Image image, ImageSource again) override {
+        auto code = CudaCode::load_binary(api_, std::move(image), std::move(again),
+                                          /*keep=*/device_count_ != 1);
         if (!code) return std::move(code).error();
         return static_cast<LibraryId>(code->release());
     }
@@ -121,8 +124,14 @@ private:
         return arch;
     }
 
+    static int count_devices(const CudaApi& api) {
+        int count = 0;
+        return api.cuDeviceGetCount(&count) == CUDA_SUCCESS ? count : 0;
+    }
+
     const CudaApi& api_;
     const std::optional<int> uniform_arch_;
+    const int device_count_;
 };
 
 // Stands in when libcuda cannot be used: every call says why, nothing crashes.

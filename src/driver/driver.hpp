@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,15 @@ namespace kcache::driver {
 // Opaque driver handles: for the real driver, a CudaCode and one of its CudaKernels.
 using LibraryId = void*;
 using KernelId = void*;
+
+// A binary's bytes and what keeps them alive.
+struct Image {
+    std::string_view bytes;
+    std::shared_ptr<const void> owner;
+};
+// Gives a binary's bytes again, checked to be the ones loaded first; kArtifactGone when they
+// cannot be had any more.
+using ImageSource = std::function<Result<Image>()>;
 
 struct KernelParam {
     std::size_t offset = 0;
@@ -43,12 +53,14 @@ public:
     // Loads code for every context of the process: its kernels launch in whichever context is
     // current. A JIT or load failure comes back as kCompileFailed with the JIT's log.
     virtual Result<LibraryId> load_library(const Source& source) = 0;
-    // A cubin whose bytes `owner` keeps alive: the driver may use them in place until the library
-    // is unloaded, and keeps `owner` that long. This default copies them into a Source.
-    virtual Result<LibraryId> load_cubin_in_place(std::string_view image,
-                                                  std::shared_ptr<const void> owner) {
-        (void)owner;
-        return load_library(Source::cubin(std::string(image)));
+    // A binary (cubin or fatbin) for every context. The driver may use the bytes in place for as
+    // long as it keeps `image.owner`. Given `again`, it may instead let them go once the code is
+    // loaded in the current context, and ask `again` for them when another context needs them:
+    // a disk hit then leaves no copy of its file in memory. This default copies the bytes into a
+    // Source for load_library().
+    virtual Result<LibraryId> load_binary(Image image, ImageSource again = {}) {
+        (void)again;
+        return load_library(Source::cubin(std::string(image.bytes)));
     }
     virtual void unload_library(LibraryId library) noexcept = 0;
 

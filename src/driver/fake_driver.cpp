@@ -20,6 +20,8 @@ struct FakeDriver::FakeLibrary {
     bool lazy_jit_error =
         false;  // the JIT "fails" at the first kernel lookup, as lazy loading does
     std::shared_ptr<const void> image_owner;  // an in-place load's bytes, held until unload
+    ImageSource again;                        // a binary's way back to its bytes, if given
+    std::string loaded_bytes;                 // what load_binary() was given, to check `again`
 };
 
 namespace {
@@ -176,14 +178,52 @@ Result<LibraryId> FakeDriver::load_library(const Source& source) {
     return static_cast<LibraryId>(raw);
 }
 
-Result<LibraryId> FakeDriver::load_cubin_in_place(std::string_view image,
-                                                  std::shared_ptr<const void> owner) {
-    auto loaded = load_library(Source::cubin(std::string(image)));
+Result<LibraryId> FakeDriver::load_binary(Image image, ImageSource again) {
+    auto loaded = load_library(Source::cubin(std::string(image.bytes)));
     if (loaded) {
         in_place_loads_.fetch_add(1);
-        static_cast<FakeLibrary*>(*loaded)->image_owner = std::move(owner);
+        auto* library = static_cast<FakeLibrary*>(*loaded);
+        library->loaded_bytes.assign(image.bytes);
+        // As the real driver in a process of one device: a way back means the bytes can go.
+        if (again) {
+            library->again = std::move(again);
+        } else {
+            library->image_owner = std::move(image.owner);
+        }
     }
     return loaded;
+}
+
+int FakeDriver::kept_images() const {
+    std::lock_guard lock(mutex_);
+    int kept = 0;
+    for (const FakeLibrary* library : live_) kept += library->image_owner != nullptr ? 1 : 0;
+    return kept;
+}
+
+std::vector<Result<void>> FakeDriver::load_again() {
+    std::vector<ImageSource> sources;
+    std::vector<std::string> expected;
+    {
+        std::lock_guard lock(mutex_);
+        for (const FakeLibrary* library : live_) {
+            if (!library->again) continue;
+            sources.push_back(library->again);
+            expected.push_back(library->loaded_bytes);
+        }
+    }
+    std::vector<Result<void>> results;
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+        auto image = sources[i]();
+        if (!image) {
+            results.emplace_back(std::move(image).error());
+        } else if (image->bytes != expected[i]) {
+            results.emplace_back(Error(Errc::kArtifactGone, "other bytes came back (fake)"));
+        } else {
+            results.emplace_back(ok());
+        }
+    }
+    return results;
 }
 
 void FakeDriver::unload_library(LibraryId id) noexcept {
@@ -242,6 +282,11 @@ Result<void> FakeDriver::launch(KernelId id, const LaunchConfig& config, void** 
     }
     if (config.grid.x == 0 || config.block.x == 0) {
         return Error(Errc::kDriverError, "CUDA_ERROR_INVALID_VALUE (fake): zero grid or block");
+    }
+    for (int lose = lose_images_.load(); lose > 0;) {
+        if (lose_images_.compare_exchange_weak(lose, lose - 1)) {
+            return Error(Errc::kArtifactGone, "the code's bytes are gone (fake)");
+        }
     }
     launches_.fetch_add(1);
     std::lock_guard lock(mutex_);

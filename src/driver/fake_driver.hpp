@@ -37,9 +37,10 @@ public:
     Result<int> current_arch() override;
     std::optional<int> uniform_arch() const noexcept override;
     Result<LibraryId> load_library(const Source& source) override;
-    // Loads a copy, as load_library does, and holds `owner` until the unload, as the real one.
-    Result<LibraryId> load_cubin_in_place(std::string_view image,
-                                          std::shared_ptr<const void> owner) override;
+    // Loads a copy, as load_library does. Without `again` it holds `image.owner` until the
+    // unload; with it, it lets the bytes go (as the real driver does in a process of one device)
+    // and keeps `again`, which load_again() calls as another context would.
+    Result<LibraryId> load_binary(Image image, ImageSource again) override;
     void unload_library(LibraryId library) noexcept override;
     Result<KernelId> get_kernel(LibraryId library, const std::string& name) override;
     Result<std::vector<KernelParam>> kernel_params(KernelId kernel) override;
@@ -53,6 +54,8 @@ public:
     void set_params_delay(std::chrono::milliseconds delay) {
         params_delay_ms_.store(delay.count());
     }
+    // The next `count` launches fail as one in a context that found the code's bytes gone.
+    void lose_images_for_next_launches(int count) { lose_images_.store(count); }
     // Makes the fake claim that every device shares `arch` (0: they do not).
     void set_uniform_arch(int arch) { uniform_arch_.store(arch); }
     // Counting current_arch() calls writes a shared counter on the hit path, so it is off
@@ -65,8 +68,12 @@ public:
     int unloads() const { return unloads_.load(); }
     int live_libraries() const;
     int launches() const { return launches_.load(); }
-    int param_queries() const { return param_queries_.load(); }  // kernel_params() calls
-    int in_place_loads() const { return in_place_loads_.load(); }
+    int param_queries() const { return param_queries_.load(); }    // kernel_params() calls
+    int in_place_loads() const { return in_place_loads_.load(); }  // load_binary() calls
+    int kept_images() const;  // live libraries that hold their image's bytes
+    // Asks every live library loaded with a way back for its bytes again, as a second context
+    // would; an error for each that failed or gave other bytes than were loaded.
+    std::vector<Result<void>> load_again();
     int launches_of(const std::string& kernel_name) const;
     // Launches or lookups that reached a library after it was unloaded: must stay 0.
     int use_after_unload() const { return use_after_unload_.load(); }
@@ -87,6 +94,7 @@ private:
     std::atomic<int> loads_{0}, attempts_{0}, unloads_{0}, launches_{0}, use_after_unload_{0};
     std::atomic<int> param_queries_{0};
     std::atomic<int> in_place_loads_{0};
+    std::atomic<int> lose_images_{0};
 
     mutable std::mutex mutex_;           // guards the members below
     std::set<const FakeLibrary*> live_;  // libraries loaded and not yet unloaded

@@ -1,5 +1,6 @@
-// The tiers behind a cache miss, by fingerprint: memory, then disk (a disk hit is promoted to
-// memory). Either tier may be absent; an absent or failing disk leaves kcache working from memory.
+// The tiers behind a cache miss, by fingerprint: memory (what this process compiled), then disk (a
+// hit is not copied up: see get()). Either tier may be absent; an absent or failing disk leaves
+// kcache working from memory.
 #pragma once
 
 #include <atomic>
@@ -23,7 +24,7 @@ struct ArtifactStats {
 enum class Tier { kMemory, kDisk };
 
 struct Found {
-    std::shared_ptr<const DecodedEntry> entry;  // never null; shared with the memory tier
+    std::shared_ptr<const DecodedEntry> entry;  // never null; a memory hit's is the tier's own
     Tier tier;
 };
 

@@ -31,6 +31,8 @@ const char* errc_name(Errc code) noexcept {
             return "corrupt-entry";
         case Errc::kIoError:
             return "io-error";
+        case Errc::kArtifactGone:
+            return "artifact-gone";
     }
     return "unknown";
 }

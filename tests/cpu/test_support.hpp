@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,6 +44,30 @@ public:
 private:
     std::string path_;
 };
+
+// The entry files (*.kc) under a cache directory.
+inline std::vector<std::filesystem::path> entry_files(const std::string& directory) {
+    std::vector<std::filesystem::path> files;
+    for (const auto& item : std::filesystem::recursive_directory_iterator(directory)) {
+        if (item.is_regular_file() && item.path().extension() == ".kc") {
+            files.push_back(item.path());
+        }
+    }
+    return files;
+}
+
+inline void remove_entries(const std::string& directory) {
+    for (const auto& file : entry_files(directory)) std::filesystem::remove(file);
+}
+
+inline std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+inline void write_file(const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
 
 // The kcache command, for tests that start it (compile workers): the one beside this test binary
 // when there is one (binaries copied to another machine together), else the one this build made.

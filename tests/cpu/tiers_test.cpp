@@ -14,6 +14,7 @@
 #include "driver/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
+#include "store/entry_format.hpp"
 #include "test_support.hpp"
 #include "util/fingerprint.hpp"
 
@@ -78,6 +79,97 @@ TEST_F(TiersTest, ADiskHitIsLoadedInPlaceFromTheStoredEntry) {
     EXPECT_EQ(cache.stats().disk_hits, 1u);
     EXPECT_EQ(fake_->in_place_loads(), 1) << "the tier's bytes, not a copy, went to the driver";
     EXPECT_EQ(fake_->loads() - fake_->in_place_loads(), copies_before);
+}
+
+// The driver may let a disk hit's bytes go once loaded (the fake does, as the real driver does in
+// a process of one device); another context then gets them back through the tiers, checked.
+TEST_F(TiersTest, ADiskHitsBytesGoAndComeBackForAnotherContext) {
+    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
+    KernelCache cache(options());
+    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(fake_->kept_images(), 0) << "the disk hit's bytes were kept";
+    auto again = fake_->load_again();
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_TRUE(again[0].ok()) << again[0].error().describe();
+    EXPECT_EQ(cache.stats().disk_hits, 2u);  // the read back
+}
+
+TEST_F(TiersTest, BytesThatLeftTheDiskAreArtifactGoneForAnotherContext) {
+    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
+    KernelCache cache(options());
+    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    test::remove_entries(dir_);
+    auto again = fake_->load_again();
+    ASSERT_EQ(again.size(), 1u);
+    ASSERT_FALSE(again[0].ok());
+    EXPECT_EQ(again[0].error().code(), Errc::kArtifactGone);
+    EXPECT_NE(again[0].error().message().find("no longer"), std::string::npos)
+        << again[0].error().message();
+}
+
+// An entry rewritten meanwhile (another compile of the same fingerprint) is not taken for the
+// bytes loaded first.
+TEST_F(TiersTest, BytesChangedOnDiskAreArtifactGoneForAnotherContext) {
+    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
+    KernelCache cache(options());
+    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    const auto files = test::entry_files(dir_);
+    ASSERT_EQ(files.size(), 1u);
+    auto entry = store::decode(test::read_file(files[0].string()));
+    ASSERT_TRUE(entry.ok()) << entry.error().describe();
+    entry->payload += '\0';  // still a valid entry, of other bytes
+    test::write_file(files[0].string(), store::encode(*entry));
+    auto again = fake_->load_again();
+    ASSERT_EQ(again.size(), 1u);
+    ASSERT_FALSE(again[0].ok());
+    EXPECT_EQ(again[0].error().code(), Errc::kArtifactGone);
+    EXPECT_NE(again[0].error().message().find("changed"), std::string::npos);
+}
+
+// Loaded code outlives its cache through handles; it does not keep the tiers alive for this.
+TEST_F(TiersTest, AReadBackAfterTheCacheIsGoneIsArtifactGone) {
+    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
+    KernelHandle kernel;
+    {
+        KernelCache cache(options());
+        kernel = cache.kernel("gelu:16", gelu, "gelu").value();
+    }
+    auto again = fake_->load_again();
+    ASSERT_EQ(again.size(), 1u);
+    ASSERT_FALSE(again[0].ok());
+    EXPECT_EQ(again[0].error().code(), Errc::kArtifactGone);
+}
+
+// A launch that finds the code gone (in another context) is an error, and the next lookup of the
+// key drops the module and builds it again rather than handing out the same broken one.
+TEST_F(TiersTest, ALaunchThatFindsTheCodeGoneMakesTheNextLookupBuildAgain) {
+    KernelCache cache(options());
+    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    const int loads = fake_->loads();
+    LaunchConfig config;
+    fake_->lose_images_for_next_launches(1);
+    auto launched = kernel->launch(config, {});
+    ASSERT_FALSE(launched.ok());
+    EXPECT_EQ(launched.error().code(), Errc::kArtifactGone);
+    auto rebuilt = cache.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(rebuilt.ok()) << rebuilt.error().describe();
+    EXPECT_EQ(fake_->loads(), loads + 1) << "the broken module was handed out again";
+    EXPECT_TRUE(rebuilt->launch(config, {}).ok());
+    EXPECT_EQ(cache.stats().compiles, 1u);  // from the memory tier, not compiled again
+}
+
+// A memory hit's bytes are the tier's own: the driver holds them, and needs no way back.
+TEST_F(TiersTest, AMemoryHitIsLoadedFromTheTiersOwnBytes) {
+    KernelCache cache(options());
+    ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    ASSERT_TRUE(cache.kernel("gelu:4096", gelu, "gelu").ok());
+    EXPECT_EQ(cache.stats().memory_hits, 1u);
+    EXPECT_EQ(fake_->kept_images(), 1);
+    EXPECT_TRUE(fake_->load_again().empty());
 }
 
 TEST_F(TiersTest, TheSameSourceUnderAnotherKeyComesFromMemory) {

@@ -243,6 +243,59 @@ TEST_F(GpuTest, KernelsOfOneModuleLaunchInEveryContextWhereverResolvedFirst) {
     EXPECT_EQ(cache.stats().compiles, 1u);
 }
 
+// A disk hit loaded in one context keeps none of its bytes (one device); a second context gets
+// them back from the disk. If they left the disk meanwhile, the launch there says so, and the next
+// lookup builds the kernel again.
+TEST_F(GpuTest, ASecondContextReadsADiskHitBackAndRebuildsWhenItIsGone) {
+    test::TempDir temp;
+    CacheOptions options;
+    options.disk_directory = temp.path() + "/cache";
+    {
+        ASSERT_TRUE(KernelCache(options)
+                        .kernel("residual_add:512", residual_add_source, "residual_add")
+                        .ok());
+    }
+    const std::uint32_t n = 512;
+    auto a = random_floats(n, 51), b = random_floats(n, 52);
+    const auto expected = examples::residual_add_ref(a, b);
+    auto run = [&](const KernelHandle& kernel) -> Result<void> {
+        auto da = upload(a), db = upload(b), dout = poisoned(n);
+        auto launched =
+            kernel.launch_with(linear(n), dout.address(), da.address(), db.address(), n);
+        if (!launched) return launched;
+        expect_close(*dout.download_floats(), expected, 0);
+        return ok();
+    };
+    for (const bool remove_first : {false, true}) {
+        SCOPED_TRACE(remove_first ? "entry removed before the second context" : "entry on disk");
+        ASSERT_TRUE(context_->make_current().ok());
+        KernelCache cache(options);
+        auto kernel = cache.kernel("residual_add:512", residual_add_source, "residual_add");
+        ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+        EXPECT_EQ(cache.stats().disk_hits, 1u);
+        ASSERT_TRUE(run(*kernel).ok());
+        if (remove_first) test::remove_entries(options.disk_directory);
+        auto second = driver::OwnedContext::create(0);
+        ASSERT_TRUE(second.ok()) << second.error().describe();
+        ASSERT_TRUE(second->make_current().ok());
+        auto launched = run(*kernel);
+        if (!remove_first) {
+            ASSERT_TRUE(launched.ok()) << launched.error().describe();
+            continue;
+        }
+        ASSERT_FALSE(launched.ok());
+        EXPECT_EQ(launched.error().code(), Errc::kArtifactGone) << launched.error().describe();
+        auto rebuilt = cache.kernel("residual_add:512", residual_add_source, "residual_add");
+        ASSERT_TRUE(rebuilt.ok()) << rebuilt.error().describe();
+        auto again = run(*rebuilt);
+        ASSERT_TRUE(again.ok()) << again.error().describe();
+        EXPECT_EQ(cache.stats().compiles, 1u);
+        kernel = KernelHandle();
+        rebuilt = KernelHandle();
+    }
+    ASSERT_TRUE(context_->make_current().ok());
+}
+
 TEST_F(GpuTest, ClearWhileHandleIsLiveKeepsItLaunchable) {
     KernelCache cache;
     const std::uint32_t n = 1000;
