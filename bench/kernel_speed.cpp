@@ -27,22 +27,45 @@ struct Case {
     std::uint32_t n;                       // the last (u32) parameter
 };
 
-// GPU milliseconds per launch of `function`, median over blocks; `args` as cuLaunchKernel takes.
+// GPU milliseconds per launch of a function, over one block of launches; owns its events.
 struct Timer {
     const driver::CudaApi& cu;
     CUevent start = nullptr, stop = nullptr;
 
-    double block_ms(CUfunction function, const Case& c, void** args) const {
+    explicit Timer(const driver::CudaApi& api) : cu(api) {}
+    Timer(const Timer&) = delete;
+    Timer& operator=(const Timer&) = delete;
+    ~Timer() {
+        if (start != nullptr) (void)cu.cuEventDestroy(start);
+        if (stop != nullptr) (void)cu.cuEventDestroy(stop);
+    }
+
+    // The driver's error for the first call that failed: a failed launch must not pass for a
+    // fast one.
+    Result<double> block_ms(CUfunction function, const Case& c, void** args) const {
         const unsigned blocks = (c.threads + 255) / 256;
-        cu.cuEventRecord(start, nullptr);
-        for (int i = 0; i < kLaunchesPerBlock; ++i) {
-            cu.cuLaunchKernel(function, blocks, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr);
+        CUresult rc = cu.cuEventRecord(start, nullptr);
+        for (int i = 0; i < kLaunchesPerBlock && rc == CUDA_SUCCESS; ++i) {
+            rc = cu.cuLaunchKernel(function, blocks, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr);
         }
-        cu.cuEventRecord(stop, nullptr);
-        cu.cuEventSynchronize(stop);
         float ms = 0;
-        cu.cuEventElapsedTime(&ms, start, stop);
-        return ms / kLaunchesPerBlock;
+        if (rc == CUDA_SUCCESS) rc = cu.cuEventRecord(stop, nullptr);
+        if (rc == CUDA_SUCCESS) rc = cu.cuEventSynchronize(stop);
+        if (rc == CUDA_SUCCESS) rc = cu.cuEventElapsedTime(&ms, start, stop);
+        if (rc != CUDA_SUCCESS) return cu.error(Errc::kDriverError, "timing " + c.entry, rc);
+        return double{ms} / kLaunchesPerBlock;
+    }
+};
+
+// A module unloaded when it goes.
+struct Module {
+    const driver::CudaApi& cu;
+    CUmodule module = nullptr;
+    explicit Module(const driver::CudaApi& api) : cu(api) {}
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+    ~Module() {
+        if (module != nullptr) (void)cu.cuModuleUnload(module);
     }
 };
 
@@ -83,9 +106,12 @@ std::string run_kernel_speed(std::string& note) {
          {kRows * 1024, kRows * 1024},
          kRows},
     };
-    Timer timer{cu};
-    cu.cuEventCreate(&timer.start, CU_EVENT_DEFAULT);
-    cu.cuEventCreate(&timer.stop, CU_EVENT_DEFAULT);
+    Timer timer(cu);
+    if (cu.cuEventCreate(&timer.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+        cu.cuEventCreate(&timer.stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+        note = "could not create events";
+        return {};
+    }
     std::string text =
         "| kernel (sm_" + std::to_string(arch) +
         "), GPU ms per launch, median of 7 blocks of 20 | driver JIT (whole program) | kcache "
@@ -96,12 +122,13 @@ std::string run_kernel_speed(std::string& note) {
             note = linked.error().describe();
             return {};
         }
-        CUmodule jit_module = nullptr, kcache_module = nullptr;
+        Module jit_module{cu}, kcache_module{cu};
         CUfunction jit = nullptr, kcache = nullptr;
-        if (cu.cuModuleLoadData(&jit_module, c.ptx.c_str()) != CUDA_SUCCESS ||
-            cu.cuModuleGetFunction(&jit, jit_module, c.entry.c_str()) != CUDA_SUCCESS ||
-            cu.cuModuleLoadData(&kcache_module, linked->cubin.data()) != CUDA_SUCCESS ||
-            cu.cuModuleGetFunction(&kcache, kcache_module, c.entry.c_str()) != CUDA_SUCCESS) {
+        if (cu.cuModuleLoadData(&jit_module.module, c.ptx.c_str()) != CUDA_SUCCESS ||
+            cu.cuModuleGetFunction(&jit, jit_module.module, c.entry.c_str()) != CUDA_SUCCESS ||
+            cu.cuModuleLoadData(&kcache_module.module, linked->cubin.data()) != CUDA_SUCCESS ||
+            cu.cuModuleGetFunction(&kcache, kcache_module.module, c.entry.c_str()) !=
+                CUDA_SUCCESS) {
             note = "could not load " + c.entry;
             return {};
         }
@@ -120,27 +147,26 @@ std::string run_kernel_speed(std::string& note) {
         std::vector<void*> args;
         for (auto& address : addresses) args.push_back(&address);
         args.push_back(&n);
-        (void)timer.block_ms(jit, c, args.data());  // warm both
-        (void)timer.block_ms(kcache, c, args.data());
         std::vector<double> jit_ms, kcache_ms;
-        for (int block = 0; block < kBlocks; ++block) {
-            if (block % 2 == 0) {
-                jit_ms.push_back(timer.block_ms(jit, c, args.data()));
-                kcache_ms.push_back(timer.block_ms(kcache, c, args.data()));
-            } else {
-                kcache_ms.push_back(timer.block_ms(kcache, c, args.data()));
-                jit_ms.push_back(timer.block_ms(jit, c, args.data()));
+        // Block -1 warms both and is not kept; then the sides alternate which goes first.
+        for (int block = -1; block < kBlocks; ++block) {
+            const bool jit_first = block % 2 == 0;
+            auto first = timer.block_ms(jit_first ? jit : kcache, c, args.data());
+            auto second = first ? timer.block_ms(jit_first ? kcache : jit, c, args.data())
+                                : Result<double>(first.error());
+            if (!second) {
+                note = second.error().describe();
+                return {};
             }
+            if (block < 0) continue;
+            (jit_first ? jit_ms : kcache_ms).push_back(*first);
+            (jit_first ? kcache_ms : jit_ms).push_back(*second);
         }
         char line[512];
         std::snprintf(line, sizeof line, "| %s | %.4f | %.4f | %.3fx |\n", c.what.c_str(),
                       median(jit_ms), median(kcache_ms), median(kcache_ms) / median(jit_ms));
         text += line;
-        cu.cuModuleUnload(jit_module);
-        cu.cuModuleUnload(kcache_module);
     }
-    cu.cuEventDestroy(timer.start);
-    cu.cuEventDestroy(timer.stop);
     return text;
 }
 

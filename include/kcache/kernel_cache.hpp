@@ -81,6 +81,9 @@ struct CacheStats {
     // The artifact tiers (misses served without compiling).
     std::uint64_t memory_hits = 0;
     std::uint64_t disk_hits = 0;
+    // Entries read again (not lookups): the bytes of code loaded without keeping them, for a
+    // context new to it.
+    std::uint64_t read_backs = 0;
     std::uint64_t disk_misses = 0;
     std::uint64_t disk_writes = 0;
     std::uint64_t disk_errors = 0;   // I/O failures, and a disk directory that could not be used
@@ -154,7 +157,10 @@ private:
 };
 
 // One kernel of a loaded module, ready to launch in the calling thread's current context (any
-// context on a device of the module's arch).
+// context on a device of the module's arch). A launch without a current context fails with
+// kNoContext. A launch in a context new to the code may fail with kArtifactGone: the code was
+// loaded without keeping its bytes (a disk hit in a one-device process) and they have left the
+// cache since; that handle stays unusable, and the next lookup of its key builds the kernel again.
 class KernelHandle {
 public:
     KernelHandle() = default;
@@ -232,8 +238,9 @@ public:
     // returning Source or Result<Source> — and compiles it once however many threads ask.
     // A failed compile is returned to every waiting thread and is not cached.
     // When every device of the process has the same arch, a hit does not ask the driver which
-    // context is current (it succeeds even with none; a launch then fails with the driver's
-    // error). A miss always needs a current context.
+    // context is current (it succeeds even with none; a launch then fails with kNoContext). A
+    // miss always needs a current context. A module found broken (see KernelHandle) is dropped
+    // and built again here.
     template <class MakeSource>
     Result<KernelHandle> kernel(std::string_view key, MakeSource&& make_source,
                                 std::string_view kernel_name) {
@@ -253,6 +260,11 @@ public:
                         std::string_view kernel_name, const LaunchConfig& config,
                         std::span<void* const> args) {
         auto handle = kernel(key, make_source, kernel_name);
+        if (!handle) return std::move(handle).error();
+        auto launched = handle->launch(config, args);
+        if (launched || launched.error().code() != Errc::kArtifactGone) return launched;
+        // The launch broke the module; the lookup builds it again, once.
+        handle = kernel(key, make_source, kernel_name);
         if (!handle) return std::move(handle).error();
         return handle->launch(config, args);
     }

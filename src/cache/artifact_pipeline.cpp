@@ -117,28 +117,31 @@ std::optional<LoweredNames> names_for(const std::vector<std::string>& lines,
 }
 
 // A disk hit's way back to its bytes, for a load into another context after the driver let
-// them go: the same entry through the tiers, checked to be byte for byte the one loaded. Holds the
-// store weakly: loaded code may outlive its cache, and must not keep the tiers alive.
+// them go: the entry under the same fingerprint, through the tiers. The same fingerprint is the
+// same source, options, target and toolchain, so any intact entry under it holds the same kernels,
+// even if it was written again since (by a process that asked under another key, which the entry
+// also records). Holds the store weakly: loaded code may outlive its cache, and must not keep the
+// tiers alive.
 driver::ImageSource read_back(const std::shared_ptr<store::ArtifactStore>& store,
-                              const util::Fingerprint& fingerprint, std::string_view checksum) {
-    return [weak = std::weak_ptr<store::ArtifactStore>(store), fingerprint,
-            checksum = std::string(checksum)]() -> Result<driver::Image> {
+                              const util::Fingerprint& fingerprint) {
+    return [weak = std::weak_ptr<store::ArtifactStore>(store),
+            fingerprint]() -> Result<driver::Image> {
         auto tiers = weak.lock();
         if (!tiers) {
             return Error(Errc::kArtifactGone, "the cache that loaded entry " + fingerprint.hex() +
                                                   " is gone, and with it the way to its bytes");
         }
-        auto found = tiers->get(fingerprint);
-        if (!found) {
+        auto entry = tiers->read_back(fingerprint);
+        if (entry == nullptr) {
             return Error(Errc::kArtifactGone,
                          "entry " + fingerprint.hex() + " is no longer in the cache's tiers");
         }
-        if (found->entry->checksum() != checksum) {
+        if (entry->kind() != store::PayloadKind::kCubin) {
             return Error(Errc::kArtifactGone,
-                         "entry " + fingerprint.hex() + " changed since it was loaded");
+                         "entry " + fingerprint.hex() + " no longer holds a cubin");
         }
-        const std::string_view payload = found->entry->payload();
-        return driver::Image{payload, std::move(found->entry)};
+        const std::string_view payload = entry->payload();
+        return driver::Image{payload, std::move(entry)};
     };
 }
 
@@ -173,10 +176,15 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
         const bool from_disk = produced->origin == Origin::kDiskTier;
         const std::string_view payload = produced->stored->payload();
         driver::ImageSource again =
-            from_disk ? read_back(store_, produced->fingerprint, produced->stored->checksum())
-                      : driver::ImageSource();
+            from_disk ? read_back(store_, produced->fingerprint) : driver::ImageSource();
         library = driver_.load_binary(driver::Image{payload, std::move(produced->stored)},
                                       std::move(again));
+    } else if (produced->loadable.kind == SourceKind::kCubin ||
+               produced->loadable.kind == SourceKind::kFatbin) {
+        // A caller's binary: its bytes, moved here, are the ones a library made later uses.
+        auto bytes = std::make_shared<const std::string>(std::move(produced->loadable.bytes));
+        const std::string_view view = *bytes;
+        library = driver_.load_binary(driver::Image{view, std::move(bytes)}, {});
     } else {
         library = driver_.load_library(produced->loadable);
     }
@@ -323,7 +331,8 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view ke
         if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
         // Not kept in a tier (none, or too big for memory): the leader's own result.
         if (auto value = std::static_pointer_cast<const Produced>(ticket.flight->value())) {
-            return Produced{value->loadable, Origin::kMemoryTier, 0, value->names, value->stored};
+            return Produced{value->loadable, Origin::kMemoryTier, 0,
+                            value->names,   value->stored,       value->fingerprint};
         }
         return compile_and_store(key, recipe, source);
     }
@@ -428,23 +437,28 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
                      compiled->log);
     }
     LoweredNames names(compiled->lowered_names.begin(), compiled->lowered_names.end());
+    store::StoredEntry entry;
+    entry.kind = store::PayloadKind::kCubin;
+    entry.key = recipe.key;
+    entry.key.caller_key = caller_key;
+    entry.key.kernel_names =
+        source.kind == SourceKind::kPtx ? ptx_entry_names(source.bytes) : name_lines(names);
+    entry.payload = std::move(compiled->cubin);
+    // Loaded in place from the entry the memory tier holds: one copy of the cubin in this process
+    // (a decoded one, without tiers), shared by the tier and the loaded code.
+    std::shared_ptr<const store::DecodedEntry> stored;
     if (store_) {
-        store::StoredEntry entry;
-        entry.kind = store::PayloadKind::kCubin;
-        entry.key = recipe.key;
-        entry.key.caller_key = caller_key;
-        entry.key.kernel_names =
-            source.kind == SourceKind::kPtx ? ptx_entry_names(source.bytes) : name_lines(names);
-        entry.payload = compiled->cubin;
-        store_->put(recipe.fingerprint, entry, store::DiskStore::Cleaning::kDeferred);
+        stored = store_->put(recipe.fingerprint, entry, store::DiskStore::Cleaning::kDeferred);
         if (disk != nullptr)
             store::KeyIndex::at(disk->directory()).record(caller_key, recipe.fingerprint);
+    } else {
+        stored = store::DecodedEntry::of(entry);
     }
     // Stored: the processes waiting on the lock can go; a due cleanup runs after they do.
     lock.reset();
     if (disk != nullptr) disk->run_pending_cleanup();
-    return Produced{Source::cubin(std::move(compiled->cubin)), Origin::kHostCompile, compile_ns,
-                    std::move(names), nullptr};
+    return Produced{Source{}, Origin::kHostCompile, compile_ns, std::move(names),
+                    std::move(stored), recipe.fingerprint};
 }
 
 }  // namespace kcache::cache

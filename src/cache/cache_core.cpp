@@ -331,9 +331,16 @@ void CacheCore::discard(const ModuleHandle& module) {
         if (kept.size() == table->size()) return;  // already gone (evicted, cleared)
         replace_table(new EntryTable(kept));
     }
-    compile_failures_.fetch_add(1, std::memory_order_relaxed);
-    util::log_line(util::LogLevel::kInfo,
-                   "discarded " + describe_key(entry->key, entry->arch) + ": its JIT failed");
+    if (entry->broken_because() == Errc::kArtifactGone) {
+        util::log_line(util::LogLevel::kInfo,
+                       "discarded " + describe_key(entry->key, entry->arch) +
+                           ": its bytes left the tiers before another context needed them; the "
+                           "next lookup builds it again");
+    } else {
+        compile_failures_.fetch_add(1, std::memory_order_relaxed);
+        util::log_line(util::LogLevel::kInfo,
+                       "discarded " + describe_key(entry->key, entry->arch) + ": its JIT failed");
+    }
     entry->retire();  // unloaded once the caller's handle goes
 }
 
@@ -423,6 +430,7 @@ CacheStats CacheCore::stats() const {
     if (const store::ArtifactStore* tiers = pipeline_.store()) {
         const store::ArtifactStats t = tiers->stats();
         s.memory_hits = t.memory_hits;
+        s.read_backs = t.read_backs;
         s.disk_enabled = t.disk_enabled;
         s.disk_hits = t.disk.hits;
         s.disk_misses = t.disk.misses;

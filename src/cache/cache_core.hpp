@@ -36,8 +36,9 @@ public:
     Result<ArtifactOrigin> prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
                                     int arch);
 
-    // Removes a module whose JIT failed when a kernel was first resolved: with lazy loading the
-    // driver may defer the JIT past load_library, and a failed compile must not stay cached.
+    // Removes a broken module: its JIT failed when a kernel was first resolved (with lazy loading
+    // the driver may defer the JIT past load_library, and a failed compile must not stay cached),
+    // or its code could not be loaded into another context any more (kArtifactGone).
     void discard(const ModuleHandle& module);
 
     void clear_locked();  // caller holds clear_mutex

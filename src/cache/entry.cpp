@@ -127,7 +127,7 @@ Result<const ResolvedKernel*> Entry::resolve(std::string_view name) {
     if (!id) {
         Error error = std::move(id).error();
         if (error.code() == Errc::kCompileFailed || error.code() == Errc::kArtifactGone) {
-            mark_broken();
+            mark_broken(error.code());
         }
         std::string message = "key '" + key + "': " + error.message();
         if (error.code() == Errc::kKernelNotFound && driver_name == kernel->name &&

@@ -86,8 +86,18 @@ public:
     // Set when resolving a kernel hit a deferred JIT failure, or a launch found the code's bytes
     // gone for another context (kArtifactGone): the module is unusable, and the cache drops it
     // at the next lookup.
-    bool broken() const noexcept { return broken_.load(std::memory_order_acquire); }
-    void mark_broken() noexcept { broken_.store(true, std::memory_order_release); }
+    bool broken() const noexcept { return broken_.load(std::memory_order_acquire) != 0; }
+    // `why`: kCompileFailed or kArtifactGone; the first reason given stays.
+    void mark_broken(Errc why) noexcept {
+        std::uint8_t none = 0;
+        broken_.compare_exchange_strong(none, static_cast<std::uint8_t>(why) + 1,
+                                        std::memory_order_acq_rel);
+    }
+    // Why it broke, for the log and the counters; only meaningful when broken().
+    Errc broken_because() const noexcept {
+        const std::uint8_t why = broken_.load(std::memory_order_acquire);
+        return why == 0 ? Errc::kCompileFailed : static_cast<Errc>(why - 1);
+    }
 
 private:
     void try_unload() noexcept;
@@ -99,7 +109,7 @@ private:
     RefStripe refs_[util::kStripes];
     std::atomic<bool> retired_{false};
     std::atomic<bool> unloaded_{false};
-    std::atomic<bool> broken_{false};
+    std::atomic<std::uint8_t> broken_{0};  // 0, or the reason's Errc + 1
 
     const driver::LibraryId library_;
     const LoweredNames names_;  // for CUDA C++ templates; immutable

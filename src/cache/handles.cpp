@@ -87,7 +87,7 @@ Result<void> KernelHandle::launch(const LaunchConfig& config, std::span<void* co
 Result<void> KernelHandle::checked(Result<void> launched) const {
     // Code that cannot reach this context any more: the next lookup of its key builds it again.
     if (!launched && launched.error().code() == Errc::kArtifactGone) {
-        module_.entry_->mark_broken();
+        module_.entry_->mark_broken(Errc::kArtifactGone);
     }
     return launched;
 }

@@ -74,6 +74,14 @@ Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn mak
     auto module = core_->module_slow(key, make_source, *arch);
     if (!module) return std::move(module).error();
     auto kernel = module->kernel(kernel_name);
+    if (!kernel && kernel.error().code() == Errc::kArtifactGone) {
+        // Code loaded without its bytes, which left the tiers before this context needed them:
+        // dropped, and built again now, once.
+        core_->discard(*module);
+        module = core_->module_slow(key, make_source, *arch);
+        if (!module) return std::move(module).error();
+        kernel = module->kernel(kernel_name);
+    }
     if (!kernel && kernel.error().code() == Errc::kCompileFailed) core_->discard(*module);
     return kernel;
 }

@@ -12,13 +12,28 @@ struct CurrentContext {
     unsigned long long id = 0;
 };
 
+Error no_context() {
+    return Error(Errc::kNoContext,
+                 "no current CUDA context on this thread: make one current before asking for or "
+                 "launching a kernel");
+}
+
+// Why the current context cannot be identified: a destroyed one (a primary context released to
+// no references stays current) is kNoContext, anything else the driver's error.
+Error unidentified(const CudaApi& api, CUresult rc) {
+    return api.error(rc == CUDA_ERROR_CONTEXT_IS_DESTROYED ? Errc::kNoContext
+                                                           : Errc::kDriverError,
+                     "identifying the current context (cuCtxGetId)", rc);
+}
+
 Result<CurrentContext> current_context(const CudaApi& api) {
     CurrentContext current;
     CUresult rc = api.cuCtxGetCurrent(&current.context);
     if (rc != CUDA_SUCCESS) return api.error(Errc::kDriverError, "cuCtxGetCurrent", rc);
-    if (current.context != nullptr &&
+    // A driver before 12.0 has no IDs: its contexts are taken as they come (no homes then).
+    if (current.context != nullptr && api.cuCtxGetId != nullptr &&
         (rc = api.cuCtxGetId(current.context, &current.id)) != CUDA_SUCCESS) {
-        return api.error(Errc::kDriverError, "cuCtxGetId", rc);
+        return unidentified(api, rc);
     }
     return current;
 }
@@ -39,13 +54,13 @@ Result<std::unique_ptr<CudaCode>> CudaCode::load_binary(const CudaApi& api, Imag
         code->copy_.assign(image.bytes);
         code->image_ = code->copy_;
     }
+    // Without a context that can be identified (none current, a driver before 12.0, or a
+    // destroyed one) there is no home to load into: every context goes through the library.
     CurrentContext current;
     if (api.cuCtxGetId != nullptr) {
-        auto found = current_context(api);
-        if (!found) return std::move(found).error();
-        current = *found;
+        if (auto found = current_context(api)) current = *found;
     }
-    if (current.context == nullptr) {  // no home to load into: every context through the library
+    if (current.context == nullptr || current.id == 0) {
         auto library = code->library();
         if (!library) return std::move(library).error();
         return code;
@@ -75,6 +90,9 @@ Result<std::unique_ptr<CudaCode>> CudaCode::load_ptx(const CudaApi& api, const s
     code->image_ = code->copy_;
     auto library = code->library();
     if (!library) return std::move(library).error();
+    // The driver keeps its own copy of PTX (the option to preserve it is for binaries only).
+    code->copy_ = std::string();
+    code->image_ = {};
     return code;
 }
 
@@ -94,10 +112,15 @@ CudaCode::~CudaCode() {
 }
 
 Result<bool> CudaCode::at_home() const {
-    if (module_ == nullptr) return false;
-    auto current = current_context(api_);
-    if (!current) return std::move(current).error();
-    return current->context == home_ && current->id == home_id_;
+    CUcontext current = nullptr;
+    CUresult rc = api_.cuCtxGetCurrent(&current);
+    if (rc != CUDA_SUCCESS) return api_.error(Errc::kDriverError, "cuCtxGetCurrent", rc);
+    if (current == nullptr) return no_context();
+    if (module_ == nullptr || current != home_) return false;
+    // The address alone could be a new context's at a destroyed one's place.
+    unsigned long long id = 0;
+    if ((rc = api_.cuCtxGetId(current, &id)) != CUDA_SUCCESS) return unidentified(api_, rc);
+    return id == home_id_;
 }
 
 Result<CUlibrary> CudaCode::library() {
@@ -108,12 +131,14 @@ Result<CUlibrary> CudaCode::library() {
     if (CUlibrary library = library_.load(std::memory_order_acquire); library != nullptr) {
         return library;
     }
+    if (gone_) return *gone_;
     if (image_.empty() && again_) {  // let go at the load: read back
         auto image = again_();
         if (!image) {
-            return Error(Errc::kArtifactGone,
-                         "loading the code into another context needs its bytes again: " +
-                             image.error().message());
+            gone_ = Error(Errc::kArtifactGone,
+                          "loading the code into another context needs its bytes again: " +
+                              image.error().message());
+            return *gone_;
         }
         owner_ = std::move(image->owner);
         image_ = image->bytes;
@@ -161,10 +186,10 @@ Result<CUlibrary> CudaCode::library() {
 Result<CudaKernel*> CudaCode::kernel(const std::string& name) {
     auto home = at_home();
     if (!home) return std::move(home).error();
-    CUfunction home_function = nullptr;
+    CUfunction function = nullptr;
     CUkernel from_library = nullptr;
     if (*home) {
-        CUresult rc = api_.cuModuleGetFunction(&home_function, module_, name.c_str());
+        CUresult rc = api_.cuModuleGetFunction(&function, module_, name.c_str());
         if (rc == CUDA_ERROR_NOT_FOUND) {
             return Error(Errc::kKernelNotFound, "no kernel named '" + name + "' in the module");
         }
@@ -172,6 +197,8 @@ Result<CudaKernel*> CudaCode::kernel(const std::string& name) {
             return api_.error(Errc::kCompileFailed, "cuModuleGetFunction(" + name + ")", rc);
         }
     } else {
+        // A destroyed context must not cost a read-back and a library, nor pass for a failed JIT.
+        if (auto current = current_context(api_); !current) return std::move(current).error();
         auto library = this->library();
         if (!library) return std::move(library).error();
         CUresult rc = api_.cuLibraryGetKernel(&from_library, *library, name.c_str());
@@ -184,8 +211,8 @@ Result<CudaKernel*> CudaCode::kernel(const std::string& name) {
         }
         // Loads the kernel into the current context now, so that a lazy JIT failure is
         // reported here with its log instead of at the first launch.
-        CUfunction function = nullptr;
-        rc = api_.cuKernelGetFunction(&function, from_library);
+        CUfunction loaded = nullptr;
+        rc = api_.cuKernelGetFunction(&loaded, from_library);
         if (rc != CUDA_SUCCESS) {
             return with_logs(api_.error(Errc::kCompileFailed,
                                         "loading kernel '" + name + "' into the current context",
@@ -196,7 +223,7 @@ Result<CudaKernel*> CudaCode::kernel(const std::string& name) {
     CudaKernel& kernel = kernels_.emplace_back();
     kernel.code = this;
     kernel.name = name;
-    kernel.home_function = home_function;
+    kernel.home_function.store(function, std::memory_order_release);
     kernel.kernel.store(from_library, std::memory_order_release);
     return &kernel;
 }
@@ -205,6 +232,8 @@ Result<CUkernel> CudaCode::library_kernel(CudaKernel& kernel) {
     if (CUkernel found = kernel.kernel.load(std::memory_order_acquire); found != nullptr) {
         return found;
     }
+    // First use away from home: the context at hand must be a live one (see kernel()).
+    if (auto current = current_context(api_); !current) return std::move(current).error();
     auto library = this->library();
     if (!library) return std::move(library).error();
     CUkernel found = nullptr;
@@ -218,45 +247,62 @@ Result<CUkernel> CudaCode::library_kernel(CudaKernel& kernel) {
     return found;
 }
 
-Result<CUfunction> CudaCode::launchable(CudaKernel& kernel) {
-    if (kernel.home_function != nullptr) {
-        // Two driver calls (about 20 ns on the H200 host, against 3 us for a launch): the address
-        // alone could be a new context's at a destroyed one's place.
-        CUcontext current = nullptr;
-        CUresult rc = api_.cuCtxGetCurrent(&current);
-        if (rc != CUDA_SUCCESS) return api_.error(Errc::kDriverError, "cuCtxGetCurrent", rc);
-        if (current == nullptr) {
-            return Error(Errc::kNoContext,
-                         "no current CUDA context on this thread: make one current before a "
-                         "launch");
-        }
-        unsigned long long id = 0;
-        if (current == home_ && api_.cuCtxGetId(current, &id) == CUDA_SUCCESS && id == home_id_) {
-            return kernel.home_function;
-        }
+Result<CUfunction> CudaCode::home_function(CudaKernel& kernel) {
+    if (CUfunction found = kernel.home_function.load(std::memory_order_acquire); found != nullptr) {
+        return found;
     }
+    // First asked for in another context: the module's own copy here, never a second one from the
+    // library, whose __device__ variables would be apart from the module's. Two threads may both
+    // ask; the driver hands both the same CUfunction.
+    CUfunction found = nullptr;
+    CUresult rc = api_.cuModuleGetFunction(&found, module_, kernel.name.c_str());
+    if (rc != CUDA_SUCCESS) {
+        return api_.error(Errc::kDriverError, "cuModuleGetFunction(" + kernel.name + ")", rc);
+    }
+    kernel.home_function.store(found, std::memory_order_release);
+    return found;
+}
+
+Result<CUfunction> CudaCode::launchable(CudaKernel& kernel) {
+    // Two or three driver calls, about 20 ns on the H200 host against 3 us for a launch.
+    auto home = at_home();
+    if (!home) return std::move(home).error();
+    if (*home) return home_function(kernel);
     auto found = library_kernel(kernel);
     if (!found) return std::move(found).error();
     // A CUkernel is accepted wherever a CUfunction is, and launches in the current context.
     return reinterpret_cast<CUfunction>(*found);
 }
 
-Result<std::vector<KernelParam>> CudaCode::params(const CudaKernel& kernel) const {
-    const bool by_function = kernel.home_function != nullptr;
+Result<std::vector<KernelParam>> CudaCode::params(CudaKernel& kernel) {
+    // Through the current context's handle: the home function may be gone with its context.
+    auto home = at_home();
+    if (!home) return std::move(home).error();
+    const bool by_function = *home;
     if (by_function ? api_.cuFuncGetParamInfo == nullptr : api_.cuKernelGetParamInfo == nullptr) {
         return Error(Errc::kUnsupported, "asking a kernel's parameters needs a CUDA 12.4+ driver");
     }
-    CUkernel from_library = kernel.kernel.load(std::memory_order_acquire);
+    CUfunction function = nullptr;
+    CUkernel from_library = nullptr;
+    if (by_function) {
+        auto found = home_function(kernel);
+        if (!found) return std::move(found).error();
+        function = *found;
+    } else {
+        auto found = library_kernel(kernel);
+        if (!found) return std::move(found).error();
+        from_library = *found;
+    }
     std::vector<KernelParam> params;
     for (std::size_t index = 0;; ++index) {
         KernelParam param;
-        CUresult rc =
-            by_function
-                ? api_.cuFuncGetParamInfo(kernel.home_function, index, &param.offset, &param.size)
-                : api_.cuKernelGetParamInfo(from_library, index, &param.offset, &param.size);
+        CUresult rc = by_function
+                          ? api_.cuFuncGetParamInfo(function, index, &param.offset, &param.size)
+                          : api_.cuKernelGetParamInfo(from_library, index, &param.offset,
+                                                      &param.size);
         if (rc == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
         if (rc != CUDA_SUCCESS) {
-            return api_.error(Errc::kUnsupported,
+            return api_.error(Errc::kDriverError,
                               by_function ? "cuFuncGetParamInfo" : "cuKernelGetParamInfo", rc);
         }
         params.push_back(param);

@@ -15,9 +15,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,9 +35,10 @@ class CudaCode;
 struct CudaKernel {
     CudaCode* code = nullptr;
     std::string name;
-    // Resolved in the home context; null when the kernel was first asked for elsewhere, or the
-    // code has no home.
-    CUfunction home_function = nullptr;
+    // The module's function, for the home context: set when the kernel is resolved there, else at
+    // its first launch there. Every kernel of the code runs from one copy per context, so kernels
+    // that share a __device__ variable see the same one.
+    std::atomic<CUfunction> home_function{nullptr};
     // For every other context: the library's kernel, made on first need.
     std::atomic<CUkernel> kernel{nullptr};
 };
@@ -59,20 +61,25 @@ public:
     // Resolves a kernel in the current context, loading it there now so that a deferred JIT
     // failure surfaces here rather than at a launch.
     Result<CudaKernel*> kernel(const std::string& name);
-    // What cuLaunchKernel takes for `kernel` in the current context: the home function in the
-    // home context, the library's kernel elsewhere. Lock-free once the library exists.
+    // What cuLaunchKernel takes for `kernel` in the current context: the module's function in the
+    // home context, the library's kernel elsewhere. kNoContext without a current context, and
+    // kNoContext or kDriverError when the current one cannot be identified (destroyed). Lock-free
+    // once the library exists.
     Result<CUfunction> launchable(CudaKernel& kernel);
-    // The kernel's parameter layout, through whichever handle it has; kUnsupported where the
-    // driver cannot tell (before 12.4).
-    Result<std::vector<KernelParam>> params(const CudaKernel& kernel) const;
+    // The kernel's parameter layout, asked through the handle of the current context (the home
+    // function at home, the library's kernel elsewhere); kUnsupported where the driver cannot tell
+    // (before 12.4), kDriverError for a failed query.
+    Result<std::vector<KernelParam>> params(CudaKernel& kernel);
 
 private:
     explicit CudaCode(const CudaApi& api) : api_(api) {}
 
-    // Whether the calling thread's current context is this code's home.
+    // Whether the calling thread's current context is this code's home. kNoContext without a
+    // current context; the driver's error when it cannot be identified.
     Result<bool> at_home() const;
     Result<CUlibrary> library();  // made on first need, under mutex_
     Result<CUkernel> library_kernel(CudaKernel& kernel);
+    Result<CUfunction> home_function(CudaKernel& kernel);  // resolved on first need
     Error with_logs(Error base) const;
 
     const CudaApi& api_;
@@ -89,10 +96,14 @@ private:
     std::string copy_;
     std::string_view image_;
     ImageSource again_;
+    // Why `again_` failed, once it has: every later ask fails the same way at once, without
+    // reading the disk again on a launch path.
+    std::optional<Error> gone_;
     bool ptx_ = false;
 
     std::atomic<CUlibrary> library_{nullptr};
-    std::deque<CudaKernel> kernels_;  // stable addresses; under mutex_
+    // Stable addresses, a node each (a deque's first block alone is 0.6 KiB); under mutex_.
+    std::list<CudaKernel> kernels_;
     // The JIT's logs, for PTX: with lazy loading the driver may write them at the first use in a
     // context, so they live as long as the library.
     std::string error_log_;

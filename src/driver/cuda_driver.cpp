@@ -85,7 +85,7 @@ public:
     }
 
     Result<std::vector<KernelParam>> kernel_params(KernelId id) override {
-        const auto* kernel = static_cast<const CudaKernel*>(id);
+        auto* kernel = static_cast<CudaKernel*>(id);
         return kernel->code->params(*kernel);
     }
 

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -21,7 +22,6 @@ struct FakeDriver::FakeLibrary {
         false;  // the JIT "fails" at the first kernel lookup, as lazy loading does
     std::shared_ptr<const void> image_owner;  // an in-place load's bytes, held until unload
     ImageSource again;                        // a binary's way back to its bytes, if given
-    std::string loaded_bytes;                 // what load_binary() was given, to check `again`
 };
 
 namespace {
@@ -183,7 +183,6 @@ Result<LibraryId> FakeDriver::load_binary(Image image, ImageSource again) {
     if (loaded) {
         in_place_loads_.fetch_add(1);
         auto* library = static_cast<FakeLibrary*>(*loaded);
-        library->loaded_bytes.assign(image.bytes);
         // As the real driver in a process of one device: a way back means the bytes can go.
         if (again) {
             library->again = std::move(again);
@@ -194,6 +193,15 @@ Result<LibraryId> FakeDriver::load_binary(Image image, ImageSource again) {
     return loaded;
 }
 
+int FakeDriver::kept_owners() const {
+    std::lock_guard lock(mutex_);
+    std::set<const void*> owners;
+    for (const FakeLibrary* library : live_) {
+        if (library->image_owner != nullptr) owners.insert(library->image_owner.get());
+    }
+    return static_cast<int>(owners.size());
+}
+
 int FakeDriver::kept_images() const {
     std::lock_guard lock(mutex_);
     int kept = 0;
@@ -201,26 +209,21 @@ int FakeDriver::kept_images() const {
     return kept;
 }
 
-std::vector<Result<void>> FakeDriver::load_again() {
+std::vector<Result<std::string>> FakeDriver::load_again() {
     std::vector<ImageSource> sources;
-    std::vector<std::string> expected;
     {
         std::lock_guard lock(mutex_);
         for (const FakeLibrary* library : live_) {
-            if (!library->again) continue;
-            sources.push_back(library->again);
-            expected.push_back(library->loaded_bytes);
+            if (library->again) sources.push_back(library->again);
         }
     }
-    std::vector<Result<void>> results;
-    for (std::size_t i = 0; i < sources.size(); ++i) {
-        auto image = sources[i]();
+    std::vector<Result<std::string>> results;
+    for (const ImageSource& source : sources) {
+        auto image = source();
         if (!image) {
             results.emplace_back(std::move(image).error());
-        } else if (image->bytes != expected[i]) {
-            results.emplace_back(Error(Errc::kArtifactGone, "other bytes came back (fake)"));
         } else {
-            results.emplace_back(ok());
+            results.emplace_back(std::string(image->bytes));
         }
     }
     return results;
@@ -248,6 +251,11 @@ Result<KernelId> FakeDriver::get_kernel(LibraryId id, const std::string& name) {
     if (library->unloaded.load()) {
         use_after_unload_.fetch_add(1);
         return Error(Errc::kDriverError, "library used after unload (fake)");
+    }
+    for (int lose = lose_images_at_lookup_.load(); lose > 0;) {
+        if (lose_images_at_lookup_.compare_exchange_weak(lose, lose - 1)) {
+            return Error(Errc::kArtifactGone, "the code's bytes are gone (fake)");
+        }
     }
     if (library->lazy_jit_error) {
         return Error(Errc::kCompileFailed, "CUDA_ERROR_INVALID_PTX (fake, deferred JIT)",

@@ -56,6 +56,9 @@ public:
     }
     // The next `count` launches fail as one in a context that found the code's bytes gone.
     void lose_images_for_next_launches(int count) { lose_images_.store(count); }
+    // The next `count` kernel lookups (get_kernel) fail the same way, as a first lookup of a
+    // kernel in another context would.
+    void lose_images_for_next_lookups(int count) { lose_images_at_lookup_.store(count); }
     // Makes the fake claim that every device shares `arch` (0: they do not).
     void set_uniform_arch(int arch) { uniform_arch_.store(arch); }
     // Counting current_arch() calls writes a shared counter on the hit path, so it is off
@@ -71,9 +74,10 @@ public:
     int param_queries() const { return param_queries_.load(); }    // kernel_params() calls
     int in_place_loads() const { return in_place_loads_.load(); }  // load_binary() calls
     int kept_images() const;  // live libraries that hold their image's bytes
+    int kept_owners() const;  // distinct owners of those bytes (shared ones count once)
     // Asks every live library loaded with a way back for its bytes again, as a second context
-    // would; an error for each that failed or gave other bytes than were loaded.
-    std::vector<Result<void>> load_again();
+    // would: the bytes each got back, or why it could not.
+    std::vector<Result<std::string>> load_again();
     int launches_of(const std::string& kernel_name) const;
     // Launches or lookups that reached a library after it was unloaded: must stay 0.
     int use_after_unload() const { return use_after_unload_.load(); }
@@ -95,6 +99,7 @@ private:
     std::atomic<int> param_queries_{0};
     std::atomic<int> in_place_loads_{0};
     std::atomic<int> lose_images_{0};
+    std::atomic<int> lose_images_at_lookup_{0};
 
     mutable std::mutex mutex_;           // guards the members below
     std::set<const FakeLibrary*> live_;  // libraries loaded and not yet unloaded

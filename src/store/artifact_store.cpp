@@ -16,17 +16,29 @@ std::optional<Found> ArtifactStore::get(const util::Fingerprint& fingerprint) {
     return Found{std::move(entry), Tier::kDisk};
 }
 
-void ArtifactStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
-                        DiskStore::Cleaning cleaning) {
+std::shared_ptr<const DecodedEntry> ArtifactStore::read_back(
+    const util::Fingerprint& fingerprint) {
+    auto entry = memory_.get(fingerprint);
+    if (!entry && disk_) entry = disk_->get(fingerprint, DiskStore::Reading::kReadBack);
+    if (entry) read_backs_.fetch_add(1, std::memory_order_relaxed);
+    return entry;
+}
+
+std::shared_ptr<const DecodedEntry> ArtifactStore::put(const util::Fingerprint& fingerprint,
+                                                       const StoredEntry& entry,
+                                                       DiskStore::Cleaning cleaning) {
     // A compile's entry, once through the entry format: what a disk hit would have kept.
-    memory_.put(fingerprint, DecodedEntry::of(entry));
+    auto decoded = DecodedEntry::of(entry);
+    memory_.put(fingerprint, decoded);
     // Ignored on purpose: DiskStore counts and logs the failure, and memory still has the entry.
     if (disk_) (void)disk_->put(fingerprint, entry, cleaning);
+    return decoded;
 }
 
 ArtifactStats ArtifactStore::stats() const {
     ArtifactStats s;
     s.memory_hits = memory_hits_.load(std::memory_order_relaxed);
+    s.read_backs = read_backs_.load(std::memory_order_relaxed);
     s.memory_entries = memory_.size();
     s.memory_bytes = memory_.bytes();
     s.disk_enabled = disk_ != nullptr;

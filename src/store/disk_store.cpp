@@ -83,7 +83,9 @@ std::optional<util::FileLock> DiskStore::lock(const util::Fingerprint& fingerpri
     return util::FileLock::acquire(path + ".lock", patience);
 }
 
-std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fingerprint) {
+std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fingerprint,
+                                                    Reading reading) {
+    const bool lookup = reading == Reading::kLookup;
     const std::string path = path_of(fingerprint);
     // Reading refreshes the recency stamp that eviction goes by, when it is older than the
     // granularity LRU needs: a hot entry is then stamped once in a while, not on every hit.
@@ -93,21 +95,21 @@ std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fing
         util::log_line(util::LogLevel::kInfo, "disk read failed: " + bytes.error().message());
     }
     if (!bytes || !*bytes) {
-        misses_.fetch_add(1, std::memory_order_relaxed);
+        if (lookup) misses_.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
     }
     // Decoded in place: the file's bytes become the entry's, payload included.
     auto entry = DecodedEntry::decode(std::move(**bytes));
     if (!entry) {
         corrupt_.fetch_add(1, std::memory_order_relaxed);
-        misses_.fetch_add(1, std::memory_order_relaxed);
+        if (lookup) misses_.fetch_add(1, std::memory_order_relaxed);
         util::log_line(util::LogLevel::kInfo, path + ": " + entry.error().message() + "; removed");
         if (auto removed = files_.remove(path); !removed) {
             errors_.fetch_add(1, std::memory_order_relaxed);
         }
         return nullptr;
     }
-    hits_.fetch_add(1, std::memory_order_relaxed);
+    if (lookup) hits_.fetch_add(1, std::memory_order_relaxed);
     return std::move(entry).value();
 }
 

@@ -61,9 +61,13 @@ public:
     // refused, with the reason, unless allowed: anyone who can write there could plant a kernel.
     static Result<std::unique_ptr<DiskStore>> open(const DiskOptions& options);
 
+    // Why an entry is read: a lookup counts as a hit or miss; a read-back (the bytes of code
+    // already loaded, for another context) counts neither, only errors and corrupt entries.
+    enum class Reading { kLookup, kReadBack };
     // Null on a miss. A hit refreshes the entry's mtime, its recency stamp for eviction, when
     // older than kStampGranularity.
-    std::shared_ptr<const DecodedEntry> get(const util::Fingerprint& fingerprint);
+    std::shared_ptr<const DecodedEntry> get(const util::Fingerprint& fingerprint,
+                                            Reading reading = Reading::kLookup);
     // After a successful write, cleans the directory when due: at this store's first write,
     // then whenever it has written a tenth of a budget since its last scan, or enough to take
     // the directory that scan found over a budget. A failed cleanup is counted and logged; it

@@ -72,13 +72,40 @@ TEST_F(TiersTest, ANewCacheOnTheSameDirectoryCompilesNothing) {
 
 TEST_F(TiersTest, ADiskHitIsLoadedInPlaceFromTheStoredEntry) {
     { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
-    const int copies_before = fake_->loads() - fake_->in_place_loads();
+    const int loads_before = fake_->loads();
+    const int in_place_before = fake_->in_place_loads();
     KernelCache cache(options());
     auto kernel = cache.kernel("gelu:16", gelu, "gelu");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
     EXPECT_EQ(cache.stats().disk_hits, 1u);
-    EXPECT_EQ(fake_->in_place_loads(), 1) << "the tier's bytes, not a copy, went to the driver";
-    EXPECT_EQ(fake_->loads() - fake_->in_place_loads(), copies_before);
+    EXPECT_EQ(fake_->loads(), loads_before + 1);
+    EXPECT_EQ(fake_->in_place_loads(), in_place_before + 1)
+        << "the tier's bytes, not a copy, went to the driver";
+}
+
+// What this process compiles loads from the entry the memory tier holds: one copy of the cubin,
+// shared by the tier and the loaded code (and by a later hit under another key).
+TEST_F(TiersTest, AHostCompileIsLoadedInPlaceFromTheMemoryTiersEntry) {
+    KernelCache cache(options());
+    ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    EXPECT_EQ(cache.stats().compiles, 1u);
+    EXPECT_EQ(fake_->loads(), 1);
+    EXPECT_EQ(fake_->in_place_loads(), 1) << "the compiled cubin was handed over as a copy";
+    ASSERT_TRUE(cache.kernel("gelu:4096", gelu, "gelu").ok());
+    EXPECT_EQ(cache.stats().memory_hits, 1u);
+    EXPECT_EQ(fake_->kept_images(), 2);
+    EXPECT_EQ(fake_->kept_owners(), 1) << "the compile and the hit hold different copies";
+}
+
+TEST_F(TiersTest, AHostCompileNoTierKeepsIsLoadedInPlaceToo) {
+    CacheOptions o = options();
+    o.disk_directory.clear();
+    o.memory_bytes = 0;
+    KernelCache cache(o);
+    ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    EXPECT_EQ(cache.stats().compiles, 1u);
+    EXPECT_EQ(fake_->in_place_loads(), 1);
+    EXPECT_EQ(fake_->kept_images(), 1);
 }
 
 // The driver may let a disk hit's bytes go once loaded (the fake does, as the real driver does in
@@ -89,10 +116,18 @@ TEST_F(TiersTest, ADiskHitsBytesGoAndComeBackForAnotherContext) {
     auto kernel = cache.kernel("gelu:16", gelu, "gelu");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
     EXPECT_EQ(fake_->kept_images(), 0) << "the disk hit's bytes were kept";
+    const auto files = test::entry_files(dir_);
+    ASSERT_EQ(files.size(), 1u);
+    auto stored = store::decode(test::read_file(files[0].string()));
+    ASSERT_TRUE(stored.ok()) << stored.error().describe();
     auto again = fake_->load_again();
     ASSERT_EQ(again.size(), 1u);
-    EXPECT_TRUE(again[0].ok()) << again[0].error().describe();
-    EXPECT_EQ(cache.stats().disk_hits, 2u);  // the read back
+    ASSERT_TRUE(again[0].ok()) << again[0].error().describe();
+    EXPECT_EQ(*again[0], stored->payload);
+    const CacheStats stats = cache.stats();
+    EXPECT_EQ(stats.read_backs, 1u);
+    EXPECT_EQ(stats.disk_hits, 1u) << "a read-back is no lookup";
+    EXPECT_EQ(stats.disk_misses, 0u);
 }
 
 TEST_F(TiersTest, BytesThatLeftTheDiskAreArtifactGoneForAnotherContext) {
@@ -109,9 +144,9 @@ TEST_F(TiersTest, BytesThatLeftTheDiskAreArtifactGoneForAnotherContext) {
         << again[0].error().message();
 }
 
-// An entry rewritten meanwhile (another compile of the same fingerprint) is not taken for the
-// bytes loaded first.
-TEST_F(TiersTest, BytesChangedOnDiskAreArtifactGoneForAnotherContext) {
+// An entry written again meanwhile under the same fingerprint (by a process that asked for the
+// same source under another key, which the entry records too) is the same kernels: it serves.
+TEST_F(TiersTest, AnEntryWrittenAgainUnderAnotherKeyStillServesAReadBack) {
     { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
     KernelCache cache(options());
     auto kernel = cache.kernel("gelu:16", gelu, "gelu");
@@ -120,13 +155,31 @@ TEST_F(TiersTest, BytesChangedOnDiskAreArtifactGoneForAnotherContext) {
     ASSERT_EQ(files.size(), 1u);
     auto entry = store::decode(test::read_file(files[0].string()));
     ASSERT_TRUE(entry.ok()) << entry.error().describe();
-    entry->payload += '\0';  // still a valid entry, of other bytes
+    entry->key.caller_key = "gelu:other";
     test::write_file(files[0].string(), store::encode(*entry));
+    auto again = fake_->load_again();
+    ASSERT_EQ(again.size(), 1u);
+    ASSERT_TRUE(again[0].ok()) << again[0].error().describe();
+    EXPECT_EQ(*again[0], entry->payload);
+}
+
+// A corrupt entry is never read back: it is removed and counted, and the code is gone.
+TEST_F(TiersTest, ACorruptEntryIsArtifactGoneForAnotherContext) {
+    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
+    KernelCache cache(options());
+    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    const auto files = test::entry_files(dir_);
+    ASSERT_EQ(files.size(), 1u);
+    std::string bytes = test::read_file(files[0].string());
+    bytes[bytes.size() / 2] ^= 0x20;
+    test::write_file(files[0].string(), bytes);
     auto again = fake_->load_again();
     ASSERT_EQ(again.size(), 1u);
     ASSERT_FALSE(again[0].ok());
     EXPECT_EQ(again[0].error().code(), Errc::kArtifactGone);
-    EXPECT_NE(again[0].error().message().find("changed"), std::string::npos);
+    EXPECT_EQ(cache.stats().disk_corrupt, 1u);
+    EXPECT_EQ(cache.stats().read_backs, 0u);
 }
 
 // Loaded code outlives its cache through handles; it does not keep the tiers alive for this.
@@ -162,13 +215,42 @@ TEST_F(TiersTest, ALaunchThatFindsTheCodeGoneMakesTheNextLookupBuildAgain) {
     EXPECT_EQ(cache.stats().compiles, 1u);  // from the memory tier, not compiled again
 }
 
+// A lookup whose first resolve of a kernel finds the code's bytes gone (another context) drops
+// the module and builds it again there and then: the caller gets a kernel, not kArtifactGone.
+TEST_F(TiersTest, ALookupThatFindsTheCodeGoneBuildsAgainAtOnce) {
+    KernelCache cache(options());
+    ASSERT_TRUE(cache.module("gelu:16", gelu).ok());  // loaded, no kernel resolved yet
+    const int loads = fake_->loads();
+    fake_->lose_images_for_next_lookups(1);
+    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(fake_->loads(), loads + 1);
+    EXPECT_TRUE(kernel->launch(LaunchConfig{}, {}).ok());
+    const CacheStats stats = cache.stats();
+    EXPECT_EQ(stats.compiles, 1u);
+    EXPECT_EQ(stats.compile_failures, 0u) << "code gone is no compile failure";
+}
+
+// KernelCache::launch looks up again once when the launch finds the code gone.
+TEST_F(TiersTest, ALaunchByKeyThatFindsTheCodeGoneBuildsAgainAndLaunches) {
+    KernelCache cache(options());
+    ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    const int loads = fake_->loads();
+    fake_->lose_images_for_next_launches(1);
+    auto launched = cache.launch("gelu:16", gelu, "gelu", LaunchConfig{}, {});
+    ASSERT_TRUE(launched.ok()) << launched.error().describe();
+    EXPECT_EQ(fake_->loads(), loads + 1);
+    EXPECT_EQ(fake_->launches_of("gelu"), 1);
+    EXPECT_EQ(cache.stats().compile_failures, 0u);
+}
+
 // A memory hit's bytes are the tier's own: the driver holds them, and needs no way back.
 TEST_F(TiersTest, AMemoryHitIsLoadedFromTheTiersOwnBytes) {
     KernelCache cache(options());
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
     ASSERT_TRUE(cache.kernel("gelu:4096", gelu, "gelu").ok());
     EXPECT_EQ(cache.stats().memory_hits, 1u);
-    EXPECT_EQ(fake_->kept_images(), 1);
+    EXPECT_EQ(fake_->kept_images(), 2);  // the compile's and the hit's: the tier's entry
     EXPECT_TRUE(fake_->load_again().empty());
 }
 
