@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cache/thread_counters.hpp"
+#include "compile/ptx_params.hpp"
 #include "util/epoch.hpp"
 #include "util/fingerprint.hpp"
 #include "util/log.hpp"
@@ -265,8 +266,12 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
     }
     auto library = built->library;
 
+    // A PTX source declares its kernels' parameters: no driver query at their first launch.
+    compile::PtxParamSizes param_sizes;
+    if (source.kind == SourceKind::kPtx) param_sizes = compile::ptx_param_sizes(source.bytes);
     auto* entry = new Entry(std::string(key), arch, hash, util::source_fingerprint(source, arch),
-                            library, driver_, library_counters_, std::move(built->names));
+                            library, driver_, library_counters_, std::move(built->names),
+                            std::move(param_sizes));
     // Our reference is taken before the entry is published, so eviction cannot unload it under
     // the caller.
     const std::uint32_t stripe = util::my_stripe();

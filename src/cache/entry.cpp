@@ -8,13 +8,14 @@ namespace kcache::cache {
 Entry::Entry(std::string key_in, int arch_in, std::uint64_t hash_in,
              util::Fingerprint fingerprint_in, driver::LibraryId library,
              std::shared_ptr<driver::Driver> driver, std::shared_ptr<LibraryCounters> counters,
-             LoweredNames names)
+             LoweredNames names, compile::PtxParamSizes param_sizes)
     : key(std::move(key_in)),
       arch(arch_in),
       hash(hash_in),
       fingerprint(fingerprint_in),
       library_(library),
       names_(std::move(names)),
+      param_sizes_(std::move(param_sizes)),
       driver_(std::move(driver)),
       counters_(std::move(counters)) {
     counters_->loaded.fetch_add(1, std::memory_order_release);
@@ -86,6 +87,11 @@ const ResolvedKernel* Entry::find_kernel(std::string_view name) const noexcept {
     return nullptr;
 }
 
+void ResolvedKernel::set_param_sizes(std::vector<std::size_t> sizes) {
+    param_sizes_ = std::move(sizes);
+    params_state_.store(1, std::memory_order_release);
+}
+
 Result<const std::vector<std::size_t>*> ResolvedKernel::param_sizes() const {
     switch (params_state_.load(std::memory_order_acquire)) {
         case 1:
@@ -139,6 +145,9 @@ Result<const ResolvedKernel*> Entry::resolve(std::string_view name) {
         return Error(error.code(), message, error.log());
     }
     kernel->id = *id;
+    for (const auto& [declared, sizes] : param_sizes_) {
+        if (declared == driver_name) kernel->set_param_sizes(sizes);
+    }
     kernel->next = kernels_.load(std::memory_order_relaxed);
     const ResolvedKernel* published = kernel.release();
     kernels_.store(published, std::memory_order_release);

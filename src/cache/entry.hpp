@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cache/lowered_names.hpp"
+#include "compile/ptx_params.hpp"
 #include "driver/driver.hpp"
 #include "util/fingerprint.hpp"
 #include "util/striped_counter.hpp"
@@ -29,12 +30,14 @@ struct ResolvedKernel {
     driver::Driver* driver = nullptr;      // the entry's, kept alive by it
     const ResolvedKernel* next = nullptr;  // immutable once published
 
-    // The parameter sizes, asked of the driver at the first call rather than when the kernel is
-    // resolved: a warm start resolves kernels that may never be launched with checked arguments,
-    // and the query (one driver call per parameter) cost 1-4 us a kernel on the H200 host, where
-    // a whole load costs about 45. Null when the driver cannot tell (kUnsupported); a failed
-    // query is returned and asked again next time.
+    // The parameter sizes: read from the PTX source when it declares them plainly (set before
+    // the kernel is published), else asked of the driver at the first call rather than when the
+    // kernel is resolved: a warm start resolves kernels that may never be launched with checked
+    // arguments, and the query (one driver call per parameter) cost 1-5 us a kernel on the H200
+    // host, where a whole load costs about 45. Null when the driver cannot tell (kUnsupported); a
+    // failed query is returned and asked again next time.
     Result<const std::vector<std::size_t>*> param_sizes() const;
+    void set_param_sizes(std::vector<std::size_t> sizes);  // before publication only
 
 private:
     // 0: not asked yet; 1: known (param_sizes_ set); 2: the driver cannot tell. Release/acquire:
@@ -48,7 +51,8 @@ class Entry {
 public:
     Entry(std::string key, int arch, std::uint64_t hash, util::Fingerprint fingerprint,
           driver::LibraryId library, std::shared_ptr<driver::Driver> driver,
-          std::shared_ptr<LibraryCounters> counters, LoweredNames names = {});
+          std::shared_ptr<LibraryCounters> counters, LoweredNames names = {},
+          compile::PtxParamSizes param_sizes = {});
     ~Entry();
     Entry(const Entry&) = delete;
     Entry& operator=(const Entry&) = delete;
@@ -113,6 +117,8 @@ private:
 
     const driver::LibraryId library_;
     const LoweredNames names_;  // for CUDA C++ templates; immutable
+    // What a PTX source declares, for kernels resolved later; immutable.
+    const compile::PtxParamSizes param_sizes_;
     const std::shared_ptr<driver::Driver> driver_;
     const std::shared_ptr<LibraryCounters> counters_;
 

@@ -42,6 +42,18 @@ protected:
         return cache.kernel(
             "residual_add:f32", [] { return test::residual_add_source(); }, "residual_add");
     }
+    // The same kernel as a (fake) binary: its parameters are not read from a PTX source, so the
+    // cache asks the driver for them.
+    Result<KernelHandle> residual_add_binary() {
+        return cache.kernel(
+            "residual_add:binary",
+            [] {
+                return Source::cubin(std::string("\x7f"
+                                                 "ELF") +
+                                     examples::residual_add_ptx());
+            },
+            "residual_add");
+    }
     Result<KernelHandle> scale() {
         return cache.kernel(
             "scale:f32", [] { return test::scale_source(); }, "scale_kernel");
@@ -58,7 +70,7 @@ TEST_F(LaunchCheckTest, ParamCountComesFromTheDriver) {
 }
 
 TEST_F(LaunchCheckTest, ParametersAreAskedAtTheFirstCheckNotAtLoad) {
-    auto handle = residual_add();
+    auto handle = residual_add_binary();
     ASSERT_TRUE(handle.ok());
     EXPECT_EQ(fake->param_queries(), 0) << "a warm start should not pay for the query";
     std::uint64_t out = 0, a = 0, b = 0;
@@ -69,8 +81,22 @@ TEST_F(LaunchCheckTest, ParametersAreAskedAtTheFirstCheckNotAtLoad) {
     EXPECT_EQ(fake->param_queries(), 1) << "asked once, then known";
 }
 
-TEST_F(LaunchCheckTest, ThreadsCheckingFirstTogetherAskOnce) {
+// A PTX source declares its kernels' parameters: the checks need no driver query at all.
+TEST_F(LaunchCheckTest, PtxParametersComeFromTheSourceWithoutAQuery) {
     auto handle = residual_add();
+    ASSERT_TRUE(handle.ok());
+    std::uint64_t out = 0, a = 0, b = 0;
+    std::uint32_t n = 0;
+    ASSERT_TRUE(handle->launch_with(LaunchConfig{}, out, a, b, n).ok());
+    EXPECT_FALSE(handle->launch_with(LaunchConfig{}, out, a, b).ok()) << "n is missing";
+    const double wrong = 0;
+    EXPECT_FALSE(handle->launch_with(LaunchConfig{}, out, a, b, wrong).ok()) << "n is a .u32";
+    EXPECT_EQ(handle->param_count(), 4);
+    EXPECT_EQ(fake->param_queries(), 0);
+}
+
+TEST_F(LaunchCheckTest, ThreadsCheckingFirstTogetherAskOnce) {
+    auto handle = residual_add_binary();
     ASSERT_TRUE(handle.ok());
     fake->set_params_delay(std::chrono::milliseconds(20));  // a slow query: the others arrive
     std::vector<std::thread> threads;
@@ -175,14 +201,14 @@ TEST_F(LaunchCheckTest, TypedLaunchWithWrongCountIsMismatch) {
 
 TEST_F(LaunchCheckTest, UnknownParamsGiveParamCountMinusOne) {
     fake->set_params_supported(false);
-    auto handle = residual_add();
+    auto handle = residual_add_binary();
     ASSERT_TRUE(handle.ok()) << handle.error().describe();
     EXPECT_EQ(handle->param_count(), -1);
 }
 
 TEST_F(LaunchCheckTest, UnknownParamsPassAnyCountThrough) {
     fake->set_params_supported(false);
-    auto handle = residual_add();
+    auto handle = residual_add_binary();
     ASSERT_TRUE(handle.ok());
     std::uint64_t out = 0;
     std::array<void*, 1> one = {&out};

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
+#include <span>
 
 #include "driver/compiler_api.hpp"
 #include "driver/fake_driver.hpp"
@@ -39,6 +41,12 @@ protected:
     }
 
     static Source gelu() { return Source::ptx(examples::gelu_ptx()); }
+    // gelu(out, in, n), for a launch the fake driver takes; the values do not matter to it.
+    std::span<void* const> gelu_args() { return gelu_args_; }
+
+    std::uint64_t out_ = 0, in_ = 0;
+    std::uint32_t n_ = 0;
+    std::array<void*, 3> gelu_args_ = {&out_, &in_, &n_};
 
     std::shared_ptr<driver::FakeDriver> fake_ = std::make_shared<driver::FakeDriver>();
     test::TempDir temp_;
@@ -205,13 +213,13 @@ TEST_F(TiersTest, ALaunchThatFindsTheCodeGoneMakesTheNextLookupBuildAgain) {
     const int loads = fake_->loads();
     LaunchConfig config;
     fake_->lose_images_for_next_launches(1);
-    auto launched = kernel->launch(config, {});
+    auto launched = kernel->launch(config, gelu_args());
     ASSERT_FALSE(launched.ok());
     EXPECT_EQ(launched.error().code(), Errc::kArtifactGone);
     auto rebuilt = cache.kernel("gelu:16", gelu, "gelu");
     ASSERT_TRUE(rebuilt.ok()) << rebuilt.error().describe();
     EXPECT_EQ(fake_->loads(), loads + 1) << "the broken module was handed out again";
-    EXPECT_TRUE(rebuilt->launch(config, {}).ok());
+    EXPECT_TRUE(rebuilt->launch(config, gelu_args()).ok());
     EXPECT_EQ(cache.stats().compiles, 1u);  // from the memory tier, not compiled again
 }
 
@@ -225,7 +233,7 @@ TEST_F(TiersTest, ALookupThatFindsTheCodeGoneBuildsAgainAtOnce) {
     auto kernel = cache.kernel("gelu:16", gelu, "gelu");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
     EXPECT_EQ(fake_->loads(), loads + 1);
-    EXPECT_TRUE(kernel->launch(LaunchConfig{}, {}).ok());
+    EXPECT_TRUE(kernel->launch(LaunchConfig{}, gelu_args()).ok());
     const CacheStats stats = cache.stats();
     EXPECT_EQ(stats.compiles, 1u);
     EXPECT_EQ(stats.compile_failures, 0u) << "code gone is no compile failure";
@@ -237,7 +245,7 @@ TEST_F(TiersTest, ALaunchByKeyThatFindsTheCodeGoneBuildsAgainAndLaunches) {
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
     const int loads = fake_->loads();
     fake_->lose_images_for_next_launches(1);
-    auto launched = cache.launch("gelu:16", gelu, "gelu", LaunchConfig{}, {});
+    auto launched = cache.launch("gelu:16", gelu, "gelu", LaunchConfig{}, gelu_args());
     ASSERT_TRUE(launched.ok()) << launched.error().describe();
     EXPECT_EQ(fake_->loads(), loads + 1);
     EXPECT_EQ(fake_->launches_of("gelu"), 1);

@@ -10,6 +10,7 @@
 
 #include "../cpu/test_support.hpp"
 #include "compile/compiler.hpp"
+#include "compile/ptx_params.hpp"
 #include "driver/compiler_api.hpp"
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
@@ -121,6 +122,47 @@ TEST_F(GpuTest, DriverReportsParameterLayout) {
     auto kernel = cache.kernel("residual_add", residual_add_source, "residual_add");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
     EXPECT_EQ(kernel->param_count(), 4);
+}
+
+// The parameter sizes kcache reads from a PTX source (instead of asking the driver) are the ones
+// the driver reports for the loaded kernel.
+TEST_F(GpuTest, ParameterSizesReadFromPtxAreTheDriversOwn) {
+    const std::string mixed =
+        ".version 7.8\n.target sm_70\n.address_size 64\n"
+        ".visible .entry mixed(\n"
+        "\t.param .align 8 .b8 mixed_param_0[24],\n"
+        "\t.param .u64 .ptr .global .align 16 mixed_param_1,\n"
+        "\t.param .u8 mixed_param_2,\n"
+        "\t.param .f64 mixed_param_3,\n"
+        "\t.param .u16 mixed_param_4,\n"
+        "\t.param .align 4 .b8 mixed_param_5[12],\n"
+        "\t.param .f32 mixed_param_6\n"
+        ")\n{\n\tret;\n}\n"
+        ".visible .entry none()\n{\n\tret;\n}\n";
+    const std::vector<std::string> sources = {examples::residual_add_ptx(), examples::gelu_ptx(),
+                                              examples::softmax_rows_ptx(1000),
+                                              examples::scale_ptx(), mixed};
+    auto driver = driver::default_driver();
+    std::size_t compared = 0;
+    for (const std::string& ptx : sources) {
+        const compile::PtxParamSizes declared = compile::ptx_param_sizes(ptx);
+        ASSERT_FALSE(declared.empty());
+        auto library = driver->load_library(Source::ptx(ptx));
+        ASSERT_TRUE(library.ok()) << library.error().describe();
+        for (const auto& [name, sizes] : declared) {
+            SCOPED_TRACE(name);
+            auto kernel = driver->get_kernel(*library, name);
+            ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+            auto params = driver->kernel_params(*kernel);
+            ASSERT_TRUE(params.ok()) << params.error().describe();
+            std::vector<std::size_t> reported;
+            for (const auto& param : *params) reported.push_back(param.size);
+            EXPECT_EQ(reported, sizes);
+            ++compared;
+        }
+        driver->unload_library(*library);
+    }
+    EXPECT_EQ(compared, 6u);
 }
 
 TEST_F(GpuTest, TwoContextsOnOneDeviceShareOneEntry) {
