@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -37,6 +38,34 @@ std::string loaded_path(void* handle, const std::string& fallback) {
         return map->l_name;
     }
     return fallback;
+}
+
+// The path of a copy of `library` already in the process, found among the loaded objects by file
+// name: no file system work, where dlopen(RTLD_NOLOAD) of a bare name searches the loader's
+// cache and opens each candidate file (18 system calls a library, paid in every new process).
+std::optional<std::string> loaded_copy(const Library& library) {
+    struct Search {
+        const Library* library;
+        std::optional<std::string> path;
+    } search{&library, std::nullopt};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* data) {
+            auto* wanted = static_cast<Search*>(data);
+            if (info->dlpi_name == nullptr || *info->dlpi_name == '\0') return 0;
+            const std::string_view path(info->dlpi_name);
+            const std::size_t slash = path.rfind('/');
+            const std::string_view file =
+                slash == std::string_view::npos ? path : path.substr(slash + 1);
+            for (const char* name : wanted->library->names) {
+                if (file == name) {
+                    wanted->path = std::string(path);
+                    return 1;  // stop
+                }
+            }
+            return 0;
+        },
+        &search);
+    return search.path;
 }
 
 std::vector<std::string> search_folders() {
@@ -97,13 +126,7 @@ Result<CompilerIdentity> locate(const Library& library) {
                                              path + " cannot be read");
     }
     // Already in the process (say, loaded by PyTorch from its own wheel): use that copy.
-    for (const char* name : library.names) {
-        if (void* handle = dlopen(name, RTLD_NOW | RTLD_NOLOAD); handle != nullptr) {
-            std::string path = loaded_path(handle, name);
-            dlclose(handle);  // drops only the reference RTLD_NOLOAD took
-            return found(std::move(path));
-        }
-    }
+    if (auto path = loaded_copy(library)) return found(std::move(*path));
     for (const auto& folder : search_folders()) {
         for (const char* name : library.names) {
             const std::string path = folder + "/" + name;

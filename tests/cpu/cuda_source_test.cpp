@@ -62,25 +62,6 @@ std::size_t entry_files(const std::string& dir) {
     return count;
 }
 
-// Runs this test binary again on one test, with `extra` added to the environment: for behaviour
-// that depends on what a fresh process has loaded or found once. Its exit status.
-int run_self(const std::string& test, const std::vector<std::string>& extra) {
-    std::vector<std::string> env_text;
-    for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);
-    for (const auto& item : extra) env_text.push_back(item);
-    std::vector<char*> env;
-    for (auto& text : env_text) env.push_back(text.data());
-    env.push_back(nullptr);
-    std::string filter = "--gtest_filter=" + test;
-    std::string self = fs::read_symlink("/proc/self/exe").string();
-    char* argv[] = {self.data(), filter.data(), nullptr};
-    pid_t child = 0;
-    if (posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()) != 0) return -1;
-    int status = 0;
-    if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
-    return WEXITSTATUS(status);
-}
-
 // Six threads asking for the same CUDA C++ source under six keys at once; how many failed.
 int scale_from_six_threads(KernelCache& cache) {
     std::atomic<int> failures{0};
@@ -349,7 +330,7 @@ TEST_F(CudaSourceTest, AnUnusableNvJitLinkLeavesPtxToTheDriversJit) {
     }
     const std::string bogus = temp_.path() + "/libnvJitLink.so.13";
     std::ofstream(bogus) << "not a library";
-    EXPECT_EQ(run_self("CudaSourceTest.AnUnusableNvJitLinkLeavesPtxToTheDriversJit",
+    EXPECT_EQ(test::run_self("CudaSourceTest.AnUnusableNvJitLinkLeavesPtxToTheDriversJit",
                        {"KCACHE_TEST_BAD_NVJITLINK=1", "KCACHE_NVJITLINK_LIBRARY=" + bogus}),
               0);
 }
@@ -524,7 +505,7 @@ TEST_F(CudaSourceTest, AWarmStartLoadsNoCompiler) {
                             "gelu", [] { return Source::ptx(examples::gelu_ptx()); }, "gelu")
                         .ok());
     }
-    EXPECT_EQ(run_self("CudaSourceTest.AWarmStartLoadsNoCompiler",
+    EXPECT_EQ(test::run_self("CudaSourceTest.AWarmStartLoadsNoCompiler",
                        {"KCACHE_TEST_WARM_CHILD_DIR=" + dir_}),
               0)
         << "the warm child process failed; run it by hand to see";

@@ -1,10 +1,12 @@
 // util::elf_build_id: the exact build of a compiler library, read from its file without loading it.
 #include "util/elf_build_id.hpp"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -77,6 +79,27 @@ std::string mapped_file_named(const std::string& name) {
         }
     }
     return {};
+}
+
+// A copy of nvJitLink the process already has (loaded by someone else, from anywhere) is the one
+// identified, found among the loaded objects. A fresh process: the identity is found once.
+TEST(CompilerIdentity, ACopyAlreadyLoadedIsTheOneIdentified) {
+    if (const char* preloaded = std::getenv("KCACHE_TEST_PRELOADED_NVJITLINK")) {
+        void* handle = dlopen(preloaded, RTLD_NOW | RTLD_LOCAL);
+        ASSERT_NE(handle, nullptr) << dlerror();
+        const auto& identity = driver::nvjitlink_identity();
+        ASSERT_TRUE(identity.ok()) << identity.error().describe();
+        EXPECT_EQ(identity->path, preloaded);
+        return;
+    }
+    const auto& identity = driver::nvjitlink_identity();
+    if (!identity.ok()) GTEST_SKIP() << identity.error().describe();
+    test::TempDir dir;
+    const std::string elsewhere = dir.path() + "/libnvJitLink.so.13";
+    std::filesystem::create_symlink(identity->path, elsewhere);
+    EXPECT_EQ(test::run_self("CompilerIdentity.ACopyAlreadyLoadedIsTheOneIdentified",
+                             {"KCACHE_TEST_PRELOADED_NVJITLINK=" + elsewhere}),
+              0);
 }
 
 TEST(CompilerIdentity, TheLibraryLoadedIsTheFileTheIdentityNamed) {

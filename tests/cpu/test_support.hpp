@@ -2,6 +2,10 @@
 // examples/, and launch arguments that match the example kernels' parameter lists.
 #pragma once
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -24,6 +28,26 @@
 #include "util/log.hpp"
 
 namespace kcache::test {
+
+// Runs this test binary again on one test, with `extra` added to the environment: for behaviour
+// that depends on what a fresh process has loaded or found once. Its exit status.
+inline int run_self(const std::string& test, const std::vector<std::string>& extra) {
+    std::vector<std::string> env_text;
+    for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);
+    for (const auto& item : extra) env_text.push_back(item);
+    std::vector<char*> env;
+    for (auto& text : env_text) env.push_back(text.data());
+    env.push_back(nullptr);
+    std::string filter = "--gtest_filter=" + test;
+    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    char* argv[] = {self.data(), filter.data(), nullptr};
+    pid_t child = 0;
+    if (posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()) != 0) return -1;
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+}
+
 
 // A fresh directory under the system's temp folder, removed with everything in it.
 class TempDir {
