@@ -2,6 +2,8 @@
 // three new processes in turn: kcache from its disk tier, the floor (the same cubins, read into
 // memory before the clock starts, then loaded), and the driver's own ComputeCache on the same PTX.
 // Context creation is timed apart and left out; everything else a process does is in.
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -56,14 +58,16 @@ struct ChildRun {
     double open_ms = 0;    // kcache: the cache's opening, within total_ms
     double first_ms = 0;   // kcache and the floors: the first kernel, within total_ms
     double launch_ms = 0;  // then the first launch of each, and a synchronize
+    double faults = 0;     // minor page faults while the 64 kernels loaded (getrusage)
 };
 
 std::optional<ChildRun> child(const std::string& mode, const std::string& directory,
                               const std::vector<std::pair<std::string, std::string>>& env = {}) {
     auto out = run_self({"--ptx-warm-child", mode, directory}, env);
     ChildRun run;
-    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %lf", &run.context_ms, &run.total_ms,
-                            &run.open_ms, &run.first_ms, &run.launch_ms) != 5) {
+    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %lf %lf", &run.context_ms,
+                            &run.total_ms, &run.open_ms, &run.first_ms, &run.launch_ms,
+                            &run.faults) != 6) {
         return std::nullopt;
     }
     return run;
@@ -152,6 +156,14 @@ struct EmptyLaunch {
     void* args[3] = {&out, &in, &rows};
 };
 
+// Minor page faults of this process so far: first touches of fresh memory, which a new process
+// pays for everything it keeps (or cannot reuse).
+double minor_faults() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return static_cast<double>(usage.ru_minflt);
+}
+
 int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
     const auto& api = driver::cuda_api();
     if (!api) return 3;
@@ -162,8 +174,9 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
     const double context_ms = ms_since(context_start);
     const std::vector<std::string> ptx = ptx_kernel_set();  // made before any clock starts
     EmptyLaunch empty;
-    double total_ms = 0, open_ms = 0, first_ms = 0, launch_ms = 0;
+    double total_ms = 0, open_ms = 0, first_ms = 0, launch_ms = 0, faults = 0;
     if (mode == "kcache") {
+        faults = -minor_faults();
         const auto start = std::chrono::steady_clock::now();  // the cache's opening included
         CacheOptions options;
         options.disk_directory = directory + "/kcache";
@@ -183,6 +196,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
             handles.push_back(std::move(*kernel));
         }
         total_ms = ms_since(start);
+        faults += minor_faults();
         if (cache.stats().compiles != 0 || cache.stats().disk_hits != kKernels) return 5;
         const auto launches = std::chrono::steady_clock::now();
         for (const auto& handle : handles) {
@@ -217,6 +231,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         const std::vector<std::string> images =
             mode == "compute" ? ptx : read_cubins(floor_file(directory));
         if (images.size() != kKernels) return 4;
+        faults = -minor_faults();
         const auto loads_start = std::chrono::steady_clock::now();
         std::vector<void*> functions;
         functions.reserve(kKernels);
@@ -226,6 +241,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
             if (functions.back() == nullptr) return 4;
         }
         total_ms = ms_since(read_timed ? start : loads_start);
+        faults += minor_faults();
         const auto launches = std::chrono::steady_clock::now();
         for (void* function : functions) {
             const LaunchConfig& c = empty.config;
@@ -240,7 +256,8 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
     } else {
         return 2;
     }
-    std::printf("%.4f %.4f %.4f %.4f %.4f\n", context_ms, total_ms, open_ms, first_ms, launch_ms);
+    std::printf("%.4f %.4f %.4f %.4f %.4f %.0f\n", context_ms, total_ms, open_ms, first_ms,
+                launch_ms, faults);
     return 0;
 }
 
@@ -317,7 +334,7 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
     constexpr int kModes = static_cast<int>(std::size(modes));
     constexpr int kCompute = 2;
     struct Times {
-        std::vector<double> load, launch, ready;
+        std::vector<double> load, launch, ready, faults;
     };
     Times times[kModes];
     std::vector<double> contexts, opens, firsts, floor_firsts;
@@ -333,6 +350,7 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
             times[m].load.push_back(run->total_ms / kKernels);
             times[m].launch.push_back(run->launch_ms / kKernels);
             times[m].ready.push_back((run->total_ms + run->launch_ms) / kKernels);
+            times[m].faults.push_back(run->faults / kKernels);
             contexts.push_back(run->context_ms);
             if (m == 0) {
                 opens.push_back(run->open_ms);
@@ -349,24 +367,26 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
                   "| %d PTX kernels, warm, new process per run (%d rounds of %d processes, order "
                   "turning; context creation apart: median %.1f ms), ms per kernel | loaded, "
                   "median | min | + first launch, median | ready, median | min | kcache / this, "
-                  "ready (median / min) |\n|---|---:|---:|---:|---:|---:|---:|\n",
+                  "ready (median / min) | page faults a kernel, loading (median) "
+                  "|\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
                   kKernels, rounds, kModes, median(contexts));
     std::string text = line;
     const double kcache_ready = median(times[0].ready), kcache_min = lowest(times[0].ready);
     for (int m = 0; m < kModes; ++m) {
         const Times& t = times[m];
         std::snprintf(
-            line, sizeof line, "| %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.2fx / %.2fx |\n",
+            line, sizeof line, "| %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.2fx / %.2fx | %.1f |\n",
             modes[m].what, median(t.load), lowest(t.load), median(t.launch), median(t.ready),
-            lowest(t.ready), kcache_ready / median(t.ready), kcache_min / lowest(t.ready));
+            lowest(t.ready), kcache_ready / median(t.ready), kcache_min / lowest(t.ready),
+            median(t.faults));
         text += line;
     }
     std::snprintf(
         line, sizeof line,
-        "| (the ComputeCache's fill, a cold JIT in its first process) | %.4f | | | | | |\n"
-        "| kcache's parts: the cache's opening, once (median ms) | %.4f | | | | | |\n"
-        "| kcache's parts: the first kernel, once (median ms) | %.4f | | | | | |\n"
-        "| the floor's first kernel, once (median ms) | %.4f | | | | | |\n",
+        "| (the ComputeCache's fill, a cold JIT in its first process) | %.4f | | | | | | |\n"
+        "| kcache's parts: the cache's opening, once (median ms) | %.4f | | | | | | |\n"
+        "| kcache's parts: the first kernel, once (median ms) | %.4f | | | | | | |\n"
+        "| the floor's first kernel, once (median ms) | %.4f | | | | | | |\n",
         fill->total_ms / kKernels, median(opens), median(firsts), median(floor_firsts));
     return text + line;
 }
