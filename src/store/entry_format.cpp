@@ -5,9 +5,6 @@
 #include <zstd.h>
 
 #include <cstring>
-#include <utility>
-
-#include "util/spare_buffer.hpp"
 
 namespace kcache::store {
 namespace {
@@ -329,10 +326,6 @@ std::shared_ptr<const DecodedEntry> DecodedEntry::of(const StoredEntry& entry) {
     // Fails only for key material with a newline in a value, which no lookup could match.
     auto decoded = decode(encode(entry));
     return decoded ? std::move(*decoded) : nullptr;
-}
-
-DecodedEntry::~DecodedEntry() {
-    util::give_back_buffer(std::move(bytes_));
 }
 
 std::string_view DecodedEntry::checksum() const noexcept {

@@ -84,8 +84,6 @@ public:
 
     // Public for make_shared; only decode() can name a Private.
     explicit DecodedEntry(Private) {}
-    // Its bytes become the thread's spare buffer for the next file read (util/spare_buffer).
-    ~DecodedEntry();
     DecodedEntry(const DecodedEntry&) = delete;
     DecodedEntry& operator=(const DecodedEntry&) = delete;
 

@@ -9,8 +9,6 @@
 #include <cstring>
 #include <random>
 
-#include "util/spare_buffer.hpp"
-
 namespace kcache::util {
 namespace {
 
@@ -51,7 +49,7 @@ public:
         // nothing. A short read (a file cut meanwhile) still loops until that size or EOF. What
         // reports no size (a pipe, /proc) is read to EOF instead.
         const bool sized = S_ISREG(info.st_mode) && info.st_size > 0;
-        std::string out = take_buffer(sized ? static_cast<std::size_t>(info.st_size) : 4096);
+        std::string out(sized ? static_cast<std::size_t>(info.st_size) : std::size_t{4096}, '\0');
         std::size_t done = 0;
         for (;;) {
             if (done == out.size()) {

@@ -6,13 +6,6 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
-#include <memory>
-#include <string>
-#include <thread>
-#include <vector>
-
-#include "util/spare_buffer.hpp"
-
 namespace kcache::store {
 namespace {
 
@@ -126,27 +119,6 @@ TEST(DecodedEntry, RoundTripsEveryFieldInPlace) {
     EXPECT_EQ(got.key().kernel_names(),
               (std::vector<std::string_view>{"softmax_rows", "softmax_rows_tail"}));
     EXPECT_EQ(got.cost(), entry.payload.size() + entry.key.serialize().size());
-}
-
-// A decoded entry's bytes, once it goes, are the next file read's buffer (util/spare_buffer):
-// a new process reading one entry per kernel touches no fresh memory for each.
-TEST(DecodedEntry, ItsBytesBecomeTheThreadsSpareBuffer) {
-    std::thread([] {
-        StoredEntry entry = small_entry();
-        entry.payload.resize(11000, 'c');  // a cubin's size: beyond malloc's per-thread caches
-        const std::string bytes = encode(entry);
-        auto decoded = DecodedEntry::decode(bytes);
-        ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
-        const char* payload = (*decoded)->payload().data();
-        decoded = Error(Errc::kInvalidArgument, "gone");  // the entry's last owner lets go
-        // Meanwhile smaller allocations (the driver's, the cache's) that malloc would carve
-        // from freed memory.
-        std::vector<std::unique_ptr<char[]>> others;
-        for (int i = 0; i < 32; ++i) others.push_back(std::make_unique<char[]>(2000));
-        const std::string next = util::take_buffer(bytes.size());
-        EXPECT_GE(payload, next.data());
-        EXPECT_LT(payload, next.data() + next.size()) << "the entry's bytes were not kept";
-    }).join();
 }
 
 TEST(DecodedEntry, RoundTripsAZstdEntry) {
