@@ -65,9 +65,8 @@ std::optional<ChildRun> child(const std::string& mode, const std::string& direct
                               const std::vector<std::pair<std::string, std::string>>& env = {}) {
     auto out = run_self({"--ptx-warm-child", mode, directory}, env);
     ChildRun run;
-    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %lf %lf", &run.context_ms,
-                            &run.total_ms, &run.open_ms, &run.first_ms, &run.launch_ms,
-                            &run.faults) != 6) {
+    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %lf %lf", &run.context_ms, &run.total_ms,
+                            &run.open_ms, &run.first_ms, &run.launch_ms, &run.faults) != 6) {
         return std::nullopt;
     }
     return run;
@@ -374,11 +373,11 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
     const double kcache_ready = median(times[0].ready), kcache_min = lowest(times[0].ready);
     for (int m = 0; m < kModes; ++m) {
         const Times& t = times[m];
-        std::snprintf(
-            line, sizeof line, "| %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.2fx / %.2fx | %.1f |\n",
-            modes[m].what, median(t.load), lowest(t.load), median(t.launch), median(t.ready),
-            lowest(t.ready), kcache_ready / median(t.ready), kcache_min / lowest(t.ready),
-            median(t.faults));
+        std::snprintf(line, sizeof line,
+                      "| %s | %.4f | %.4f | %.4f | %.4f | %.4f | %.2fx / %.2fx | %.1f |\n",
+                      modes[m].what, median(t.load), lowest(t.load), median(t.launch),
+                      median(t.ready), lowest(t.ready), kcache_ready / median(t.ready),
+                      kcache_min / lowest(t.ready), median(t.faults));
         text += line;
     }
     std::snprintf(

@@ -34,7 +34,8 @@ struct CacheOptions {
     // evicted entry's library stays loaded while a handle to it lives. 0 is taken as 1.
     std::size_t max_entries = 1024;
     // On every hit, run the source generator again and compare fingerprints: a key reused for
-    // different source is then an error naming the key, never a silently wrong kernel.
+    // different source is then an error naming the key, never a silently wrong kernel. Launch
+    // checks then also take parameter sizes from the driver, not from a PTX source's text.
     bool verify = false;
     // Null: the process's CUDA driver (libcuda.so.1, loaded at run time).
     std::shared_ptr<driver::Driver> driver;

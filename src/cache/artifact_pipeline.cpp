@@ -116,16 +116,31 @@ std::optional<LoweredNames> names_for(const std::vector<std::string>& lines,
     return names;
 }
 
+// What an entry was built from, as the fingerprint covers it (not the caller's key, nor the
+// kernel names recorded with it): two entries equal here hold the same kernels.
+util::Fingerprint built_from(const store::DecodedEntry& entry) {
+    const store::KeyMaterialView& key = entry.key();
+    util::FingerprintBuilder builder;
+    builder.add(static_cast<std::uint64_t>(entry.kind()))
+        .add(key.arch)
+        .add(key.source_kind)
+        .add(key.source_hash)
+        .add(key.options)
+        .add(key.names)
+        .add(key.toolchain);
+    return builder.finish();
+}
+
 // A disk hit's way back to its bytes, for a load into another context after the driver let
-// them go: the entry under the same fingerprint, through the tiers. The same fingerprint is the
-// same source, options, target and toolchain, so any intact entry under it holds the same kernels,
-// even if it was written again since (by a process that asked under another key, which the entry
-// also records). Holds the store weakly: loaded code may outlive its cache, and must not keep the
-// tiers alive.
+// them go: the entry under the same fingerprint, through the tiers, built from the same inputs
+// as the one loaded (checked, as a lookup checks its key material). It may have been written
+// again since, by a process that asked under another key, and still holds the same kernels.
+// Holds the store weakly: loaded code may outlive its cache, and must not keep the tiers alive.
 driver::ImageSource read_back(const std::shared_ptr<store::ArtifactStore>& store,
-                              const util::Fingerprint& fingerprint) {
-    return [weak = std::weak_ptr<store::ArtifactStore>(store),
-            fingerprint]() -> Result<driver::Image> {
+                              const util::Fingerprint& fingerprint,
+                              const store::DecodedEntry& loaded) {
+    return [weak = std::weak_ptr<store::ArtifactStore>(store), fingerprint,
+            inputs = built_from(loaded)]() -> Result<driver::Image> {
         auto tiers = weak.lock();
         if (!tiers) {
             return Error(Errc::kArtifactGone, "the cache that loaded entry " + fingerprint.hex() +
@@ -136,9 +151,9 @@ driver::ImageSource read_back(const std::shared_ptr<store::ArtifactStore>& store
             return Error(Errc::kArtifactGone,
                          "entry " + fingerprint.hex() + " is no longer in the cache's tiers");
         }
-        if (entry->kind() != store::PayloadKind::kCubin) {
-            return Error(Errc::kArtifactGone,
-                         "entry " + fingerprint.hex() + " no longer holds a cubin");
+        if (built_from(*entry) != inputs) {
+            return Error(Errc::kArtifactGone, "entry " + fingerprint.hex() +
+                                                  " now holds what other inputs built");
         }
         const std::string_view payload = entry->payload();
         return driver::Image{payload, std::move(entry)};
@@ -176,7 +191,8 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
         const bool from_disk = produced->origin == Origin::kDiskTier;
         const std::string_view payload = produced->stored->payload();
         driver::ImageSource again =
-            from_disk ? read_back(store_, produced->fingerprint) : driver::ImageSource();
+            from_disk ? read_back(store_, produced->fingerprint, *produced->stored)
+                      : driver::ImageSource();
         library = driver_.load_binary(driver::Image{payload, std::move(produced->stored)},
                                       std::move(again));
     } else if (produced->loadable.kind == SourceKind::kCubin ||
@@ -332,7 +348,7 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view ke
         // Not kept in a tier (none, or too big for memory): the leader's own result.
         if (auto value = std::static_pointer_cast<const Produced>(ticket.flight->value())) {
             return Produced{value->loadable, Origin::kMemoryTier, 0,
-                            value->names,   value->stored,       value->fingerprint};
+                            value->names,    value->stored,       value->fingerprint};
         }
         return compile_and_store(key, recipe, source);
     }
@@ -457,8 +473,12 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
     // Stored: the processes waiting on the lock can go; a due cleanup runs after they do.
     lock.reset();
     if (disk != nullptr) disk->run_pending_cleanup();
-    return Produced{Source{}, Origin::kHostCompile, compile_ns, std::move(names),
-                    std::move(stored), recipe.fingerprint};
+    if (stored == nullptr) {  // key material no entry can hold: the cubin still loads, as it is
+        return Produced{Source::cubin(std::move(entry.payload)), Origin::kHostCompile, compile_ns,
+                        std::move(names), nullptr};
+    }
+    return Produced{Source{},         Origin::kHostCompile, compile_ns,
+                    std::move(names), std::move(stored),    recipe.fingerprint};
 }
 
 }  // namespace kcache::cache

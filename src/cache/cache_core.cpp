@@ -267,11 +267,14 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
     auto library = built->library;
 
     // A PTX source declares its kernels' parameters: no driver query at their first launch.
+    // Verification trusts the driver's own answer instead.
     compile::PtxParamSizes param_sizes;
-    if (source.kind == SourceKind::kPtx) param_sizes = compile::ptx_param_sizes(source.bytes);
-    auto* entry = new Entry(std::string(key), arch, hash, util::source_fingerprint(source, arch),
-                            library, driver_, library_counters_, std::move(built->names),
-                            std::move(param_sizes));
+    if (source.kind == SourceKind::kPtx && !options.verify) {
+        param_sizes = compile::ptx_param_sizes(source.bytes);
+    }
+    auto* entry =
+        new Entry(std::string(key), arch, hash, util::source_fingerprint(source, arch), library,
+                  driver_, library_counters_, std::move(built->names), std::move(param_sizes));
     // Our reference is taken before the entry is published, so eviction cannot unload it under
     // the caller.
     const std::uint32_t stripe = util::my_stripe();

@@ -1,5 +1,7 @@
 #include "cache/entry.hpp"
 
+#include <algorithm>
+
 #include "util/epoch.hpp"
 #include "util/log.hpp"
 
@@ -145,8 +147,12 @@ Result<const ResolvedKernel*> Entry::resolve(std::string_view name) {
         return Error(error.code(), message, error.log());
     }
     kernel->id = *id;
-    for (const auto& [declared, sizes] : param_sizes_) {
-        if (declared == driver_name) kernel->set_param_sizes(sizes);
+    const auto declared = std::lower_bound(param_sizes_.begin(), param_sizes_.end(), driver_name,
+                                           [](const auto& kernel_sizes, const std::string& wanted) {
+                                               return kernel_sizes.first < wanted;
+                                           });
+    if (declared != param_sizes_.end() && declared->first == driver_name) {
+        kernel->set_param_sizes(declared->second);
     }
     kernel->next = kernels_.load(std::memory_order_relaxed);
     const ResolvedKernel* published = kernel.release();

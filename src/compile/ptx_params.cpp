@@ -16,8 +16,8 @@ bool is_space(char c) {
 
 bool is_name_char(char c) {
     // PTX identifiers: letters, digits, '_', '$', and '%' or '.' after the first character.
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '$' || c == '%' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '$' || c == '%' || c == '.';
 }
 
 // The next `needle` at or after `from`, found by its last character with memchr: in PTX that
@@ -62,10 +62,10 @@ std::string without_comments(std::string_view ptx) {
 // The size of a PTX fundamental type a kernel parameter may have; 0 for anything else.
 std::size_t type_size(std::string_view type) {
     static constexpr std::pair<std::string_view, std::size_t> kTypes[] = {
-        {".b8", 1},     {".u8", 1},      {".s8", 1},   {".b16", 2}, {".u16", 2},
-        {".s16", 2},    {".f16", 2},     {".bf16", 2}, {".b32", 4}, {".u32", 4},
-        {".s32", 4},    {".f32", 4},     {".f16x2", 4}, {".bf16x2", 4}, {".b64", 8},
-        {".u64", 8},    {".s64", 8},     {".f64", 8},  {".b128", 16},
+        {".b8", 1},  {".u8", 1},  {".s8", 1},    {".b16", 2},    {".u16", 2},
+        {".s16", 2}, {".f16", 2}, {".bf16", 2},  {".b32", 4},    {".u32", 4},
+        {".s32", 4}, {".f32", 4}, {".f16x2", 4}, {".bf16x2", 4}, {".b64", 8},
+        {".u64", 8}, {".s64", 8}, {".f64", 8},   {".b128", 16},
     };
     for (const auto& [name, size] : kTypes) {
         if (type == name) return size;
@@ -123,9 +123,12 @@ std::optional<std::size_t> param_size(std::string_view declaration) {
                    : std::nullopt;
     }
     if (open == 0 || name_and_count.back() != ']') return std::nullopt;
+    // Plain decimal only: PTX numbers follow C, so "010" is octal, and hex, binary and suffixed
+    // forms exist too; those go to the driver rather than to a second reading of C's rules.
     std::size_t count = 0;
     const char* first = name_and_count.data() + open + 1;
     const char* last = name_and_count.data() + name_and_count.size() - 1;
+    if (first == last || *first == '0') return std::nullopt;
     const auto [end, error] = std::from_chars(first, last, count);
     if (error != std::errc() || end != last || count == 0) return std::nullopt;
     return type_bytes * count;
@@ -135,7 +138,11 @@ std::optional<std::size_t> param_size(std::string_view declaration) {
 // is not understood. `at` is just past the name.
 std::optional<std::vector<std::size_t>> param_list(std::string_view ptx, std::size_t at) {
     while (at < ptx.size() && is_space(ptx[at])) ++at;
-    if (at >= ptx.size() || ptx[at] != '(') return std::vector<std::size_t>{};  // no list
+    if (at >= ptx.size()) return std::nullopt;
+    // No list only where the body or a performance directive (.maxntid, ...) follows at once;
+    // anything else (a comment before the list, say) is not guessed at.
+    if (ptx[at] == '{' || ptx[at] == ';' || ptx[at] == '.') return std::vector<std::size_t>{};
+    if (ptx[at] != '(') return std::nullopt;
     const std::size_t close = ptx.find(')', at);
     if (close == std::string_view::npos) return std::nullopt;
     const std::string_view list = ptx.substr(at + 1, close - at - 1);
@@ -144,9 +151,8 @@ std::optional<std::vector<std::size_t>> param_list(std::string_view ptx, std::si
     if (list.find_first_not_of(" \t\r\n") == std::string_view::npos) return sizes;
     for (std::size_t start = 0;;) {
         const std::size_t comma = list.find(',', start);
-        auto size = param_size(list.substr(start, comma == std::string_view::npos
-                                                      ? std::string_view::npos
-                                                      : comma - start));
+        auto size = param_size(list.substr(
+            start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
         if (!size) return std::nullopt;
         sizes.push_back(*size);
         if (comma == std::string_view::npos) break;
@@ -156,8 +162,9 @@ std::optional<std::vector<std::size_t>> param_list(std::string_view ptx, std::si
 }
 
 PtxParamSizes read_entries(std::string_view ptx) {
-    PtxParamSizes found;
-    std::vector<std::string> ambiguous;
+    // Every declaration read, or not (nullopt); a name declared twice (a prototype, say) goes to
+    // the driver. Sorted by name at the end: linear in the number of kernels, bar the sort.
+    std::vector<std::pair<std::string, std::optional<std::vector<std::size_t>>>> declared;
     constexpr std::string_view kEntry = ".entry";
     for (const char* hit = find(ptx, 0, kEntry); hit != nullptr;
          hit = find(ptx, static_cast<std::size_t>(hit - ptx.data()) + kEntry.size(), kEntry)) {
@@ -175,18 +182,20 @@ PtxParamSizes read_entries(std::string_view ptx) {
         std::size_t name_end = name_start;
         while (name_end < ptx.size() && is_name_char(ptx[name_end])) ++name_end;
         if (name_end == name_start) continue;
-        std::string name(ptx.substr(name_start, name_end - name_start));
-        auto sizes = param_list(ptx, name_end);
-        const auto same = std::find_if(found.begin(), found.end(),
-                                       [&](const auto& kernel) { return kernel.first == name; });
-        if (same != found.end() || !sizes) {
-            // Declared twice (a prototype, say) or not understood: the driver tells.
-            if (same != found.end()) found.erase(same);
-            ambiguous.push_back(std::move(name));
-            continue;
+        declared.emplace_back(std::string(ptx.substr(name_start, name_end - name_start)),
+                              param_list(ptx, name_end));
+    }
+    std::stable_sort(declared.begin(), declared.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    PtxParamSizes found;
+    found.reserve(declared.size());
+    for (std::size_t i = 0; i < declared.size();) {
+        std::size_t same = i + 1;
+        while (same < declared.size() && declared[same].first == declared[i].first) ++same;
+        if (same == i + 1 && declared[i].second) {
+            found.emplace_back(std::move(declared[i].first), std::move(*declared[i].second));
         }
-        if (std::find(ambiguous.begin(), ambiguous.end(), name) != ambiguous.end()) continue;
-        found.emplace_back(std::move(name), std::move(*sizes));
+        i = same;
     }
     return found;
 }

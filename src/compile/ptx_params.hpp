@@ -12,9 +12,10 @@
 
 namespace kcache::compile {
 
-// (kernel name, parameter sizes in bytes, in order), one per `.entry` whose parameter list this
-// reads completely. A declaration it does not fully understand (an opaque .texref, a type it does
-// not know, a malformed list) leaves its kernel out: the caller asks the driver for that one.
+// (kernel name, parameter sizes in bytes, in order), sorted by name, one per `.entry` whose
+// parameter list this reads completely. A declaration it does not fully understand (an opaque
+// .texref, a type it does not know, a malformed list) leaves its kernel out: the caller asks the
+// driver for that one.
 using PtxParamSizes = std::vector<std::pair<std::string, std::vector<std::size_t>>>;
 
 PtxParamSizes ptx_param_sizes(std::string_view ptx);

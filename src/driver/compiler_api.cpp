@@ -41,8 +41,34 @@ std::string loaded_path(void* handle, const std::string& fallback) {
 }
 
 // The path of a copy of `library` already in the process, found among the loaded objects by file
-// name: no file system work, where dlopen(RTLD_NOLOAD) of a bare name searches the loader's
+// name or SONAME: no file system work, where dlopen(RTLD_NOLOAD) of a bare name searches the loader's
 // cache and opens each candidate file (18 system calls a library, paid in every new process).
+// A loaded object's DT_SONAME, from its dynamic section as the loader relocated it; empty if it
+// has none. What dlopen(RTLD_NOLOAD) of a bare name also matches, whatever the file is called.
+std::string_view soname_of(const dl_phdr_info& info) {
+    for (ElfW(Half) i = 0; i < info.dlpi_phnum; ++i) {
+        if (info.dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+        const auto* dynamic =
+            reinterpret_cast<const ElfW(Dyn)*>(info.dlpi_addr + info.dlpi_phdr[i].p_vaddr);
+        ElfW(Addr) strings = 0;
+        ElfW(Xword) soname = 0;
+        bool has_soname = false;
+        for (const ElfW(Dyn)* entry = dynamic; entry->d_tag != DT_NULL; ++entry) {
+            if (entry->d_tag == DT_STRTAB) strings = entry->d_un.d_ptr;
+            if (entry->d_tag == DT_SONAME) {
+                soname = entry->d_un.d_val;
+                has_soname = true;
+            }
+        }
+        // The loader relocates the addresses of what it loads, not the vDSO's: an address below
+        // the object's base is still relative to it.
+        if (strings != 0 && strings < info.dlpi_addr) strings += info.dlpi_addr;
+        // NOLINTNEXTLINE(performance-no-int-to-ptr)
+        if (strings != 0 && has_soname) return reinterpret_cast<const char*>(strings + soname);
+    }
+    return {};
+}
+
 std::optional<std::string> loaded_copy(const Library& library) {
     struct Search {
         const Library* library;
@@ -56,8 +82,9 @@ std::optional<std::string> loaded_copy(const Library& library) {
             const std::size_t slash = path.rfind('/');
             const std::string_view file =
                 slash == std::string_view::npos ? path : path.substr(slash + 1);
+            const std::string_view soname = soname_of(*info);
             for (const char* name : wanted->library->names) {
-                if (file == name) {
+                if (file == name || soname == name) {
                     wanted->path = std::string(path);
                     return 1;  // stop
                 }

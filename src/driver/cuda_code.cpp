@@ -3,6 +3,8 @@
 #include <array>
 #include <cstdint>
 
+#include "util/log.hpp"
+
 namespace kcache::driver {
 namespace {
 
@@ -21,8 +23,7 @@ Error no_context() {
 // Why the current context cannot be identified: a destroyed one (a primary context released to
 // no references stays current) is kNoContext, anything else the driver's error.
 Error unidentified(const CudaApi& api, CUresult rc) {
-    return api.error(rc == CUDA_ERROR_CONTEXT_IS_DESTROYED ? Errc::kNoContext
-                                                           : Errc::kDriverError,
+    return api.error(rc == CUDA_ERROR_CONTEXT_IS_DESTROYED ? Errc::kNoContext : Errc::kDriverError,
                      "identifying the current context (cuCtxGetId)", rc);
 }
 
@@ -58,7 +59,12 @@ Result<std::unique_ptr<CudaCode>> CudaCode::load_binary(const CudaApi& api, Imag
     // destroyed one) there is no home to load into: every context goes through the library.
     CurrentContext current;
     if (api.cuCtxGetId != nullptr) {
-        if (auto found = current_context(api)) current = *found;
+        if (auto found = current_context(api)) {
+            current = *found;
+        } else {  // not an error for the load: the library serves whatever context comes
+            util::log_line(util::LogLevel::kInfo, "loading without a home context: " +
+                                                      found.error().message());
+        }
     }
     if (current.context == nullptr || current.id == 0) {
         auto library = code->library();
@@ -296,10 +302,10 @@ Result<std::vector<KernelParam>> CudaCode::params(CudaKernel& kernel) {
     std::vector<KernelParam> params;
     for (std::size_t index = 0;; ++index) {
         KernelParam param;
-        CUresult rc = by_function
-                          ? api_.cuFuncGetParamInfo(function, index, &param.offset, &param.size)
-                          : api_.cuKernelGetParamInfo(from_library, index, &param.offset,
-                                                      &param.size);
+        CUresult rc =
+            by_function
+                ? api_.cuFuncGetParamInfo(function, index, &param.offset, &param.size)
+                : api_.cuKernelGetParamInfo(from_library, index, &param.offset, &param.size);
         if (rc == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
         if (rc != CUDA_SUCCESS) {
             return api_.error(Errc::kDriverError,

@@ -16,8 +16,7 @@ std::optional<Found> ArtifactStore::get(const util::Fingerprint& fingerprint) {
     return Found{std::move(entry), Tier::kDisk};
 }
 
-std::shared_ptr<const DecodedEntry> ArtifactStore::read_back(
-    const util::Fingerprint& fingerprint) {
+std::shared_ptr<const DecodedEntry> ArtifactStore::read_back(const util::Fingerprint& fingerprint) {
     auto entry = memory_.get(fingerprint);
     if (!entry && disk_) entry = disk_->get(fingerprint, DiskStore::Reading::kReadBack);
     if (entry) read_backs_.fetch_add(1, std::memory_order_relaxed);

@@ -42,9 +42,9 @@ public:
     // Puts to every tier. A disk failure is counted by the disk tier and otherwise ignored here:
     // the artifact is still in memory and the caller's kernel still loads. Returns the entry as
     // the memory tier holds it (decoded, as a hit would be), for loading in place.
-    std::shared_ptr<const DecodedEntry> put(const util::Fingerprint& fingerprint,
-                                            const StoredEntry& entry,
-                                            DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow);
+    std::shared_ptr<const DecodedEntry> put(
+        const util::Fingerprint& fingerprint, const StoredEntry& entry,
+        DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow);
 
     ArtifactStats stats() const;
     DiskStore* disk() const noexcept { return disk_.get(); }

@@ -84,7 +84,7 @@ std::optional<util::FileLock> DiskStore::lock(const util::Fingerprint& fingerpri
 }
 
 std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fingerprint,
-                                                    Reading reading) {
+                                                   Reading reading) {
     const bool lookup = reading == Reading::kLookup;
     const std::string path = path_of(fingerprint);
     // Reading refreshes the recency stamp that eviction goes by, when it is older than the

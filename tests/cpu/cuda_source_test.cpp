@@ -331,7 +331,7 @@ TEST_F(CudaSourceTest, AnUnusableNvJitLinkLeavesPtxToTheDriversJit) {
     const std::string bogus = temp_.path() + "/libnvJitLink.so.13";
     std::ofstream(bogus) << "not a library";
     EXPECT_EQ(test::run_self("CudaSourceTest.AnUnusableNvJitLinkLeavesPtxToTheDriversJit",
-                       {"KCACHE_TEST_BAD_NVJITLINK=1", "KCACHE_NVJITLINK_LIBRARY=" + bogus}),
+                             {"KCACHE_TEST_BAD_NVJITLINK=1", "KCACHE_NVJITLINK_LIBRARY=" + bogus}),
               0);
 }
 
@@ -506,7 +506,7 @@ TEST_F(CudaSourceTest, AWarmStartLoadsNoCompiler) {
                         .ok());
     }
     EXPECT_EQ(test::run_self("CudaSourceTest.AWarmStartLoadsNoCompiler",
-                       {"KCACHE_TEST_WARM_CHILD_DIR=" + dir_}),
+                             {"KCACHE_TEST_WARM_CHILD_DIR=" + dir_}),
               0)
         << "the warm child process failed; run it by hand to see";
 }

@@ -81,8 +81,9 @@ std::string mapped_file_named(const std::string& name) {
     return {};
 }
 
-// A copy of nvJitLink the process already has (loaded by someone else, from anywhere) is the one
-// identified, found among the loaded objects. A fresh process: the identity is found once.
+// A copy of nvJitLink the process already has (loaded by someone else, from anywhere, under its
+// own file name or another) is the one identified, found among the loaded objects by file name or
+// SONAME. A fresh process each: the identity is found once.
 TEST(CompilerIdentity, ACopyAlreadyLoadedIsTheOneIdentified) {
     if (const char* preloaded = std::getenv("KCACHE_TEST_PRELOADED_NVJITLINK")) {
         void* handle = dlopen(preloaded, RTLD_NOW | RTLD_LOCAL);
@@ -95,11 +96,14 @@ TEST(CompilerIdentity, ACopyAlreadyLoadedIsTheOneIdentified) {
     const auto& identity = driver::nvjitlink_identity();
     if (!identity.ok()) GTEST_SKIP() << identity.error().describe();
     test::TempDir dir;
-    const std::string elsewhere = dir.path() + "/libnvJitLink.so.13";
-    std::filesystem::create_symlink(identity->path, elsewhere);
-    EXPECT_EQ(test::run_self("CompilerIdentity.ACopyAlreadyLoadedIsTheOneIdentified",
-                             {"KCACHE_TEST_PRELOADED_NVJITLINK=" + elsewhere}),
-              0);
+    for (const char* file_name : {"libnvJitLink.so.13", "libjitlink-bundled.so"}) {
+        const std::string elsewhere = dir.path() + "/" + file_name;
+        std::filesystem::create_symlink(identity->path, elsewhere);
+        EXPECT_EQ(test::run_self("CompilerIdentity.ACopyAlreadyLoadedIsTheOneIdentified",
+                                 {"KCACHE_TEST_PRELOADED_NVJITLINK=" + elsewhere}),
+                  0)
+            << file_name;
+    }
 }
 
 TEST(CompilerIdentity, TheLibraryLoadedIsTheFileTheIdentityNamed) {

@@ -64,7 +64,7 @@ protected:
 };
 
 TEST_F(LaunchCheckTest, ParamCountComesFromTheDriver) {
-    auto handle = residual_add();
+    auto handle = residual_add_binary();
     ASSERT_TRUE(handle.ok());
     EXPECT_EQ(handle->param_count(), 4);
 }
@@ -93,6 +93,17 @@ TEST_F(LaunchCheckTest, PtxParametersComeFromTheSourceWithoutAQuery) {
     EXPECT_FALSE(handle->launch_with(LaunchConfig{}, out, a, b, wrong).ok()) << "n is a .u32";
     EXPECT_EQ(handle->param_count(), 4);
     EXPECT_EQ(fake->param_queries(), 0);
+}
+
+TEST_F(LaunchCheckTest, VerificationAsksTheDriverForPtxParametersToo) {
+    CacheOptions options = test::fake_options(fake);
+    options.verify = true;
+    KernelCache verifying(options);
+    auto handle = verifying.kernel(
+        "residual_add:f32", [] { return test::residual_add_source(); }, "residual_add");
+    ASSERT_TRUE(handle.ok());
+    EXPECT_EQ(handle->param_count(), 4);
+    EXPECT_EQ(fake->param_queries(), 1);
 }
 
 TEST_F(LaunchCheckTest, ThreadsCheckingFirstTogetherAskOnce) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,7 @@ TEST(PtxParams, NoParameters) {
     EXPECT_EQ(sizes_of(".entry none()\n{\n ret;\n}\n", "none"), Sizes{});
     EXPECT_EQ(sizes_of(".entry bare\n{\n ret;\n}\n", "bare"), Sizes{});
     EXPECT_EQ(sizes_of(".entry spaced ( \n )\n{\n ret;\n}\n", "spaced"), Sizes{});
+    EXPECT_EQ(sizes_of(".entry bounded\n.maxntid 128, 1, 1\n{\n ret;\n}\n", "bounded"), Sizes{});
 }
 
 TEST(PtxParams, SeveralEntriesEachGetTheirOwn) {
@@ -70,19 +72,23 @@ TEST(PtxParams, SeveralEntriesEachGetTheirOwn) {
 // Anything not understood is left to the driver, never guessed.
 TEST(PtxParams, WhatIsNotUnderstoodIsLeftOut) {
     const char* lists[] = {
-        "(.param .texref t)",               // opaque
-        "(.param .samplerref s)",           // opaque
-        "(.param .pred p)",                 // not a parameter type
-        "(.param .u32)",                    // no name
-        "(.param .u32 .u64 twice)",         // two types
-        "(.param .b8 a[])",                 // no count
-        "(.param .b8 a[0])",                // empty
-        "(.param .b8 a[x])",                // no number
-        "(.reg .u32 r)",                    // not .param
-        "(.param .u32 a // why\n)",         // a comment in the list
-        "(.param .u32 a,)",                 // an empty declaration
-        "(.param .u32 a",                   // unclosed
-        "(.param .v2 .u32 a)",              // a vector, which kernels cannot take
+        "(.param .texref t)",              // opaque
+        "(.param .samplerref s)",          // opaque
+        "(.param .pred p)",                // not a parameter type
+        "(.param .u32)",                   // no name
+        "(.param .u32 .u64 twice)",        // two types
+        "(.param .b8 a[])",                // no count
+        "(.param .b8 a[0])",               // empty
+        "(.param .b8 a[x])",               // no number
+        "(.reg .u32 r)",                   // not .param
+        "(.param .u32 a // why\n)",        // a comment in the list
+        "(.param .u32 a,)",                // an empty declaration
+        "(.param .u32 a",                  // unclosed
+        "(.param .v2 .u32 a)",             // a vector, which kernels cannot take
+        "(.param .b8 a[010])",             // octal in PTX, as in C: 8 bytes, not 10
+        "(.param .b8 a[0x10])",            // hex
+        "(.param .b8 a[16U])",             // suffixed
+        " // takes (a)\n(.param .u32 a)",  // a comment before the list
     };
     for (const char* list : lists) {
         const std::string ptx = std::string(".entry k") + list + "\n{\n ret;\n}\n";
@@ -108,6 +114,19 @@ TEST(PtxParams, AKernelDeclaredTwiceIsLeftOut) {
         ".entry k(.param .u32 a);\n"
         ".entry k(.param .u64 a)\n{\n ret;\n}\n";
     EXPECT_EQ(sizes_of(ptx, "k"), Sizes{999});
+}
+
+// Thousands of kernels in one module: each is read once, and the result is sorted by name.
+TEST(PtxParams, ManyKernelsAreReadInOnePassSortedByName) {
+    std::string ptx;
+    for (int i = 2999; i >= 0; --i) {
+        ptx += ".entry k" + std::to_string(i) + "(.param .u32 a, .param .u64 b)\n{\n ret;\n}\n";
+    }
+    const PtxParamSizes all = ptx_param_sizes(ptx);
+    ASSERT_EQ(all.size(), 3000u);
+    EXPECT_TRUE(std::is_sorted(all.begin(), all.end(),
+                               [](const auto& a, const auto& b) { return a.first < b.first; }));
+    for (const auto& [name, sizes] : all) EXPECT_EQ(sizes, (Sizes{4, 8})) << name;
 }
 
 TEST(PtxParams, EntryMustBeAWholeToken) {

@@ -48,7 +48,6 @@ inline int run_self(const std::string& test, const std::vector<std::string>& ext
     return WEXITSTATUS(status);
 }
 
-
 // A fresh directory under the system's temp folder, removed with everything in it.
 class TempDir {
 public:

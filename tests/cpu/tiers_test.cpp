@@ -171,6 +171,27 @@ TEST_F(TiersTest, AnEntryWrittenAgainUnderAnotherKeyStillServesAReadBack) {
     EXPECT_EQ(*again[0], entry->payload);
 }
 
+// An intact entry under the same file name but built from other inputs (its key material says
+// so) is not the code that was loaded: no read-back.
+TEST_F(TiersTest, AnEntryOfOtherInputsUnderTheSameNameIsNotReadBack) {
+    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
+    KernelCache cache(options());
+    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    const auto files = test::entry_files(dir_);
+    ASSERT_EQ(files.size(), 1u);
+    auto entry = store::decode(test::read_file(files[0].string()));
+    ASSERT_TRUE(entry.ok()) << entry.error().describe();
+    entry->key.options = "-DOTHER=1";
+    test::write_file(files[0].string(), store::encode(*entry));
+    auto again = fake_->load_again();
+    ASSERT_EQ(again.size(), 1u);
+    ASSERT_FALSE(again[0].ok());
+    EXPECT_EQ(again[0].error().code(), Errc::kArtifactGone);
+    EXPECT_NE(again[0].error().message().find("other inputs"), std::string::npos)
+        << again[0].error().message();
+}
+
 // A corrupt entry is never read back: it is removed and counted, and the code is gone.
 TEST_F(TiersTest, ACorruptEntryIsArtifactGoneForAnotherContext) {
     { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }

@@ -73,6 +73,14 @@ Source residual_add_source() {
     return Source::ptx(examples::residual_add_ptx());
 }
 
+// residual_add as a cubin for `arch` (nvJitLink): the cache then asks the driver for its
+// parameters, where it reads a PTX source's own declarations.
+Result<Source> residual_add_cubin(int arch) {
+    auto linked = compile::link_ptx(examples::residual_add_ptx(), compile::Target{arch, false});
+    if (!linked) return std::move(linked).error();
+    return Source::cubin(std::move(linked->cubin));
+}
+
 TEST_F(GpuTest, ResidualAddMatchesCpuReference) {
     KernelCache cache;
     const std::uint32_t n = 100003;  // not a multiple of the block: exercises the bound check
@@ -118,8 +126,11 @@ TEST_F(GpuTest, GeluMatchesCpuReference) {
 }
 
 TEST_F(GpuTest, DriverReportsParameterLayout) {
+    if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << driver::nvjitlink_api().error().describe();
     KernelCache cache;
-    auto kernel = cache.kernel("residual_add", residual_add_source, "residual_add");
+    const int arch = context_->info().arch;
+    auto kernel = cache.kernel(
+        "residual_add:cubin", [arch] { return residual_add_cubin(arch); }, "residual_add");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
     EXPECT_EQ(kernel->param_count(), 4);
 }
@@ -251,12 +262,16 @@ TEST_F(GpuTest, AnEntryOutlivesTheContextThatLoadedIt) {
 // Argument checks need the kernel's parameters, asked at its first checked launch. When the
 // context that loaded the module is gone by then, they are asked in the context at hand.
 TEST_F(GpuTest, ArgumentChecksHoldAfterTheHomeContextIsDestroyed) {
+    if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << driver::nvjitlink_api().error().describe();
     KernelCache cache;
     KernelHandle kernel;
+    const int arch = context_->info().arch;
     {
         auto home = driver::OwnedContext::create(0);
         ASSERT_TRUE(home.ok()) << home.error().describe();
-        auto found = cache.kernel("residual_add:99", residual_add_source, "residual_add");
+        // A cubin: its parameters are asked of the driver, at the first checked launch.
+        auto found = cache.kernel(
+            "residual_add:99", [arch] { return residual_add_cubin(arch); }, "residual_add");
         ASSERT_TRUE(found.ok()) << found.error().describe();
         kernel = std::move(*found);  // resolved at home, never launched there
     }
