@@ -150,9 +150,27 @@ TEST_F(GpuTest, ParameterSizesReadFromPtxAreTheDriversOwn) {
         "\t.param .f32 mixed_param_6\n"
         ")\n{\n\tret;\n}\n"
         ".visible .entry none()\n{\n\tret;\n}\n";
-    const std::vector<std::string> sources = {examples::residual_add_ptx(), examples::gelu_ptx(),
+    // More forms the reader takes: arrays of wider types, pointers to other state spaces, an
+    // alignment on a scalar, 16-bit floats and 128-bit values (PTX 8.3).
+    const std::string more =
+        ".version 8.3\n.target sm_70\n.address_size 64\n"
+        ".visible .entry more(\n"
+        "\t.param .u32 more_param_0[3],\n"
+        "\t.param .u32 .ptr .align 8 more_param_1,\n"
+        "\t.param .u64 .ptr .const .align 8 more_param_2,\n"
+        "\t.param .u64 .ptr .shared .align 4 more_param_3,\n"
+        "\t.param .u64 .ptr .local more_param_4,\n"
+        "\t.param .align 8 .u32 more_param_5,\n"
+        "\t.param .f16 more_param_6,\n"
+        "\t.param .b128 more_param_7,\n"
+        "\t.param .s8 more_param_8\n"
+        ")\n{\n\tret;\n}\n";
+    const std::vector<std::string> sources = {examples::residual_add_ptx(),
+                                              examples::gelu_ptx(),
                                               examples::softmax_rows_ptx(1000),
-                                              examples::scale_ptx(), mixed};
+                                              examples::scale_ptx(),
+                                              mixed,
+                                              more};
     auto driver = driver::default_driver();
     std::size_t compared = 0;
     for (const std::string& ptx : sources) {
@@ -173,7 +191,7 @@ TEST_F(GpuTest, ParameterSizesReadFromPtxAreTheDriversOwn) {
         }
         driver->unload_library(*library);
     }
-    EXPECT_EQ(compared, 6u);
+    EXPECT_EQ(compared, 7u);
 }
 
 TEST_F(GpuTest, TwoContextsOnOneDeviceShareOneEntry) {
