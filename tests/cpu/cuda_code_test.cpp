@@ -397,6 +397,20 @@ protected:
         return code ? std::move(code).value() : nullptr;
     }
 
+    // Loaded code, and its kernel "scale" resolved in the current context (null if either failed).
+    struct Loaded {
+        std::unique_ptr<CudaCode> code;
+        CudaKernel* scale = nullptr;
+    };
+    Loaded load_with_scale(ImageSource again = {}, bool keep = true) {
+        Loaded loaded{load(std::move(again), keep)};
+        if (loaded.code == nullptr) return loaded;
+        auto kernel = loaded.code->kernel("scale");
+        EXPECT_TRUE(kernel.ok()) << (kernel ? "" : kernel.error().describe());
+        if (kernel) loaded.scale = *kernel;
+        return loaded;
+    }
+
     CudaApi api = stub_api();
     std::atomic<int> again_calls{0};
 };
@@ -476,15 +490,13 @@ TEST_F(CudaCodeTest, KernelFirstResolvedElsewhereLaunchesFromTheModuleAtHome) {
 TEST_F(CudaCodeTest, NewContextAtTheHomesAddressLaunchesFromTheLibrary) {
     CUcontext home = make_context();
     make_current(home);
-    auto code = load();
-    ASSERT_NE(code, nullptr);
-    auto kernel = code->kernel("scale");
-    ASSERT_TRUE(kernel.ok());
+    auto [code, scale] = load_with_scale();
+    ASSERT_NE(scale, nullptr);
     const CUfunction stale = module_function(only_module(), "scale");
 
     destroy(home);
     make_current(reuse_address(home));
-    auto launchable = code->launchable(**kernel);
+    auto launchable = code->launchable(*scale);
     ASSERT_TRUE(launchable.ok()) << launchable.error().describe();
     EXPECT_NE(*launchable, stale) << "the module died with the context that had this address";
     EXPECT_EQ(*launchable, library_kernel(only_library(), "scale"));
@@ -540,14 +552,12 @@ TEST_F(CudaCodeTest, DestructorUnloadsTheLibraryItMade) {
 
 TEST_F(CudaCodeTest, NoCurrentContextIsNoContextWithoutReadingBack) {
     make_current(make_context());
-    auto code = load(counted_again(), /*keep=*/false);
-    ASSERT_NE(code, nullptr);
-    auto kernel = code->kernel("scale");
-    ASSERT_TRUE(kernel.ok());
+    auto [code, scale] = load_with_scale(counted_again(), /*keep=*/false);
+    ASSERT_NE(scale, nullptr);
 
     make_current(nullptr);
     EXPECT_EQ(outcome(code->kernel("add")), errc_name(Errc::kNoContext));
-    EXPECT_EQ(outcome(code->launchable(**kernel)), errc_name(Errc::kNoContext));
+    EXPECT_EQ(outcome(code->launchable(*scale)), errc_name(Errc::kNoContext));
     EXPECT_EQ(again_calls.load(), 0);
     EXPECT_EQ(calls().library_load_data, 0);
 }
@@ -555,13 +565,11 @@ TEST_F(CudaCodeTest, NoCurrentContextIsNoContextWithoutReadingBack) {
 TEST_F(CudaCodeTest, DestroyedCurrentHomeIsNoContext) {
     CUcontext home = make_context();
     make_current(home);
-    auto code = load(counted_again(), /*keep=*/false);
-    ASSERT_NE(code, nullptr);
-    auto kernel = code->kernel("scale");
-    ASSERT_TRUE(kernel.ok());
+    auto [code, scale] = load_with_scale(counted_again(), /*keep=*/false);
+    ASSERT_NE(scale, nullptr);
 
     destroy(home);  // and still current, as a released primary context stays
-    EXPECT_EQ(outcome(code->launchable(**kernel)), errc_name(Errc::kNoContext));
+    EXPECT_EQ(outcome(code->launchable(*scale)), errc_name(Errc::kNoContext));
     EXPECT_EQ(outcome(code->kernel("add")), errc_name(Errc::kNoContext));
     EXPECT_EQ(again_calls.load(), 0);
     EXPECT_EQ(calls().library_load_data, 0);
@@ -571,14 +579,12 @@ TEST_F(CudaCodeTest, DestroyedCurrentHomeIsNoContext) {
 // (which would break the entry for every context).
 TEST_F(CudaCodeTest, DestroyedCurrentContextElsewhereIsNoContext) {
     make_current(make_context());
-    auto code = load(counted_again(), /*keep=*/false);
-    ASSERT_NE(code, nullptr);
-    auto kernel = code->kernel("scale");
-    ASSERT_TRUE(kernel.ok());
+    auto [code, scale] = load_with_scale(counted_again(), /*keep=*/false);
+    ASSERT_NE(scale, nullptr);
     CUcontext other = make_context();
     make_current(other);
     destroy(other);  // still current
-    EXPECT_EQ(outcome(code->launchable(**kernel)), errc_name(Errc::kNoContext));
+    EXPECT_EQ(outcome(code->launchable(*scale)), errc_name(Errc::kNoContext));
     EXPECT_EQ(outcome(code->kernel("add")), errc_name(Errc::kNoContext));
     EXPECT_EQ(again_calls.load(), 0);
     EXPECT_EQ(calls().library_load_data, 0);
@@ -586,34 +592,30 @@ TEST_F(CudaCodeTest, DestroyedCurrentContextElsewhereIsNoContext) {
 
 TEST_F(CudaCodeTest, UnidentifiableCurrentHomeIsADriverError) {
     make_current(make_context());
-    auto code = load(counted_again(), /*keep=*/false);
-    ASSERT_NE(code, nullptr);
-    auto kernel = code->kernel("scale");
-    ASSERT_TRUE(kernel.ok());
+    auto [code, scale] = load_with_scale(counted_again(), /*keep=*/false);
+    ASSERT_NE(scale, nullptr);
     {
         std::lock_guard lock(stub.mutex);
         stub.state.ctx_get_id_error = CUDA_ERROR_INVALID_CONTEXT;
     }
-    EXPECT_EQ(outcome(code->launchable(**kernel)), errc_name(Errc::kDriverError));
+    EXPECT_EQ(outcome(code->launchable(*scale)), errc_name(Errc::kDriverError));
     EXPECT_EQ(again_calls.load(), 0);
     EXPECT_EQ(calls().library_load_data, 0);
 }
 
 TEST_F(CudaCodeTest, LetGoBytesAreReadBackOnceForAnotherContext) {
     make_current(make_context());
-    auto code = load(counted_again("bytes from the way back"), /*keep=*/false);
-    ASSERT_NE(code, nullptr);
-    auto kernel = code->kernel("scale");
-    ASSERT_TRUE(kernel.ok());
+    auto [code, scale] = load_with_scale(counted_again("bytes from the way back"), /*keep=*/false);
+    ASSERT_NE(scale, nullptr);
     EXPECT_EQ(again_calls.load(), 0) << "the home context needs no bytes";
 
     make_current(make_context());
-    ASSERT_TRUE(code->launchable(**kernel).ok());
+    ASSERT_TRUE(code->launchable(*scale).ok());
     EXPECT_EQ(again_calls.load(), 1);
     EXPECT_EQ(library_load().bytes, "bytes from the way back");
     ASSERT_TRUE(code->kernel("add").ok());
     make_current(make_context());
-    ASSERT_TRUE(code->launchable(**kernel).ok());
+    ASSERT_TRUE(code->launchable(*scale).ok());
     EXPECT_EQ(again_calls.load(), 1);
     EXPECT_EQ(calls().library_load_data, 1);
 }
@@ -661,20 +663,18 @@ TEST_F(CudaCodeTest, EightContextsRacingReadBackOnce) {
 TEST_F(CudaCodeTest, FailedReadBackIsArtifactGoneAndNotRetried) {
     CUcontext home = make_context();
     make_current(home);
-    auto code = load(failing_again(), /*keep=*/false);
-    ASSERT_NE(code, nullptr);
-    auto kernel = code->kernel("scale");
-    ASSERT_TRUE(kernel.ok());
+    auto [code, scale] = load_with_scale(failing_again(), /*keep=*/false);
+    ASSERT_NE(scale, nullptr);
 
     make_current(make_context());
-    EXPECT_EQ(outcome(code->launchable(**kernel)), errc_name(Errc::kArtifactGone));
-    EXPECT_EQ(outcome(code->launchable(**kernel)), errc_name(Errc::kArtifactGone));
+    EXPECT_EQ(outcome(code->launchable(*scale)), errc_name(Errc::kArtifactGone));
+    EXPECT_EQ(outcome(code->launchable(*scale)), errc_name(Errc::kArtifactGone));
     EXPECT_EQ(outcome(code->kernel("add")), errc_name(Errc::kArtifactGone));
     EXPECT_EQ(again_calls.load(), 1) << "a launch path must not read the disk again";
     EXPECT_EQ(calls().library_load_data, 0);
 
     make_current(home);
-    EXPECT_TRUE(code->launchable(**kernel).ok()) << "the home still has its module";
+    EXPECT_TRUE(code->launchable(*scale).ok()) << "the home still has its module";
 }
 
 TEST_F(CudaCodeTest, KeptBytesAreNeverReadBack) {
@@ -719,20 +719,18 @@ TEST_F(CudaCodeTest, ParamsElsewhereAskTheLibrarysKernel) {
 TEST_F(CudaCodeTest, ParamsAfterTheHomeIsDestroyedGoThroughTheLibrary) {
     CUcontext home = make_context();
     make_current(home);
-    auto code = load();
-    ASSERT_NE(code, nullptr);
-    auto kernel = code->kernel("scale");
-    ASSERT_TRUE(kernel.ok());
+    auto [code, scale] = load_with_scale();
+    ASSERT_NE(scale, nullptr);
     destroy(home);
 
     make_current(make_context());
-    auto params = code->params(**kernel);
+    auto params = code->params(*scale);
     ASSERT_TRUE(params.ok()) << params.error().describe();
     EXPECT_TRUE(same_layout(*params, layouts().at("scale")));
     EXPECT_EQ(calls().func_get_param_info, 0) << "the module's function died with its context";
 
     make_current(reuse_address(home));
-    auto at_old_address = code->params(**kernel);
+    auto at_old_address = code->params(*scale);
     ASSERT_TRUE(at_old_address.ok()) << at_old_address.error().describe();
     EXPECT_TRUE(same_layout(*at_old_address, layouts().at("scale")));
     EXPECT_EQ(calls().func_get_param_info, 0);
@@ -740,32 +738,28 @@ TEST_F(CudaCodeTest, ParamsAfterTheHomeIsDestroyedGoThroughTheLibrary) {
 
 TEST_F(CudaCodeTest, FailedParamQueryIsADriverError) {
     make_current(make_context());
-    auto code = load();
-    ASSERT_NE(code, nullptr);
-    auto kernel = code->kernel("scale");
-    ASSERT_TRUE(kernel.ok());
+    auto [code, scale] = load_with_scale();
+    ASSERT_NE(scale, nullptr);
     {
         std::lock_guard lock(stub.mutex);
         stub.state.func_param_error = CUDA_ERROR_UNKNOWN;
         stub.state.kernel_param_error = CUDA_ERROR_UNKNOWN;
     }
-    EXPECT_EQ(outcome(code->params(**kernel)), errc_name(Errc::kDriverError));
+    EXPECT_EQ(outcome(code->params(*scale)), errc_name(Errc::kDriverError));
     make_current(make_context());
-    EXPECT_EQ(outcome(code->params(**kernel)), errc_name(Errc::kDriverError));
+    EXPECT_EQ(outcome(code->params(*scale)), errc_name(Errc::kDriverError));
 }
 
 TEST_F(CudaCodeTest, ParamsWithoutTheDriversQueryAreUnsupported) {
     CUcontext home = make_context();
     make_current(home);
-    auto code = load();
-    ASSERT_NE(code, nullptr);
-    auto kernel = code->kernel("scale");
-    ASSERT_TRUE(kernel.ok());
+    auto [code, scale] = load_with_scale();
+    ASSERT_NE(scale, nullptr);
     api.cuFuncGetParamInfo = nullptr;  // a driver before 12.4; the code holds `api` by reference
     api.cuKernelGetParamInfo = nullptr;
-    EXPECT_EQ(outcome(code->params(**kernel)), errc_name(Errc::kUnsupported));
+    EXPECT_EQ(outcome(code->params(*scale)), errc_name(Errc::kUnsupported));
     make_current(make_context());
-    EXPECT_EQ(outcome(code->params(**kernel)), errc_name(Errc::kUnsupported));
+    EXPECT_EQ(outcome(code->params(*scale)), errc_name(Errc::kUnsupported));
 }
 
 TEST_F(CudaCodeTest, LoadWithoutAContextMakesOnlyTheLibrary) {

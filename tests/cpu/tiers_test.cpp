@@ -44,6 +44,38 @@ protected:
     // gelu(out, in, n), for a launch the fake driver takes; the values do not matter to it.
     std::span<void* const> gelu_args() { return gelu_args_; }
 
+    // gelu:16 as a new process finds it: compiled and stored by another cache, then loaded from
+    // the disk by `cache`, whose bytes the fake driver lets go (as the real one does with one
+    // device).
+    Result<KernelHandle> disk_hit(KernelCache& cache) {
+        { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
+        return cache.kernel("gelu:16", gelu, "gelu");
+    }
+    // The disk tier's one entry file.
+    std::string entry_file() const {
+        const auto files = test::entry_files(dir_);
+        EXPECT_EQ(files.size(), 1u);
+        return files.empty() ? std::string() : files[0].string();
+    }
+    // Rewrites the one entry, changed by `change`, as a valid entry; its payload.
+    template <class Change>
+    std::string rewrite_entry(Change change) const {
+        const std::string file = entry_file();
+        auto entry = store::decode(test::read_file(file));
+        EXPECT_TRUE(entry.ok()) << entry.error().describe();
+        if (!entry) return {};
+        change(*entry);
+        test::write_file(file, store::encode(*entry));
+        return entry->payload;
+    }
+    // The bytes the one library loaded with a way back gets, as a second context would ask.
+    Result<std::string> read_back() {
+        auto again = fake_->load_again();
+        EXPECT_EQ(again.size(), 1u);
+        if (again.size() != 1) return Error(Errc::kInvalidArgument, "not one library to ask");
+        return std::move(again[0]);
+    }
+
     std::uint64_t out_ = 0, in_ = 0;
     std::uint32_t n_ = 0;
     std::array<void*, 3> gelu_args_ = {&out_, &in_, &n_};
@@ -119,19 +151,15 @@ TEST_F(TiersTest, AHostCompileNoTierKeepsIsLoadedInPlaceToo) {
 // The driver may let a disk hit's bytes go once loaded (the fake does, as the real driver does in
 // a process of one device); another context then gets them back through the tiers, checked.
 TEST_F(TiersTest, ADiskHitsBytesGoAndComeBackForAnotherContext) {
-    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
     KernelCache cache(options());
-    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    auto kernel = disk_hit(cache);
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
     EXPECT_EQ(fake_->kept_images(), 0) << "the disk hit's bytes were kept";
-    const auto files = test::entry_files(dir_);
-    ASSERT_EQ(files.size(), 1u);
-    auto stored = store::decode(test::read_file(files[0].string()));
+    auto stored = store::decode(test::read_file(entry_file()));
     ASSERT_TRUE(stored.ok()) << stored.error().describe();
-    auto again = fake_->load_again();
-    ASSERT_EQ(again.size(), 1u);
-    ASSERT_TRUE(again[0].ok()) << again[0].error().describe();
-    EXPECT_EQ(*again[0], stored->payload);
+    auto again = read_back();
+    ASSERT_TRUE(again.ok()) << again.error().describe();
+    EXPECT_EQ(*again, stored->payload);
     const CacheStats stats = cache.stats();
     EXPECT_EQ(stats.read_backs, 1u);
     EXPECT_EQ(stats.disk_hits, 1u) << "a read-back is no lookup";
@@ -139,90 +167,70 @@ TEST_F(TiersTest, ADiskHitsBytesGoAndComeBackForAnotherContext) {
 }
 
 TEST_F(TiersTest, BytesThatLeftTheDiskAreArtifactGoneForAnotherContext) {
-    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
     KernelCache cache(options());
-    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    auto kernel = disk_hit(cache);
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
     test::remove_entries(dir_);
-    auto again = fake_->load_again();
-    ASSERT_EQ(again.size(), 1u);
-    ASSERT_FALSE(again[0].ok());
-    EXPECT_EQ(again[0].error().code(), Errc::kArtifactGone);
-    EXPECT_NE(again[0].error().message().find("no longer"), std::string::npos)
-        << again[0].error().message();
+    auto again = read_back();
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.error().code(), Errc::kArtifactGone);
+    EXPECT_NE(again.error().message().find("no longer"), std::string::npos)
+        << again.error().message();
 }
 
 // An entry written again meanwhile under the same fingerprint (by a process that asked for the
 // same source under another key, which the entry records too) is the same kernels: it serves.
 TEST_F(TiersTest, AnEntryWrittenAgainUnderAnotherKeyStillServesAReadBack) {
-    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
     KernelCache cache(options());
-    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    auto kernel = disk_hit(cache);
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
-    const auto files = test::entry_files(dir_);
-    ASSERT_EQ(files.size(), 1u);
-    auto entry = store::decode(test::read_file(files[0].string()));
-    ASSERT_TRUE(entry.ok()) << entry.error().describe();
-    entry->key.caller_key = "gelu:other";
-    test::write_file(files[0].string(), store::encode(*entry));
-    auto again = fake_->load_again();
-    ASSERT_EQ(again.size(), 1u);
-    ASSERT_TRUE(again[0].ok()) << again[0].error().describe();
-    EXPECT_EQ(*again[0], entry->payload);
+    const std::string payload =
+        rewrite_entry([](store::StoredEntry& entry) { entry.key.caller_key = "gelu:other"; });
+    auto again = read_back();
+    ASSERT_TRUE(again.ok()) << again.error().describe();
+    EXPECT_EQ(*again, payload);
 }
 
 // An intact entry under the same file name but built from other inputs (its key material says
 // so) is not the code that was loaded: no read-back.
 TEST_F(TiersTest, AnEntryOfOtherInputsUnderTheSameNameIsNotReadBack) {
-    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
     KernelCache cache(options());
-    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    auto kernel = disk_hit(cache);
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
-    const auto files = test::entry_files(dir_);
-    ASSERT_EQ(files.size(), 1u);
-    auto entry = store::decode(test::read_file(files[0].string()));
-    ASSERT_TRUE(entry.ok()) << entry.error().describe();
-    entry->key.options = "-DOTHER=1";
-    test::write_file(files[0].string(), store::encode(*entry));
-    auto again = fake_->load_again();
-    ASSERT_EQ(again.size(), 1u);
-    ASSERT_FALSE(again[0].ok());
-    EXPECT_EQ(again[0].error().code(), Errc::kArtifactGone);
-    EXPECT_NE(again[0].error().message().find("other inputs"), std::string::npos)
-        << again[0].error().message();
+    rewrite_entry([](store::StoredEntry& entry) { entry.key.options = "-DOTHER=1"; });
+    auto again = read_back();
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.error().code(), Errc::kArtifactGone);
+    EXPECT_NE(again.error().message().find("other inputs"), std::string::npos)
+        << again.error().message();
 }
 
 // A corrupt entry is never read back: it is removed and counted, and the code is gone.
 TEST_F(TiersTest, ACorruptEntryIsArtifactGoneForAnotherContext) {
-    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
     KernelCache cache(options());
-    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    auto kernel = disk_hit(cache);
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
-    const auto files = test::entry_files(dir_);
-    ASSERT_EQ(files.size(), 1u);
-    std::string bytes = test::read_file(files[0].string());
+    const std::string file = entry_file();
+    std::string bytes = test::read_file(file);
     bytes[bytes.size() / 2] ^= 0x20;
-    test::write_file(files[0].string(), bytes);
-    auto again = fake_->load_again();
-    ASSERT_EQ(again.size(), 1u);
-    ASSERT_FALSE(again[0].ok());
-    EXPECT_EQ(again[0].error().code(), Errc::kArtifactGone);
+    test::write_file(file, bytes);
+    auto again = read_back();
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.error().code(), Errc::kArtifactGone);
     EXPECT_EQ(cache.stats().disk_corrupt, 1u);
     EXPECT_EQ(cache.stats().read_backs, 0u);
 }
 
 // Loaded code outlives its cache through handles; it does not keep the tiers alive for this.
 TEST_F(TiersTest, AReadBackAfterTheCacheIsGoneIsArtifactGone) {
-    { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
     KernelHandle kernel;
     {
         KernelCache cache(options());
-        kernel = cache.kernel("gelu:16", gelu, "gelu").value();
+        kernel = disk_hit(cache).value();
     }
-    auto again = fake_->load_again();
-    ASSERT_EQ(again.size(), 1u);
-    ASSERT_FALSE(again[0].ok());
-    EXPECT_EQ(again[0].error().code(), Errc::kArtifactGone);
+    auto again = read_back();
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.error().code(), Errc::kArtifactGone);
 }
 
 // A launch that finds the code gone (in another context) is an error, and the next lookup of the
