@@ -328,10 +328,6 @@ std::shared_ptr<const DecodedEntry> DecodedEntry::of(const StoredEntry& entry) {
     return decoded ? std::move(*decoded) : nullptr;
 }
 
-std::string_view DecodedEntry::checksum() const noexcept {
-    return std::string_view(bytes_).substr(bytes_.size() - kChecksumSize);
-}
-
 StoredEntry DecodedEntry::owned() const {
     StoredEntry entry;
     entry.kind = kind_;

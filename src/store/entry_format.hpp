@@ -93,8 +93,6 @@ public:
     // Its payload and key material text: what the memory tier's budget counts (as it did for a
     // StoredEntry; a zstd entry's compressed bytes, also kept, are not counted).
     std::size_t cost() const noexcept { return payload_.size() + key_text_bytes_; }
-    // The entry's XXH3-128 checksum as stored (16 bytes): equal for entries equal byte for byte.
-    std::string_view checksum() const noexcept;
     StoredEntry owned() const;
 
 private:
