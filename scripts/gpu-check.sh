@@ -37,8 +37,11 @@ status=0
   echo
 } > "$OUT/summary.md"
 
+# ONLY="name1 name2" runs just those steps (a short call that repeats one measurement).
+ONLY=${ONLY:-}
 run() {  # run NAME CMD...: log to $LOGS/NAME.txt, record pass/fail
   local name=$1; shift
+  if [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
   echo "== $name: $*"
   "$@" > "$LOGS/$name.txt" 2>&1
   local rc=$?
@@ -64,7 +67,7 @@ run bench_fake "$BIN/kcache_bench" --fake --out "$LOGS/bench_fake.md"
 run warm_start env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --tiers "$(mktemp -d)/tiers" --out "$LOGS/warm_start.md"
 # The warm start as new processes see it: rounds of three (kcache from its disk tier, the floor,
 # the driver's ComputeCache, which the bench turns on for its own processes only).
-run ptx_new_process env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --ptx-new-process "$(mktemp -d)/ptx" --rounds 9 --out "$LOGS/ptx_new_process.md"
+run ptx_new_process env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --ptx-new-process "$(mktemp -d)/ptx" --rounds "${PTX_ROUNDS:-9}" --out "$LOGS/ptx_new_process.md"
 # Whether kcache's cubins (nvJitLink: PTX compiled as relocatable code, then linked) run as fast as
 # the driver's JIT of the same PTX (a whole program).
 run kernel_speed "$BIN/kcache_bench" --kernel-speed --out "$LOGS/kernel_speed.md"
