@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,6 +28,7 @@ namespace cache {
 class Entry;
 struct ResolvedKernel;
 class CacheCore;
+struct PreparedArtifact;
 }  // namespace cache
 
 struct CacheOptions {
@@ -279,9 +281,10 @@ public:
         return prebuild_impl(key, generate, arch);
     }
 
-    // Compiles a list of kernels on `threads` worker threads (host compilers run in parallel),
-    // then loads them all on the calling thread, which needs a current context. Results come in
-    // the items' order; a failed item does not stop the others.
+    // Makes a list of kernels' artifacts on `threads` worker threads (tier reads and host
+    // compiles run in parallel) and loads each on the calling thread, which needs a current
+    // context, as soon as it is ready. Each artifact is read or compiled once. Results come in the
+    // items' order; a failed item does not stop the others.
     std::vector<Result<KernelHandle>> warm_up(
         const std::vector<WarmUpItem>& items, unsigned threads,
         const std::function<void(const WarmUpProgress&)>& progress = {});
@@ -304,8 +307,10 @@ public:
 private:
     friend class ExclusiveGuard;
     using SourceFn = FunctionRef<Result<Source>()>;
+    // With `prepared` (warm_up's), a miss loads that artifact rather than making its own.
     Result<KernelHandle> kernel_impl(std::string_view key, SourceFn make_source,
-                                     std::string_view kernel_name);
+                                     std::string_view kernel_name,
+                                     std::optional<cache::PreparedArtifact>* prepared = nullptr);
     Result<ModuleHandle> module_impl(std::string_view key, SourceFn make_source);
     Result<ArtifactOrigin> prebuild_impl(std::string_view key, SourceFn make_source, int arch);
 

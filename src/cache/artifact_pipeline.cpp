@@ -152,8 +152,8 @@ driver::ImageSource read_back(const std::shared_ptr<store::ArtifactStore>& store
                          "entry " + fingerprint.hex() + " is no longer in the cache's tiers");
         }
         if (built_from(*entry) != inputs) {
-            return Error(Errc::kArtifactGone, "entry " + fingerprint.hex() +
-                                                  " now holds what other inputs built");
+            return Error(Errc::kArtifactGone,
+                         "entry " + fingerprint.hex() + " now holds what other inputs built");
         }
         const std::string_view payload = entry->payload();
         return driver::Image{payload, std::move(entry)};
@@ -182,27 +182,31 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
                                                         const Source& source) {
     auto produced = produce(key, arch, source);
     if (!produced) return std::move(produced).error();
+    return load(key, source, std::move(*produced));
+}
+
+Result<ArtifactPipeline::Built> ArtifactPipeline::load(std::string_view key, const Source& source,
+                                                       Produced produced) {
     const auto start = std::chrono::steady_clock::now();
-    const bool compiled_here =
-        produced->stored != nullptr || produced->loadable.kind != source.kind;
+    const bool compiled_here = produced.stored != nullptr || produced.loadable.kind != source.kind;
     Result<driver::LibraryId> library = Error(Errc::kInvalidArgument, "not loaded");
-    if (produced->stored != nullptr) {
+    if (produced.stored != nullptr) {
         // A disk hit is kept by no tier: the driver may let its bytes go and read them back.
-        const bool from_disk = produced->origin == Origin::kDiskTier;
-        const std::string_view payload = produced->stored->payload();
-        driver::ImageSource again =
-            from_disk ? read_back(store_, produced->fingerprint, *produced->stored)
-                      : driver::ImageSource();
-        library = driver_.load_binary(driver::Image{payload, std::move(produced->stored)},
+        const bool from_disk = produced.origin == Origin::kDiskTier;
+        const std::string_view payload = produced.stored->payload();
+        driver::ImageSource again = from_disk
+                                        ? read_back(store_, produced.fingerprint, *produced.stored)
+                                        : driver::ImageSource();
+        library = driver_.load_binary(driver::Image{payload, std::move(produced.stored)},
                                       std::move(again));
-    } else if (produced->loadable.kind == SourceKind::kCubin ||
-               produced->loadable.kind == SourceKind::kFatbin) {
+    } else if (produced.loadable.kind == SourceKind::kCubin ||
+               produced.loadable.kind == SourceKind::kFatbin) {
         // A caller's binary: its bytes, moved here, are the ones a library made later uses.
-        auto bytes = std::make_shared<const std::string>(std::move(produced->loadable.bytes));
+        auto bytes = std::make_shared<const std::string>(std::move(produced.loadable.bytes));
         const std::string_view view = *bytes;
         library = driver_.load_binary(driver::Image{view, std::move(bytes)}, {});
     } else {
-        library = driver_.load_library(produced->loadable);
+        library = driver_.load_library(produced.loadable);
     }
     if (!library && source.kind == SourceKind::kPtx && compiled_here) {
         // A cubin this driver cannot load (say, from a host compiler newer than the driver):
@@ -210,14 +214,14 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
         util::log_line(util::LogLevel::kInfo, "compiled artifact for " + std::string(key) +
                                                   " did not load (" + library.error().message() +
                                                   "); handing the PTX to the driver");
-        produced->origin = Origin::kDriverJit;
+        produced.origin = Origin::kDriverJit;
         library = driver_.load_library(source);
     }
     if (!library) return std::move(library).error();
-    std::uint64_t compile_ns = produced->compile_ns;
+    std::uint64_t compile_ns = produced.compile_ns;
     // Loading PTX is the driver's JIT: that is compile time too.
-    if (produced->origin == Origin::kDriverJit) compile_ns += since(start);
-    return Built{*library, produced->origin, compile_ns, std::move(produced->names)};
+    if (produced.origin == Origin::kDriverJit) compile_ns += since(start);
+    return Built{*library, produced.origin, compile_ns, std::move(produced.names)};
 }
 
 Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,

@@ -44,6 +44,7 @@ public:
           host_compile_(host_compile),
           workers_(std::move(workers)) {}
 
+    // produce() then load().
     Result<Built> build(std::string_view key, int arch, const Source& source);
 
     // The loadable artifact without loading it (no GPU needed): what build() loads.
@@ -58,6 +59,9 @@ public:
         util::Fingerprint fingerprint{};  // the entry's, with `stored`
     };
     Result<Produced> produce(std::string_view key, int arch, const Source& source);
+    // Loads what produce() gave for `source` into the current context (the driver's JIT for PTX
+    // it left to the driver, which counts as compile time in the result).
+    Result<Built> load(std::string_view key, const Source& source, Produced produced);
 
     store::ArtifactStore* store() const noexcept { return store_.get(); }
 

@@ -149,7 +149,8 @@ std::optional<KernelHandle> CacheCore::find_kernel(std::string_view key, int arc
 }
 
 Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
-                                            FunctionRef<Result<Source>()> make, int arch) {
+                                            FunctionRef<Result<Source>()> make, int arch,
+                                            std::optional<PreparedArtifact>* prepared) {
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
     const std::uint64_t hash = util::hash_key(key, arch);
     bool counted_miss = false;
@@ -220,6 +221,14 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
             landing.succeeded = true;
             continue;
         }
+        if (prepared != nullptr && prepared->has_value()) {
+            PreparedArtifact ready = std::move(**prepared);
+            prepared->reset();
+            auto module = compile(key, arch, hash, ready.source, std::move(ready.produced));
+            landing.succeeded = module.ok();
+            if (!module) landing.error = module.error();
+            return module;
+        }
         auto source = generate(key, make);
         if (!source) {
             landing.error = source.error();
@@ -233,7 +242,8 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
 }
 
 Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uint64_t hash,
-                                        const Source& source) {
+                                        const Source& source,
+                                        std::optional<ArtifactPipeline::Produced> produced) {
     if (source.bytes.empty()) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
         return Error(Errc::kInvalidArgument,
@@ -244,7 +254,9 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
                                                   source_kind_name(source.kind) + ", " +
                                                   std::to_string(source.bytes.size()) + " bytes");
     }
-    auto built = pipeline_.build(key, arch, source);
+    const bool prepared = produced.has_value();
+    auto built = prepared ? pipeline_.load(key, source, std::move(*produced))
+                          : pipeline_.build(key, arch, source);
     if (!built) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
         Error error = std::move(built).error();
@@ -253,10 +265,13 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
         return Error(error.code(), "key '" + std::string(key) + "': " + error.message(),
                      error.log());
     }
-    compile_ns_.fetch_add(built->compile_ns, std::memory_order_relaxed);
     const bool compiled = built->origin == ArtifactPipeline::Origin::kDriverJit ||
                           built->origin == ArtifactPipeline::Origin::kHostCompile;
-    if (compiled) compiles_.fetch_add(1, std::memory_order_relaxed);
+    // A prepared artifact's compile was counted by prepare(); only a JIT in the load is new.
+    if (!prepared || built->origin == ArtifactPipeline::Origin::kDriverJit) {
+        compile_ns_.fetch_add(built->compile_ns, std::memory_order_relaxed);
+        if (compiled) compiles_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (util::log_enabled(util::LogLevel::kInfo)) {
         char ms[32];
         std::snprintf(ms, sizeof ms, "%.2f ms", static_cast<double>(built->compile_ns) / 1e6);
@@ -293,8 +308,8 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
     return module;
 }
 
-Result<ArtifactOrigin> CacheCore::prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
-                                           int arch) {
+Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
+                                            FunctionRef<Result<Source>()> make, int arch) {
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
     if (stats_flusher_) stats_flusher_->maybe_flush();
     auto source = generate(key, make);
@@ -307,9 +322,18 @@ Result<ArtifactOrigin> CacheCore::prebuild(std::string_view key, FunctionRef<Res
                      error.log());
     }
     compile_ns_.fetch_add(produced->compile_ns, std::memory_order_relaxed);
-    switch (produced->origin) {
+    if (produced->origin == ArtifactPipeline::Origin::kHostCompile) {
+        compiles_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return PreparedArtifact{std::move(source).value(), std::move(produced).value()};
+}
+
+Result<ArtifactOrigin> CacheCore::prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
+                                           int arch) {
+    auto prepared = prepare(key, make, arch);
+    if (!prepared) return std::move(prepared).error();
+    switch (prepared->produced.origin) {
         case ArtifactPipeline::Origin::kHostCompile:
-            compiles_.fetch_add(1, std::memory_order_relaxed);
             return ArtifactOrigin::kCompiled;
         case ArtifactPipeline::Origin::kMemoryTier:
             return ArtifactOrigin::kMemoryTier;

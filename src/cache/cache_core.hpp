@@ -20,6 +20,13 @@
 
 namespace kcache::cache {
 
+// What warm_up's workers make ahead of the load (CacheCore::prepare): a key's source and its
+// artifact, found in a tier or compiled, not yet loaded.
+struct PreparedArtifact {
+    Source source;
+    ArtifactPipeline::Produced produced;
+};
+
 class CacheCore {
 public:
     explicit CacheCore(CacheOptions options);
@@ -29,10 +36,13 @@ public:
     // yet; the slow path then sorts it out.
     std::optional<KernelHandle> find_kernel(std::string_view key, int arch,
                                             std::string_view kernel_name) noexcept;
-    // Everything else: verification, single flight, compile, publish, name resolution.
+    // Everything else: verification, single flight, compile, publish, name resolution. With
+    // `prepared` (taken at most once), a miss loads that artifact instead of making its own.
     Result<ModuleHandle> module_slow(std::string_view key, FunctionRef<Result<Source>()> make,
-                                     int arch);
+                                     int arch, std::optional<PreparedArtifact>* prepared = nullptr);
 
+    Result<PreparedArtifact> prepare(std::string_view key, FunctionRef<Result<Source>()> make,
+                                     int arch);
     Result<ArtifactOrigin> prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
                                     int arch);
 
@@ -60,8 +70,10 @@ public:
 
 private:
     std::optional<ModuleHandle> probe(std::string_view key, int arch, std::uint64_t hash) noexcept;
+    // Loads `produced` if given (its making counted already), else builds the artifact itself.
     Result<ModuleHandle> compile(std::string_view key, int arch, std::uint64_t hash,
-                                 const Source& source);
+                                 const Source& source,
+                                 std::optional<ArtifactPipeline::Produced> produced = {});
     bool probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept;
     // publish() and evict_over_budget() require write_mutex_ and return the evicted entries, for
     // the caller to retire once the lock is released.

@@ -54,7 +54,8 @@ KernelCache& KernelCache::global() {
 }
 
 Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn make_source,
-                                              std::string_view kernel_name) {
+                                              std::string_view kernel_name,
+                                              std::optional<cache::PreparedArtifact>* prepared) {
     driver::Driver& driver = core_->driver();
     if (!core_->options.verify) {
         // Where every device of the process has one arch (the usual 8 x H200), a hit needs no
@@ -71,7 +72,7 @@ Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn mak
     if (!core_->options.verify && !driver.uniform_arch()) {
         if (auto handle = core_->find_kernel(key, *arch, kernel_name)) return std::move(*handle);
     }
-    auto module = core_->module_slow(key, make_source, *arch);
+    auto module = core_->module_slow(key, make_source, *arch, prepared);
     if (!module) return std::move(module).error();
     auto kernel = module->kernel(kernel_name);
     if (!kernel && kernel.error().code() == Errc::kArtifactGone) {

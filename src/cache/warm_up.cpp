@@ -1,9 +1,14 @@
-// KernelCache::warm_up: compile many kernels in parallel, then load them. Compiling needs no
-// context and runs on worker threads; loading resolves kernels in the caller's current context,
-// so it stays on the calling thread (from the tiers, it is fast).
+// KernelCache::warm_up: make many kernels' artifacts in parallel and load each as soon as it is
+// ready. Making one (a tier read, or a compile) needs no context and runs on worker threads;
+// loading resolves kernels in the caller's current context, so it stays on the calling thread,
+// which loads while the workers are still reading or compiling the rest.
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <mutex>
+#include <optional>
+#include <system_error>
 #include <thread>
 
 #include "cache/cache_core.hpp"
@@ -11,61 +16,137 @@
 #include "util/log.hpp"
 
 namespace kcache {
+namespace {
+
+// One item's state between its worker and the loading thread.
+struct Slot {
+    std::optional<cache::PreparedArtifact> prepared;
+    std::optional<KernelHandle> loaded;  // the key was loaded already
+    std::optional<Error> error;
+};
+
+// Indices of items whose slot is filled, in the order they were finished.
+class ReadyQueue {
+public:
+    void push(std::size_t index) {
+        {
+            std::lock_guard lock(mutex_);
+            ready_.push_back(index);
+        }
+        changed_.notify_one();
+    }
+    std::size_t pop() {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return !ready_.empty(); });
+        const std::size_t index = ready_.front();
+        ready_.pop_front();
+        return index;
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::deque<std::size_t> ready_;
+};
+
+// Runs the caller's progress callback; an exception from it must not end the process, and
+// there is no one to hand it to on a worker, so it is logged.
+void report(const std::function<void(const WarmUpProgress&)>& progress,
+            const WarmUpProgress& step) {
+    try {
+        progress(step);
+    } catch (const std::exception& e) {
+        util::log_line(util::LogLevel::kInfo,
+                       std::string("warm_up progress callback threw: ") + e.what());
+    } catch (...) {
+        util::log_line(util::LogLevel::kInfo, "warm_up progress callback threw");
+    }
+}
+
+}  // namespace
 
 std::vector<Result<KernelHandle>> KernelCache::warm_up(
     const std::vector<WarmUpItem>& items, unsigned threads,
     const std::function<void(const WarmUpProgress&)>& progress) {
     std::vector<Result<KernelHandle>> results(
         items.size(), Result<KernelHandle>(Error(Errc::kInvalidArgument, "not warmed up")));
+    if (items.empty()) return results;
     auto arch = core_->driver().current_arch();
     if (!arch) {
         for (auto& result : results) result = arch.error();
         return results;
     }
 
-    std::vector<std::optional<Error>> compile_errors(items.size());
+    std::vector<Slot> slots(items.size());
+    ReadyQueue ready;
     std::atomic<std::size_t> next{0};
     std::mutex progress_mutex;  // serialises the caller's callback and `done`
     std::size_t done = 0;
-    auto worker = [&] {
+    auto make_all = [&] {
         for (std::size_t i = next.fetch_add(1); i < items.size(); i = next.fetch_add(1)) {
             const WarmUpItem& item = items[i];
-            auto built = prebuild(item.key, item.make_source, *arch);
-            // kUnsupported: nothing to compile ahead here (no host compiler); the load below
-            // hands the source to the driver's JIT instead.
-            if (!built && built.error().code() != Errc::kUnsupported) {
-                compile_errors[i] = built.error();
-            }
-            std::lock_guard lock(progress_mutex);
-            ++done;
-            if (progress) {
-                // The caller's callback runs on our worker: an exception from it must not end
-                // the process, and there is no one to hand it to, so it is logged.
-                try {
-                    progress({done, items.size(), item.key,
-                              compile_errors[i] ? &*compile_errors[i] : nullptr});
-                } catch (const std::exception& e) {
-                    util::log_line(util::LogLevel::kInfo,
-                                   std::string("warm_up progress callback threw: ") + e.what());
-                } catch (...) {
-                    util::log_line(util::LogLevel::kInfo, "warm_up progress callback threw");
+            Slot& slot = slots[i];
+            if (auto hit = core_->find_kernel(item.key, *arch, item.kernel_name)) {
+                slot.loaded = std::move(*hit);
+            } else {
+                auto made = [&]() -> Result<Source> { return item.make_source(); };
+                auto prepared = core_->prepare(item.key, made, *arch);
+                if (prepared) {
+                    slot.prepared = std::move(prepared).value();
+                } else {
+                    slot.error = std::move(prepared).error();
                 }
             }
+            if (progress) {
+                std::lock_guard lock(progress_mutex);
+                ++done;
+                report(progress,
+                       {done, items.size(), item.key, slot.error ? &*slot.error : nullptr});
+            }
+            ready.push(i);
         }
     };
-    const unsigned count = std::max(
-        1u, std::min(threads, static_cast<unsigned>(std::max<std::size_t>(1, items.size()))));
-    std::vector<std::thread> pool;
-    pool.reserve(count);
-    for (unsigned t = 0; t < count; ++t) pool.emplace_back(worker);
-    for (auto& thread : pool) thread.join();
 
-    for (std::size_t i = 0; i < items.size(); ++i) {
-        if (compile_errors[i]) {
-            results[i] = *compile_errors[i];
-            continue;
+    // Each worker starts the next, so that the calling thread starts loading after one thread
+    // start, not after all of them. A thread that cannot start ends the chain, and the threads
+    // before it do the work; if none can start, the calling thread makes everything first.
+    const unsigned count = std::max(1u, std::min(threads, static_cast<unsigned>(items.size())));
+    std::vector<std::thread> pool(count);
+    std::function<void(unsigned)> start = [&](unsigned t) {
+        try {
+            pool[t] = std::thread([&, t] {
+                if (t + 1 < count) start(t + 1);
+                make_all();
+            });
+        } catch (const std::system_error& e) {
+            util::log_line(util::LogLevel::kInfo,
+                           std::string("warm_up: a worker thread did not start: ") + e.what());
         }
-        results[i] = kernel(items[i].key, items[i].make_source, items[i].kernel_name);
+    };
+    struct JoinInOrder {  // also when the loading below throws: no worker outlives what it uses
+        std::vector<std::thread>& pool;
+        ~JoinInOrder() {  // before `start`, which the threads still starting call, goes
+            // In order: each thread was started by the one before it, before that one finished.
+            for (auto& thread : pool) {
+                if (thread.joinable()) thread.join();
+            }
+        }
+    } join_in_order{pool};
+    start(0);
+    if (!pool[0].joinable()) make_all();
+
+    for (std::size_t handled = 0; handled < items.size(); ++handled) {
+        const std::size_t i = ready.pop();
+        Slot& slot = slots[i];
+        if (slot.error) {
+            results[i] = std::move(*slot.error);
+        } else if (slot.loaded) {
+            results[i] = std::move(*slot.loaded);
+        } else {
+            const WarmUpItem& item = items[i];
+            auto made = [&]() -> Result<Source> { return item.make_source(); };
+            results[i] = kernel_impl(item.key, made, item.kernel_name, &slot.prepared);
+        }
     }
     return results;
 }

@@ -475,6 +475,40 @@ TEST_F(WarmUpTest, CompilesEveryKernelAndLoadsThem) {
     EXPECT_EQ(thread_stats().hits, 1u);
 }
 
+TEST_F(WarmUpTest, ANewCacheOnAWarmDiskTierReadsEachEntryOnceAndCompilesNothing) {
+    {
+        KernelCache fill(options());
+        for (const auto& result : fill.warm_up(softmax_items(12), 4)) ASSERT_TRUE(result.ok());
+    }
+    KernelCache cache(options());
+    const auto items = softmax_items(12);
+    auto results = cache.warm_up(items, 4);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        ASSERT_TRUE(results[i].ok()) << results[i].error().describe();
+        EXPECT_EQ(results[i]->module().key(), items[i].key);  // in the items' order
+    }
+    EXPECT_EQ(cache.stats().compiles, 0u);
+    EXPECT_EQ(cache.stats().disk_hits, 12u);
+    EXPECT_EQ(cache.size(), 12u);
+}
+
+TEST_F(WarmUpTest, KeysLoadedAlreadyAreNeitherReadNorCompiledAgain) {
+    KernelCache cache(options());
+    const auto items = softmax_items(6);
+    for (const auto& result : cache.warm_up(items, 3)) ASSERT_TRUE(result.ok());
+    const CacheStats before = cache.stats();
+    auto again = cache.warm_up(items, 3);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        ASSERT_TRUE(again[i].ok()) << again[i].error().describe();
+        EXPECT_EQ(again[i]->module().key(), items[i].key);
+    }
+    const CacheStats after = cache.stats();
+    EXPECT_EQ(after.compiles, before.compiles);
+    EXPECT_EQ(after.disk_hits, before.disk_hits);
+    EXPECT_EQ(after.memory_hits, before.memory_hits);
+    EXPECT_EQ(after.disk_writes, before.disk_writes);
+}
+
 TEST_F(WarmUpTest, ReportsEveryItemOnceWithARisingCount) {
     KernelCache cache(options());
     std::vector<std::string> seen;
