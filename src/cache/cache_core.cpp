@@ -44,6 +44,11 @@ Result<Source> generate(std::string_view key, FunctionRef<Result<Source>()> make
 
 }  // namespace
 
+compile::PtxParamSizes CacheCore::ptx_param_sizes_of(const Source& source) const {
+    if (source.kind != SourceKind::kPtx || options.verify) return {};
+    return compile::ptx_param_sizes(source.bytes);
+}
+
 bool CacheCore::probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept {
     auto guard = util::EpochDomain::global().pin();
     return table_.load(std::memory_order_acquire)->find(key, arch, hash) != nullptr;
@@ -224,7 +229,7 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
         if (prepared != nullptr && prepared->has_value()) {
             PreparedArtifact ready = std::move(**prepared);
             prepared->reset();
-            auto module = compile(key, arch, hash, ready.source, std::move(ready.produced));
+            auto module = compile(key, arch, hash, ready.source, &ready);
             landing.succeeded = module.ok();
             if (!module) landing.error = module.error();
             return module;
@@ -242,8 +247,7 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
 }
 
 Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uint64_t hash,
-                                        const Source& source,
-                                        std::optional<ArtifactPipeline::Produced> produced) {
+                                        const Source& source, PreparedArtifact* prepared) {
     if (source.bytes.empty()) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
         return Error(Errc::kInvalidArgument,
@@ -254,9 +258,8 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
                                                   source_kind_name(source.kind) + ", " +
                                                   std::to_string(source.bytes.size()) + " bytes");
     }
-    const bool prepared = produced.has_value();
-    auto built = prepared ? pipeline_.load(key, source, std::move(*produced))
-                          : pipeline_.build(key, arch, source);
+    auto built = prepared != nullptr ? pipeline_.load(key, source, std::move(prepared->produced))
+                                     : pipeline_.build(key, arch, source);
     if (!built) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
         Error error = std::move(built).error();
@@ -268,7 +271,7 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
     const bool compiled = built->origin == ArtifactPipeline::Origin::kDriverJit ||
                           built->origin == ArtifactPipeline::Origin::kHostCompile;
     // A prepared artifact's compile was counted by prepare(); only a JIT in the load is new.
-    if (!prepared || built->origin == ArtifactPipeline::Origin::kDriverJit) {
+    if (prepared == nullptr || built->origin == ArtifactPipeline::Origin::kDriverJit) {
         compile_ns_.fetch_add(built->compile_ns, std::memory_order_relaxed);
         if (compiled) compiles_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -281,15 +284,17 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
     }
     auto library = built->library;
 
-    // A PTX source declares its kernels' parameters: no driver query at their first launch.
-    // Verification trusts the driver's own answer instead.
     compile::PtxParamSizes param_sizes;
-    if (source.kind == SourceKind::kPtx && !options.verify) {
-        param_sizes = compile::ptx_param_sizes(source.bytes);
+    util::Fingerprint source_fingerprint{};
+    if (prepared != nullptr) {
+        param_sizes = std::move(prepared->param_sizes);
+        source_fingerprint = prepared->source_fingerprint;
+    } else {
+        param_sizes = ptx_param_sizes_of(source);
+        source_fingerprint = util::source_fingerprint(source, arch);
     }
-    auto* entry =
-        new Entry(std::string(key), arch, hash, util::source_fingerprint(source, arch), library,
-                  driver_, library_counters_, std::move(built->names), std::move(param_sizes));
+    auto* entry = new Entry(std::string(key), arch, hash, source_fingerprint, library, driver_,
+                            library_counters_, std::move(built->names), std::move(param_sizes));
     // Our reference is taken before the entry is published, so eviction cannot unload it under
     // the caller.
     const std::uint32_t stripe = util::my_stripe();
@@ -309,7 +314,8 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
 }
 
 Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
-                                            FunctionRef<Result<Source>()> make, int arch) {
+                                            FunctionRef<Result<Source>()> make, int arch,
+                                            bool for_load) {
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
     if (stats_flusher_) stats_flusher_->maybe_flush();
     auto source = generate(key, make);
@@ -325,12 +331,19 @@ Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
     if (produced->origin == ArtifactPipeline::Origin::kHostCompile) {
         compiles_.fetch_add(1, std::memory_order_relaxed);
     }
-    return PreparedArtifact{std::move(source).value(), std::move(produced).value()};
+    PreparedArtifact prepared;
+    prepared.source = std::move(source).value();
+    prepared.produced = std::move(produced).value();
+    if (for_load) {
+        prepared.source_fingerprint = util::source_fingerprint(prepared.source, arch);
+        prepared.param_sizes = ptx_param_sizes_of(prepared.source);
+    }
+    return prepared;
 }
 
 Result<ArtifactOrigin> CacheCore::prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
                                            int arch) {
-    auto prepared = prepare(key, make, arch);
+    auto prepared = prepare(key, make, arch, /*for_load=*/false);
     if (!prepared) return std::move(prepared).error();
     switch (prepared->produced.origin) {
         case ArtifactPipeline::Origin::kHostCompile:

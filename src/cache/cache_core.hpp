@@ -25,6 +25,9 @@ namespace kcache::cache {
 struct PreparedArtifact {
     Source source;
     ArtifactPipeline::Produced produced;
+    // What the entry keeps of its source, worked out on the worker too.
+    util::Fingerprint source_fingerprint{};
+    compile::PtxParamSizes param_sizes;
 };
 
 class CacheCore {
@@ -41,8 +44,9 @@ public:
     Result<ModuleHandle> module_slow(std::string_view key, FunctionRef<Result<Source>()> make,
                                      int arch, std::optional<PreparedArtifact>* prepared = nullptr);
 
+    // `for_load` also works out what the entry will keep of the source (see PreparedArtifact).
     Result<PreparedArtifact> prepare(std::string_view key, FunctionRef<Result<Source>()> make,
-                                     int arch);
+                                     int arch, bool for_load);
     Result<ArtifactOrigin> prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
                                     int arch);
 
@@ -70,11 +74,14 @@ public:
 
 private:
     std::optional<ModuleHandle> probe(std::string_view key, int arch, std::uint64_t hash) noexcept;
-    // Loads `produced` if given (its making counted already), else builds the artifact itself.
+    // Loads `prepared`'s artifact if given (its making counted already), else builds the
+    // artifact of `source` itself.
     Result<ModuleHandle> compile(std::string_view key, int arch, std::uint64_t hash,
-                                 const Source& source,
-                                 std::optional<ArtifactPipeline::Produced> produced = {});
+                                 const Source& source, PreparedArtifact* prepared = nullptr);
     bool probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept;
+    // A PTX source declares its kernels' parameters: no driver query at their first launch.
+    // Verification trusts the driver's own answer instead (empty sizes).
+    compile::PtxParamSizes ptx_param_sizes_of(const Source& source) const;
     // publish() and evict_over_budget() require write_mutex_ and return the evicted entries, for
     // the caller to retire once the lock is released.
     std::vector<Entry*> publish(Entry* entry);

@@ -90,7 +90,7 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
                 slot.loaded = std::move(*hit);
             } else {
                 auto made = [&]() -> Result<Source> { return item.make_source(); };
-                auto prepared = core_->prepare(item.key, made, *arch);
+                auto prepared = core_->prepare(item.key, made, *arch, /*for_load=*/true);
                 if (prepared) {
                     slot.prepared = std::move(prepared).value();
                 } else {

@@ -106,6 +106,32 @@ TEST_F(LaunchCheckTest, VerificationAsksTheDriverForPtxParametersToo) {
     EXPECT_EQ(fake->param_queries(), 1);
 }
 
+// warm_up works the sizes out on its workers; they must reach the loaded kernel all the same.
+TEST_F(LaunchCheckTest, WarmedUpPtxKernelsTakeTheirParametersFromTheSourceToo) {
+    auto results = cache.warm_up(
+        {{"residual_add:f32", [] { return test::residual_add_source(); }, "residual_add"}}, 2);
+    ASSERT_TRUE(results.at(0).ok()) << results[0].error().describe();
+    const KernelHandle& handle = *results[0];
+    std::uint64_t out = 0, a = 0, b = 0;
+    std::uint32_t n = 0;
+    ASSERT_TRUE(handle.launch_with(LaunchConfig{}, out, a, b, n).ok());
+    const double wrong = 0;
+    EXPECT_FALSE(handle.launch_with(LaunchConfig{}, out, a, b, wrong).ok()) << "n is a .u32";
+    EXPECT_EQ(handle.param_count(), 4);
+    EXPECT_EQ(fake->param_queries(), 0);
+}
+
+TEST_F(LaunchCheckTest, WarmUpWithVerificationAsksTheDriverForPtxParameters) {
+    CacheOptions options = test::fake_options(fake);
+    options.verify = true;
+    KernelCache verifying(options);
+    auto results = verifying.warm_up(
+        {{"residual_add:f32", [] { return test::residual_add_source(); }, "residual_add"}}, 2);
+    ASSERT_TRUE(results.at(0).ok()) << results[0].error().describe();
+    EXPECT_EQ(results[0]->param_count(), 4);
+    EXPECT_EQ(fake->param_queries(), 1);
+}
+
 TEST_F(LaunchCheckTest, ThreadsCheckingFirstTogetherAskOnce) {
     auto handle = residual_add_binary();
     ASSERT_TRUE(handle.ok());
