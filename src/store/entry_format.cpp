@@ -1,10 +1,10 @@
 #include "store/entry_format.hpp"
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 #include <zstd.h>
 
 #include <cstring>
+
+#include "util/xxh3_kernels.hpp"
 
 namespace kcache::store {
 namespace {
@@ -53,19 +53,19 @@ T get_le(const char* in) {
 }
 
 std::string checksum(std::string_view bytes) {
-    XXH128_hash_t digest = XXH3_128bits(bytes.data(), bytes.size());
+    const util::xxh3::Hash128 digest = util::xxh3::kernels().hash128(bytes.data(), bytes.size());
     std::string out;
-    put_le(out, digest.high64);
-    put_le(out, digest.low64);
+    put_le(out, digest.high);
+    put_le(out, digest.low);
     return out;
 }
 
 // Compared in place: a checksum string per decode was an allocation per hit (16 bytes is past
 // the short-string buffer).
 bool checksum_matches(std::string_view body, const char* stored) {
-    const XXH128_hash_t digest = XXH3_128bits(body.data(), body.size());
-    return get_le<std::uint64_t>(stored) == digest.high64 &&
-           get_le<std::uint64_t>(stored + 8) == digest.low64;
+    const util::xxh3::Hash128 digest = util::xxh3::kernels().hash128(body.data(), body.size());
+    return get_le<std::uint64_t>(stored) == digest.high &&
+           get_le<std::uint64_t>(stored + 8) == digest.low;
 }
 
 // One decompression context per thread, reused: ZSTD_decompress() would set up and tear down a

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "kcache/source.hpp"
+#include "util/xxh3_kernels.hpp"
 
 namespace kcache::util {
 
@@ -31,6 +32,7 @@ public:
     Fingerprint finish() const;
 
 private:
+    const xxh3::Kernels* kernels_;
     void* state_;  // XXH3_state_t, kept opaque so xxhash.h stays out of this header
 };
 
