@@ -143,6 +143,27 @@ std::function<void*(const std::string&)> driver_load(const driver::CudaApi& cu,
             return ok ? function : nullptr;
         };
     }
+    // The floor with one of kcache's habits each: the image copied into fresh memory first (as
+    // a file's read puts it), or the current context asked for and identified first.
+    if (mode == "floor-copy" || mode == "floor-ctx") {
+        const bool copy = mode == "floor-copy";
+        return [&cu, copy](const std::string& image) -> void* {
+            CUmodule module = nullptr;
+            CUfunction function = nullptr;
+            CUcontext current = nullptr;
+            unsigned long long id = 0;
+            if (!copy && (cu.cuCtxGetCurrent(&current) != CUDA_SUCCESS ||
+                          cu.cuCtxGetId(current, &id) != CUDA_SUCCESS)) {
+                return nullptr;
+            }
+            const std::string fresh = copy ? image : std::string();
+            const bool ok =
+                cu.cuModuleLoadData(&module, copy ? fresh.c_str() : image.c_str()) ==
+                    CUDA_SUCCESS &&
+                cu.cuModuleGetFunction(&function, module, "softmax_rows") == CUDA_SUCCESS;
+            return ok ? function : nullptr;
+        };
+    }
     if (mode != "floor-library" && mode != "floor-preserved" && mode != "floor-nofunc") {
         return {};
     }
@@ -456,6 +477,8 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
         {"kcache-cpu",
          "for scale: kcache's own work alone: disk tier to memory (prebuild), "
          "no driver load (no launch either)"},
+        {"floor-copy", "for scale: the floor, each cubin copied into fresh memory first"},
+        {"floor-ctx", "for scale: the floor, the current context asked for and identified first"},
     };
     constexpr int kModes = static_cast<int>(std::size(modes));
     constexpr int kCompute = 2;
