@@ -339,7 +339,10 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         }
         if (!context->synchronize()) return 6;
         launch_ms = ms_since(launches);
-    } else if (mode == "kcache-cpu") {  // kcache's own work alone: from disk, no driver load
+    } else if (mode == "kcache-cpu" || mode == "kcache-cpu-ident") {
+        // kcache's own work alone: from disk, no driver load; -ident knows nvJitLink's identity
+        // (a read of its ELF notes) before the clock starts.
+        if (mode == "kcache-cpu-ident" && !compile::ptx_compiler_identity()) return 4;
         const auto start = std::chrono::steady_clock::now();
         CacheOptions options;
         options.disk_directory = directory + "/kcache";
@@ -477,6 +480,7 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
         {"kcache-cpu",
          "for scale: kcache's own work alone: disk tier to memory (prebuild), "
          "no driver load (no launch either)"},
+        {"kcache-cpu-ident", "for scale: the same, nvJitLink's identity known before the clock"},
         {"floor-copy", "for scale: the floor, each cubin copied into fresh memory first"},
         {"floor-ctx", "for scale: the floor, the current context asked for and identified first"},
     };
