@@ -79,6 +79,9 @@ struct CacheStats {
     std::uint64_t waits = 0;             // lookups that waited for another thread's compile
     std::uint64_t evictions = 0;
     std::uint64_t verify_failures = 0;
+    // Loaded entries dropped because their code could not reach a new context any more (its
+    // bytes had left the tiers); each is built again at the next lookup of its key.
+    std::uint64_t code_gone = 0;
     std::uint64_t entries = 0;           // entries in the map now
     std::uint64_t loaded_libraries = 0;  // loaded now, evicted-but-still-held ones included
     // The artifact tiers (misses served without compiling).

@@ -377,6 +377,7 @@ void CacheCore::discard(const ModuleHandle& module) {
         replace_table(new EntryTable(kept));
     }
     if (entry->broken_because() == Errc::kArtifactGone) {
+        code_gone_.fetch_add(1, std::memory_order_relaxed);
         util::log_line(util::LogLevel::kInfo,
                        "discarded " + describe_key(entry->key, entry->arch) +
                            ": its bytes left the tiers before another context needed them; the "
@@ -464,6 +465,7 @@ CacheStats CacheCore::stats() const {
     s.misses = misses_.load(std::memory_order_relaxed);
     s.compiles = compiles_.load(std::memory_order_relaxed);
     s.compile_failures = compile_failures_.load(std::memory_order_relaxed);
+    s.code_gone = code_gone_.load(std::memory_order_relaxed);
     s.compile_ns = compile_ns_.load(std::memory_order_relaxed);
     s.waits = waits_.load(std::memory_order_relaxed);
     s.evictions = evictions_.load(std::memory_order_relaxed);

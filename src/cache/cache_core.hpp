@@ -102,6 +102,7 @@ private:
     SingleFlight flights_;
 
     std::atomic<std::uint64_t> misses_{0}, compiles_{0}, compile_failures_{0}, compile_ns_{0};
+    std::atomic<std::uint64_t> code_gone_{0};
     std::atomic<std::uint64_t> waits_{0}, evictions_{0}, verify_failures_{0};
     // Null without a disk tier; set once in the constructor, then only read. Last, so that it
     // is built when everything it reads (stats()) is.

@@ -250,6 +250,7 @@ TEST_F(TiersTest, ALaunchThatFindsTheCodeGoneMakesTheNextLookupBuildAgain) {
     EXPECT_EQ(fake_->loads(), loads + 1) << "the broken module was handed out again";
     EXPECT_TRUE(rebuilt->launch(config, gelu_args()).ok());
     EXPECT_EQ(cache.stats().compiles, 1u);  // from the memory tier, not compiled again
+    EXPECT_EQ(cache.stats().code_gone, 1u);
 }
 
 // A lookup whose first resolve of a kernel finds the code's bytes gone (another context) drops
@@ -266,6 +267,7 @@ TEST_F(TiersTest, ALookupThatFindsTheCodeGoneBuildsAgainAtOnce) {
     const CacheStats stats = cache.stats();
     EXPECT_EQ(stats.compiles, 1u);
     EXPECT_EQ(stats.compile_failures, 0u) << "code gone is no compile failure";
+    EXPECT_EQ(stats.code_gone, 1u);
 }
 
 // KernelCache::launch looks up again once when the launch finds the code gone.
@@ -279,6 +281,7 @@ TEST_F(TiersTest, ALaunchByKeyThatFindsTheCodeGoneBuildsAgainAndLaunches) {
     EXPECT_EQ(fake_->loads(), loads + 1);
     EXPECT_EQ(fake_->launches_of("gelu"), 1);
     EXPECT_EQ(cache.stats().compile_failures, 0u);
+    EXPECT_EQ(cache.stats().code_gone, 1u);
 }
 
 // A memory hit's bytes are the tier's own: the driver holds them, and needs no way back.
