@@ -436,6 +436,44 @@ TEST_F(GpuTest, ASecondContextReadsADiskHitBackAndRebuildsWhenItIsGone) {
     ASSERT_TRUE(context_->make_current().ok());
 }
 
+// warm_up, cold (compiled on its workers) and then in a new cache on the warm disk tier (each
+// entry read once, loaded as it comes): every kernel it hands back computes the right thing.
+TEST_F(GpuTest, WarmUpColdAndFromTheDiskTierGivesKernelsThatMatchTheCpuReference) {
+    test::TempDir temp;
+    CacheOptions options;
+    options.disk_directory = temp.path() + "/cache";
+    const std::vector<int> widths = {32, 100, 257, 1000, 1024, 1500};
+    std::vector<WarmUpItem> items;
+    for (int cols : widths) {
+        items.push_back(
+            {"softmax:" + std::to_string(cols),
+             [cols]() -> Result<Source> { return Source::ptx(examples::softmax_rows_ptx(cols)); },
+             "softmax_rows"});
+    }
+    const bool host_compiles = driver::nvjitlink_api().ok();
+    for (const bool warm : {false, true}) {
+        SCOPED_TRACE(warm ? "a new cache on the warm disk tier" : "cold");
+        KernelCache cache(options);
+        auto results = cache.warm_up(items, 4);
+        ASSERT_EQ(results.size(), items.size());
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            ASSERT_TRUE(results[i].ok()) << results[i].error().describe();
+            ASSERT_EQ(results[i]->module().key(), items[i].key);
+            const int cols = widths[i], rows = 33;
+            auto in = random_floats(static_cast<std::size_t>(rows * cols), 90u + i);
+            auto din = upload(in), dout = poisoned(in.size());
+            const auto r = static_cast<std::uint32_t>(rows);
+            ASSERT_TRUE(results[i]->launch_with(linear(r), dout.address(), din.address(), r).ok());
+            ASSERT_TRUE(context_->synchronize().ok());
+            expect_close(*dout.download_floats(), examples::softmax_rows_ref(in, rows, cols), 1e-4);
+        }
+        const CacheStats stats = cache.stats();
+        if (!host_compiles) continue;  // the driver's JIT: nothing is stored
+        EXPECT_EQ(stats.compiles, warm ? 0u : items.size());
+        EXPECT_EQ(stats.disk_hits, warm ? items.size() : 0u);
+    }
+}
+
 TEST_F(GpuTest, ClearWhileHandleIsLiveKeepsItLaunchable) {
     KernelCache cache;
     const std::uint32_t n = 1000;
