@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <set>
 #include <span>
+#include <thread>
 
 #include "driver/compiler_api.hpp"
 #include "driver/fake_driver.hpp"
@@ -510,6 +512,29 @@ TEST_F(WarmUpTest, KeysLoadedAlreadyAreNeitherReadNorCompiledAgain) {
     EXPECT_EQ(after.disk_hits, before.disk_hits);
     EXPECT_EQ(after.memory_hits, before.memory_hits);
     EXPECT_EQ(after.disk_writes, before.disk_writes);
+}
+
+// Workers are added while the calling thread waits: slow items (a compile, here a slow source)
+// are made on several threads at once, not one after another.
+TEST_F(WarmUpTest, SlowItemsAreMadeOnSeveralThreadsAtOnce) {
+    KernelCache cache(options());
+    std::mutex mutex;
+    std::set<std::thread::id> threads;
+    std::vector<WarmUpItem> items;
+    for (int cols = 1; cols <= 8; ++cols) {
+        items.push_back({"slow:" + std::to_string(cols),
+                         [cols, &mutex, &threads]() -> Result<Source> {
+                             std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                             std::lock_guard lock(mutex);
+                             threads.insert(std::this_thread::get_id());
+                             return Source::ptx(examples::softmax_rows_ptx(cols));
+                         },
+                         "softmax_rows"});
+    }
+    for (const auto& result : cache.warm_up(items, 4)) ASSERT_TRUE(result.ok());
+    EXPECT_GE(threads.size(), 2u);
+    EXPECT_LE(threads.size(), 4u);
+    EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u) << "made on the calling thread";
 }
 
 TEST_F(WarmUpTest, ReportsEveryItemOnceWithARisingCount) {
