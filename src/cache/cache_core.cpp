@@ -44,6 +44,10 @@ Result<Source> generate(std::string_view key, FunctionRef<Result<Source>()> make
 
 }  // namespace
 
+bool CacheCore::contains(std::string_view key, int arch) noexcept {
+    return probe_exists(key, arch, util::hash_key(key, arch));
+}
+
 compile::PtxParamSizes CacheCore::ptx_param_sizes_of(const Source& source) const {
     if (source.kind != SourceKind::kPtx || options.verify) return {};
     return compile::ptx_param_sizes(source.bytes);
@@ -258,6 +262,10 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
                                                   source_kind_name(source.kind) + ", " +
                                                   std::to_string(source.bytes.size()) + " bytes");
     }
+    // What prepare() made, and counted the time of, before the load takes it.
+    const ArtifactPipeline::Origin made_by =
+        prepared != nullptr ? prepared->produced.origin : ArtifactPipeline::Origin::kDriverJit;
+    const std::uint64_t made_ns = prepared != nullptr ? prepared->produced.compile_ns : 0;
     auto built = prepared != nullptr ? pipeline_.load(key, source, std::move(prepared->produced))
                                      : pipeline_.build(key, arch, source);
     if (!built) {
@@ -268,13 +276,15 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
         return Error(error.code(), "key '" + std::string(key) + "': " + error.message(),
                      error.log());
     }
-    const bool compiled = built->origin == ArtifactPipeline::Origin::kDriverJit ||
-                          built->origin == ArtifactPipeline::Origin::kHostCompile;
-    // A prepared artifact's compile was counted by prepare(); only a JIT in the load is new.
-    if (prepared == nullptr || built->origin == ArtifactPipeline::Origin::kDriverJit) {
-        compile_ns_.fetch_add(built->compile_ns, std::memory_order_relaxed);
-        if (compiled) compiles_.fetch_add(1, std::memory_order_relaxed);
-    }
+    const bool jit = built->origin == ArtifactPipeline::Origin::kDriverJit;
+    const bool compiled =
+        jit || built->origin == ArtifactPipeline::Origin::kHostCompile ||
+        (prepared != nullptr && made_by == ArtifactPipeline::Origin::kHostCompile);
+    // One compile however it went (a host compile, the driver's JIT, or the JIT after the driver
+    // refused the host's cubin), as kernel() counts it; prepare() counted a host compile's time.
+    if (compiled) compiles_.fetch_add(1, std::memory_order_relaxed);
+    compile_ns_.fetch_add(prepared == nullptr ? built->compile_ns : built->compile_ns - made_ns,
+                          std::memory_order_relaxed);
     if (util::log_enabled(util::LogLevel::kInfo)) {
         char ms[32];
         std::snprintf(ms, sizeof ms, "%.2f ms", static_cast<double>(built->compile_ns) / 1e6);
@@ -328,7 +338,7 @@ Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
                      error.log());
     }
     compile_ns_.fetch_add(produced->compile_ns, std::memory_order_relaxed);
-    if (produced->origin == ArtifactPipeline::Origin::kHostCompile) {
+    if (!for_load && produced->origin == ArtifactPipeline::Origin::kHostCompile) {
         compiles_.fetch_add(1, std::memory_order_relaxed);
     }
     PreparedArtifact prepared;

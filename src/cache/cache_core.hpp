@@ -44,7 +44,11 @@ public:
     Result<ModuleHandle> module_slow(std::string_view key, FunctionRef<Result<Source>()> make,
                                      int arch, std::optional<PreparedArtifact>* prepared = nullptr);
 
-    // `for_load` also works out what the entry will keep of the source (see PreparedArtifact).
+    // Whether `key` is loaded for `arch`; counts nothing (no hit, no miss).
+    bool contains(std::string_view key, int arch) noexcept;
+
+    // `for_load` also works out what the entry will keep of the source (see PreparedArtifact),
+    // and leaves counting the compile to the load, as kernel() counts it: compiled and loaded.
     Result<PreparedArtifact> prepare(std::string_view key, FunctionRef<Result<Source>()> make,
                                      int arch, bool for_load);
     Result<ArtifactOrigin> prebuild(std::string_view key, FunctionRef<Result<Source>()> make,

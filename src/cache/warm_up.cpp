@@ -11,6 +11,7 @@
 #include <optional>
 #include <system_error>
 #include <thread>
+#include <unordered_set>
 
 #include "cache/cache_core.hpp"
 #include "kcache/kernel_cache.hpp"
@@ -22,8 +23,9 @@ namespace {
 // One item's state between its worker and the loading thread.
 struct Slot {
     std::optional<cache::PreparedArtifact> prepared;
-    std::optional<KernelHandle> loaded;  // the key was loaded already
     std::optional<Error> error;
+    // Neither: the key was loaded already, and the calling thread looks it up as kernel() would
+    // (verification, its own thread's counters, a kernel name not resolved yet).
 };
 
 // Indices of items whose slot is filled, in the order they were finished.
@@ -85,18 +87,25 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
         return results;
     }
 
+    // A key listed twice is made once: its later items are looked up after all the others.
+    std::vector<std::size_t> firsts, repeats;
+    {
+        std::unordered_set<std::string_view> seen;
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            (seen.insert(items[i].key).second ? firsts : repeats).push_back(i);
+        }
+    }
     std::vector<Slot> slots(items.size());
     ReadyQueue ready;
-    std::atomic<std::size_t> next{0};
-    std::mutex progress_mutex;  // serialises the caller's callback and `done`
+    std::atomic<std::size_t> next{0};  // into `firsts`
+    std::mutex progress_mutex;         // serialises the caller's callback and `done`
     std::size_t done = 0;
     auto make_all = [&] {
-        for (std::size_t i = next.fetch_add(1); i < items.size(); i = next.fetch_add(1)) {
+        for (std::size_t n = next.fetch_add(1); n < firsts.size(); n = next.fetch_add(1)) {
+            const std::size_t i = firsts[n];
             const WarmUpItem& item = items[i];
             Slot& slot = slots[i];
-            if (auto hit = core_->find_kernel(item.key, *arch, item.kernel_name)) {
-                slot.loaded = std::move(*hit);
-            } else {
+            if (!core_->contains(item.key, *arch)) {
                 auto made = [&]() -> Result<Source> { return item.make_source(); };
                 auto prepared = core_->prepare(item.key, made, *arch, /*for_load=*/true);
                 if (prepared) {
@@ -132,7 +141,7 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
     bool can_grow = true;
     auto grow = [&] {
         if (!can_grow || pool.size() == count ||
-            next.load(std::memory_order_relaxed) >= items.size()) {
+            next.load(std::memory_order_relaxed) >= firsts.size()) {
             return;
         }
         try {
@@ -146,19 +155,29 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
     grow();
     if (pool.empty()) make_all();
 
-    for (std::size_t handled = 0; handled < items.size(); ++handled) {
+    for (std::size_t handled = 0; handled < firsts.size(); ++handled) {
         std::optional<std::size_t> popped;
         while (!(popped = ready.pop_within(kPatience))) grow();
         const std::size_t i = *popped;
         Slot& slot = slots[i];
         if (slot.error) {
             results[i] = std::move(*slot.error);
-        } else if (slot.loaded) {
-            results[i] = std::move(*slot.loaded);
         } else {
             const WarmUpItem& item = items[i];
             auto made = [&]() -> Result<Source> { return item.make_source(); };
-            results[i] = kernel_impl(item.key, made, item.kernel_name, &slot.prepared);
+            results[i] = kernel_impl(item.key, made, item.kernel_name,
+                                     slot.prepared ? &slot.prepared : nullptr);
+        }
+    }
+    for (const std::size_t i : repeats) {
+        const WarmUpItem& item = items[i];
+        auto made = [&]() -> Result<Source> { return item.make_source(); };
+        results[i] = kernel_impl(item.key, made, item.kernel_name);
+        if (progress) {
+            std::lock_guard lock(progress_mutex);
+            ++done;
+            report(progress,
+                   {done, items.size(), item.key, results[i] ? nullptr : &results[i].error()});
         }
     }
     return results;

@@ -537,6 +537,67 @@ TEST_F(WarmUpTest, SlowItemsAreMadeOnSeveralThreadsAtOnce) {
     EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u) << "made on the calling thread";
 }
 
+// warm_up counts and checks as kernel() would. A key loaded already goes through the calling
+// thread's lookup: verified in verify mode, its hit on that thread's counters.
+TEST_F(WarmUpTest, AKeyLoadedAlreadyIsVerifiedAndCountedLikeALookup) {
+    CacheOptions o = options();
+    o.verify = true;
+    KernelCache cache(o);
+    ASSERT_TRUE(cache.kernel("k", test::residual_add_source, "residual_add").ok());
+    reset_thread_stats();
+    auto same = cache.warm_up(
+        {{"k", [] { return Result<Source>(test::residual_add_source()); }, "residual_add"}}, 2);
+    ASSERT_TRUE(same.at(0).ok()) << same[0].error().describe();
+    EXPECT_EQ(thread_stats().hits, 1u) << "the hit belongs to the calling thread";
+    auto other = cache.warm_up(
+        {{"k", [] { return Result<Source>(test::scale_source()); }, "scale_kernel"}}, 2);
+    ASSERT_FALSE(other.at(0).ok());
+    EXPECT_EQ(other[0].error().code(), Errc::kKeyConflict);
+    EXPECT_EQ(cache.stats().verify_failures, 1u);
+}
+
+TEST_F(WarmUpTest, AModuleLoadedAlreadyGivesAnotherKernelWithoutAnotherRead) {
+    KernelCache cache(options());
+    ASSERT_TRUE(cache.module("gelu:16", gelu).ok());  // loaded, no kernel resolved yet
+    const CacheStats before = cache.stats();
+    auto results = cache.warm_up({{"gelu:16", [] { return Result<Source>(gelu()); }, "gelu"}}, 2);
+    ASSERT_TRUE(results.at(0).ok()) << results[0].error().describe();
+    const CacheStats after = cache.stats();
+    EXPECT_EQ(after.compiles, before.compiles);
+    EXPECT_EQ(after.memory_hits, before.memory_hits);
+    EXPECT_EQ(after.disk_hits, before.disk_hits);
+}
+
+TEST_F(WarmUpTest, AKeyListedTwiceIsMadeOnce) {
+    KernelCache cache(options());
+    auto item = softmax_items(1).at(0);
+    auto results = cache.warm_up({item, item, item}, 3);
+    for (const auto& result : results) ASSERT_TRUE(result.ok()) << result.error().describe();
+    const CacheStats stats = cache.stats();
+    EXPECT_EQ(stats.compiles, 1u);
+    EXPECT_EQ(stats.memory_hits, 0u);
+    EXPECT_EQ(stats.misses, 1u);
+    EXPECT_EQ(stats.hits, 2u);
+}
+
+// The driver refusing the host's cubin: the PTX goes to its JIT, one compile, as in kernel().
+TEST_F(WarmUpTest, ACubinTheDriverRefusesIsOneCompileAsInKernel) {
+    KernelCache cache(options());
+    fake_->fail_next_loads(1);
+    auto results = cache.warm_up(softmax_items(1), 2);
+    ASSERT_TRUE(results.at(0).ok()) << results[0].error().describe();
+    EXPECT_EQ(cache.stats().compiles, 1u);
+}
+
+TEST_F(WarmUpTest, ACompileThatDoesNotLoadIsNotCountedCompiled) {
+    KernelCache cache(options());
+    fake_->fail_next_loads(2);  // the cubin, then the PTX through the driver's JIT
+    auto results = cache.warm_up(softmax_items(1), 2);
+    ASSERT_FALSE(results.at(0).ok());
+    EXPECT_EQ(cache.stats().compiles, 0u);
+    EXPECT_EQ(cache.stats().compile_failures, 1u);
+}
+
 TEST_F(WarmUpTest, ReportsEveryItemOnceWithARisingCount) {
     KernelCache cache(options());
     std::vector<std::string> seen;
