@@ -207,6 +207,18 @@ struct DriverClock {
     static double ms() { return static_cast<double>(ns) / 1e6; }
 };
 
+// Launches each handle once and synchronizes; the time taken into `launch_ms`.
+bool launch_each(const std::vector<KernelHandle>& handles, const EmptyLaunch& empty,
+                 driver::PrimaryContext& context, double& launch_ms) {
+    const auto launches = std::chrono::steady_clock::now();
+    for (const auto& handle : handles) {
+        if (!handle.launch_with(empty.config, empty.out, empty.in, empty.rows)) return false;
+    }
+    if (!context.synchronize()) return false;
+    launch_ms = ms_since(launches);
+    return true;
+}
+
 // Minor page faults of this process so far: first touches of fresh memory, which a new process
 // pays for everything it keeps (or cannot reuse).
 double minor_faults() {
@@ -266,12 +278,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         driver_ms = DriverClock::ms();
         faults += minor_faults();
         if (cache.stats().compiles != 0 || cache.stats().disk_hits != kKernels) return 5;
-        const auto launches = std::chrono::steady_clock::now();
-        for (const auto& handle : handles) {
-            if (!handle.launch_with(empty.config, empty.out, empty.in, empty.rows)) return 6;
-        }
-        if (!context->synchronize()) return 6;
-        launch_ms = ms_since(launches);
+        if (!launch_each(handles, empty, *context, launch_ms)) return 6;
     } else if (mode == "kcache-warm-up") {  // the same kernels asked for at once, 16 threads
         faults = -minor_faults();
         const auto start = std::chrono::steady_clock::now();
@@ -293,12 +300,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         driver_ms = DriverClock::ms();
         faults += minor_faults();
         if (cache.stats().compiles != 0 || cache.stats().disk_hits != kKernels) return 5;
-        const auto launches = std::chrono::steady_clock::now();
-        for (const auto& handle : handles) {
-            if (!handle.launch_with(empty.config, empty.out, empty.in, empty.rows)) return 6;
-        }
-        if (!context->synchronize()) return 6;
-        launch_ms = ms_since(launches);
+        if (!launch_each(handles, empty, *context, launch_ms)) return 6;
     } else if (mode == "floor-file") {  // one file per kernel by hand: read, verify, load
         const std::vector<std::string> paths = entry_files(directory + "/kcache");
         if (paths.size() != kKernels) return 4;
