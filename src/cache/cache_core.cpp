@@ -276,9 +276,9 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
         return Error(error.code(), "key '" + std::string(key) + "': " + error.message(),
                      error.log());
     }
-    const bool jit = built->origin == ArtifactPipeline::Origin::kDriverJit;
     const bool compiled =
-        jit || built->origin == ArtifactPipeline::Origin::kHostCompile ||
+        built->origin == ArtifactPipeline::Origin::kDriverJit ||
+        built->origin == ArtifactPipeline::Origin::kHostCompile ||
         (prepared != nullptr && made_by == ArtifactPipeline::Origin::kHostCompile);
     // One compile however it went (a host compile, the driver's JIT, or the JIT after the driver
     // refused the host's cubin), as kernel() counts it; prepare() counted a host compile's time.

@@ -100,6 +100,18 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
     std::atomic<std::size_t> next{0};  // into `firsts`
     std::mutex progress_mutex;         // serialises the caller's callback and `done`
     std::size_t done = 0;
+    auto finished = [&](std::string_view key, const Error* error) {
+        if (!progress) return;
+        std::lock_guard lock(progress_mutex);
+        ++done;
+        report(progress, {done, items.size(), key, error});
+    };
+    // Loads item `i` on the calling thread, from what a worker made if it made anything.
+    auto load = [&](std::size_t i, std::optional<cache::PreparedArtifact>* prepared) {
+        const WarmUpItem& item = items[i];
+        auto made = [&]() -> Result<Source> { return item.make_source(); };
+        results[i] = kernel_impl(item.key, made, item.kernel_name, prepared);
+    };
     auto make_all = [&] {
         for (std::size_t n = next.fetch_add(1); n < firsts.size(); n = next.fetch_add(1)) {
             const std::size_t i = firsts[n];
@@ -114,12 +126,7 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
                     slot.error = std::move(prepared).error();
                 }
             }
-            if (progress) {
-                std::lock_guard lock(progress_mutex);
-                ++done;
-                report(progress,
-                       {done, items.size(), item.key, slot.error ? &*slot.error : nullptr});
-            }
+            finished(item.key, slot.error ? &*slot.error : nullptr);
             ready.push(i);
         }
     };
@@ -163,22 +170,12 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
         if (slot.error) {
             results[i] = std::move(*slot.error);
         } else {
-            const WarmUpItem& item = items[i];
-            auto made = [&]() -> Result<Source> { return item.make_source(); };
-            results[i] = kernel_impl(item.key, made, item.kernel_name,
-                                     slot.prepared ? &slot.prepared : nullptr);
+            load(i, &slot.prepared);  // empty if the key was loaded already
         }
     }
     for (const std::size_t i : repeats) {
-        const WarmUpItem& item = items[i];
-        auto made = [&]() -> Result<Source> { return item.make_source(); };
-        results[i] = kernel_impl(item.key, made, item.kernel_name);
-        if (progress) {
-            std::lock_guard lock(progress_mutex);
-            ++done;
-            report(progress,
-                   {done, items.size(), item.key, results[i] ? nullptr : &results[i].error()});
-        }
+        load(i, nullptr);
+        finished(items[i].key, results[i] ? nullptr : &results[i].error());
     }
     return results;
 }
