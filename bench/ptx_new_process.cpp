@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -54,6 +55,21 @@ std::vector<std::string> read_cubins(const std::string& path) {
         cubins.push_back(std::move(cubin));
     }
     return cubins;
+}
+
+// When KCACHE_BENCH_PERF names perf's control and ack fifos ("ctl,ack", as given to
+// `perf record -D -1 --control fifo:ctl,ack`), the timed loads are all that perf samples: the
+// window opens as the clock starts and closes as it stops. Without it, nothing happens.
+void profile_window(const char* command) {
+    static const char* fifos = std::getenv("KCACHE_BENCH_PERF");
+    if (fifos == nullptr) return;
+    const std::string both(fifos);
+    const std::size_t comma = both.find(',');
+    std::ofstream(both.substr(0, comma)) << command << '\n' << std::flush;
+    if (comma == std::string::npos) return;
+    std::ifstream ack(both.substr(comma + 1));
+    std::string line;
+    std::getline(ack, line);  // perf's "ack": the window is open (or shut) from here on
 }
 
 struct ChildRun {
@@ -257,6 +273,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         }
         faults = -minor_faults();
         const auto start = std::chrono::steady_clock::now();  // the cache's opening included
+        profile_window("enable");
         CacheOptions options;
         options.disk_directory = directory + "/kcache";
         KernelCache cache(options);
@@ -274,6 +291,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
             }
             handles.push_back(std::move(*kernel));
         }
+        profile_window("disable");
         total_ms = ms_since(start);
         driver_ms = DriverClock::ms();
         faults += minor_faults();
@@ -282,6 +300,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
     } else if (mode == "kcache-warm-up") {  // the same kernels asked for at once, 16 threads
         faults = -minor_faults();
         const auto start = std::chrono::steady_clock::now();
+        profile_window("enable");
         CacheOptions options;
         options.disk_directory = directory + "/kcache";
         KernelCache cache(options);
@@ -296,6 +315,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
             }
             handles.push_back(std::move(*result));
         }
+        profile_window("disable");
         total_ms = ms_since(start);
         driver_ms = DriverClock::ms();
         faults += minor_faults();
@@ -307,6 +327,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         util::Files& files = util::real_files();
         faults = -minor_faults();
         const auto start = std::chrono::steady_clock::now();
+        profile_window("enable");
         std::vector<CUfunction> functions;
         for (const auto& path : paths) {
             if (functions.size() == 1) first_ms = ms_since(start);
@@ -322,6 +343,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
             }
             functions.push_back(function);  // the entry goes: the driver has its copy
         }
+        profile_window("disable");
         total_ms = ms_since(start);
         driver_ms = DriverClock::ms();
         faults += minor_faults();
@@ -340,6 +362,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         // (a read of its ELF notes) before the clock starts.
         if (mode == "kcache-cpu-ident" && !compile::ptx_compiler_identity()) return 4;
         const auto start = std::chrono::steady_clock::now();
+        profile_window("enable");
         CacheOptions options;
         options.disk_directory = directory + "/kcache";
         KernelCache cache(options);
@@ -351,14 +374,17 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
                 ptx_kernel_key(i), [text] { return Source::ptx(*text); }, context->info().arch);
             if (!built || *built != ArtifactOrigin::kDiskTier) return 4;
         }
+        profile_window("disable");
         total_ms = ms_since(start);
         driver_ms = DriverClock::ms();
     } else if (mode == "touch") {  // for scale: first touches of 25 KiB of fresh heap, 64 times
         std::vector<std::unique_ptr<char[]>> blocks;
         const auto start = std::chrono::steady_clock::now();
+        profile_window("enable");
         for (int i = 0; i < kKernels; ++i) {
             blocks.push_back(std::make_unique<char[]>(25 * 1024));  // value-initialised: touched
         }
+        profile_window("disable");
         total_ms = ms_since(start);
         driver_ms = DriverClock::ms();
     } else if (auto load = driver_load(cu, mode)) {  // the floors and the ComputeCache
@@ -377,6 +403,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         }
         faults = -minor_faults();
         const auto loads_start = std::chrono::steady_clock::now();
+        profile_window("enable");
         std::vector<void*> functions;
         functions.reserve(kKernels);
         for (const auto& image : images) {
@@ -384,6 +411,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
             functions.push_back(load(image));
             if (functions.back() == nullptr) return 4;
         }
+        profile_window("disable");
         total_ms = ms_since(read_timed ? start : loads_start);
         driver_ms = DriverClock::ms();
         faults += minor_faults();

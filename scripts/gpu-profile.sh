@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On the GPU machine: where a new process's PTX warm start spends its time, sampled by perf inside
+# the timed loads only (the bench opens and shuts perf's window around them). perf is not
+# installed there: scripts/pack-perf.sh packs this machine's perf and its libraries into
+# .perf-bin/, carried with .gpu-bin/ (binaries built with frame pointers by build-for-gpu.sh
+# PROFILE=1). Reports go to $OUT. MODES and PROCESSES choose what is sampled.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+BIN=.gpu-bin
+PERF=(.perf-bin/lib/ld-linux-x86-64.so.2 --library-path .perf-bin/lib .perf-bin/perf)
+MODES=${MODES:-"kcache floor-file floor kcache-cpu"}
+PROCESSES=${PROCESSES:-40}
+work=$(mktemp -d)
+# Fills kcache's disk tier, the floor's cubins and the ComputeCache (one round of every mode).
+env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --ptx-new-process "$work/ptx" --rounds 1 \
+  --out "$OUT/one_round.md" > "$OUT/fill.txt" 2>&1 || { echo "fill failed"; tail "$OUT/fill.txt"; exit 1; }
+for mode in $MODES; do
+  mkfifo "$work/ctl" "$work/ack"
+  env CUDA_CACHE_DISABLE=1 KCACHE_BENCH_PERF="$work/ctl,$work/ack" "${PERF[@]}" record \
+    -e cpu-clock -F 20000 -g -D -1 --control "fifo:$work/ctl,$work/ack" -o "$work/$mode.data" -- \
+    bash -c "for i in \$(seq $PROCESSES); do $BIN/kcache_bench --ptx-warm-child $mode $work/ptx > /dev/null || exit 1; done" \
+    > "$OUT/record-$mode.txt" 2>&1 || echo "record $mode failed: $(tail -3 "$OUT/record-$mode.txt")"
+  rm -f "$work/ctl" "$work/ack"
+  "${PERF[@]}" report -i "$work/$mode.data" --no-children --sort dso,sym --stdio -g none \
+    --percent-limit 0.3 > "$OUT/flat-$mode.txt" 2>&1
+  "${PERF[@]}" report -i "$work/$mode.data" --children --sort sym --stdio -g caller,0.5,callee \
+    --percent-limit 2 > "$OUT/tree-$mode.txt" 2>&1
+  "${PERF[@]}" report -i "$work/$mode.data" --no-children --sort dso --stdio -g none \
+    > "$OUT/dso-$mode.txt" 2>&1
+  echo "$mode: $(grep -m1 'Samples' "$OUT/flat-$mode.txt")"
+done
+rm -rf "$work"
