@@ -7,7 +7,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
+R="$OUT/profile"  # packed into $OUT/profile.tgz at the end: the device tool returns few files
+mkdir -p "$R"
 BIN=.gpu-bin
 PERF=(.perf-bin/lib/ld-linux-x86-64.so.2 --library-path .perf-bin/lib .perf-bin/perf)
 MODES=${MODES:-"kcache floor-file floor kcache-cpu"}
@@ -15,20 +16,23 @@ PROCESSES=${PROCESSES:-40}
 work=$(mktemp -d)
 # Fills kcache's disk tier, the floor's cubins and the ComputeCache (one round of every mode).
 env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --ptx-new-process "$work/ptx" --rounds 1 \
-  --out "$OUT/one_round.md" > "$OUT/fill.txt" 2>&1 || { echo "fill failed"; tail "$OUT/fill.txt"; exit 1; }
+  --out "$R/one_round.md" > "$R/fill.txt" 2>&1 || { echo "fill failed"; tail "$R/fill.txt"; exit 1; }
 for mode in $MODES; do
   mkfifo "$work/ctl" "$work/ack"
-  env CUDA_CACHE_DISABLE=1 KCACHE_BENCH_PERF="$work/ctl,$work/ack" "${PERF[@]}" record \
-    -e cpu-clock -F 20000 -g -D -1 --control "fifo:$work/ctl,$work/ack" -o "$work/$mode.data" -- \
+  env CUDA_CACHE_DISABLE=1 KCACHE_BENCH_PERF="$work/ctl,$work/ack,cpu-clock" "${PERF[@]}" record \
+    -e dummy -e cpu-clock -F 20000 -g -D -1 --control "fifo:$work/ctl,$work/ack" -o "$work/$mode.data" -- \
     bash -c "for i in \$(seq $PROCESSES); do $BIN/kcache_bench --ptx-warm-child $mode $work/ptx > /dev/null || exit 1; done" \
-    > "$OUT/record-$mode.txt" 2>&1 || echo "record $mode failed: $(tail -3 "$OUT/record-$mode.txt")"
+    > "$R/record-$mode.txt" 2>&1 || echo "record $mode failed: $(tail -3 "$R/record-$mode.txt")"
   rm -f "$work/ctl" "$work/ack"
   "${PERF[@]}" report -i "$work/$mode.data" --no-children --sort dso,sym --stdio -g none \
-    --percent-limit 0.3 > "$OUT/flat-$mode.txt" 2>&1
+    --percent-limit 0.3 > "$R/flat-$mode.txt" 2>&1
   "${PERF[@]}" report -i "$work/$mode.data" --children --sort sym --stdio -g caller,0.5,callee \
-    --percent-limit 2 > "$OUT/tree-$mode.txt" 2>&1
-  "${PERF[@]}" report -i "$work/$mode.data" --no-children --sort dso --stdio -g none \
-    > "$OUT/dso-$mode.txt" 2>&1
-  echo "$mode: $(grep -m1 'Samples' "$OUT/flat-$mode.txt")"
+    --percent-limit 2 > "$R/tree-$mode.txt" 2>&1
+  "${PERF[@]}" report -i "$work/$mode.data" --no-children --sort comm,dso --stdio -g none \
+    > "$R/dso-$mode.txt" 2>&1
+  "${PERF[@]}" report -i "$work/$mode.data" --children --sort sym --stdio -g none \
+    --percent-limit 0.3 > "$R/inclusive-$mode.txt" 2>&1
+  echo "$mode: $(grep -m1 'of event' "$R/flat-$mode.txt")"
 done
 rm -rf "$work"
+tar czf "$OUT/profile.tgz" -C "$R" . && rm -rf "$R"
