@@ -14,9 +14,10 @@ PERF=(.perf-bin/lib/ld-linux-x86-64.so.2 --library-path .perf-bin/lib .perf-bin/
 MODES=${MODES:-"kcache floor-file floor kcache-cpu"}
 PROCESSES=${PROCESSES:-40}
 work=$(mktemp -d)
-# Fills kcache's disk tier, the floor's cubins and the ComputeCache (one round of every mode).
-env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --ptx-new-process "$work/ptx" --rounds 1 \
-  --out "$R/one_round.md" > "$R/fill.txt" 2>&1 || { echo "fill failed"; tail "$R/fill.txt"; exit 1; }
+# Fills kcache's disk tier, the floor's cubins and the ComputeCache, then ROUNDS rounds of every
+# mode (the bench's table, unprofiled).
+env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --ptx-new-process "$work/ptx" --rounds "${ROUNDS:-1}" \
+  --out "$R/rounds.md" > "$R/fill.txt" 2>&1 || { echo "fill failed"; tail "$R/fill.txt"; exit 1; }
 for mode in $MODES; do
   mkfifo "$work/ctl" "$work/ack"
   env CUDA_CACHE_DISABLE=1 KCACHE_BENCH_PERF="$work/ctl,$work/ack,cpu-clock" "${PERF[@]}" record \
@@ -32,6 +33,8 @@ for mode in $MODES; do
     > "$R/dso-$mode.txt" 2>&1
   "${PERF[@]}" report -i "$work/$mode.data" --children --sort sym --stdio -g none \
     --percent-limit 0.3 > "$R/inclusive-$mode.txt" 2>&1
+  # Every sample's call chain, for folding here (scripts/fold-profile.py).
+  "${PERF[@]}" script -i "$work/$mode.data" -F tid,time,ip,sym,dso 2>/dev/null | gzip > "$R/script-$mode.txt.gz"
   echo "$mode: $(grep -m1 'of event' "$R/flat-$mode.txt")"
 done
 rm -rf "$work"

@@ -185,8 +185,12 @@ PtxParamSizes read_entries(std::string_view ptx) {
         declared.emplace_back(std::string(ptx.substr(name_start, name_end - name_start)),
                               param_list(ptx, name_end));
     }
-    std::stable_sort(declared.begin(), declared.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    // Not for one kernel, the usual module: stable_sort takes a temporary buffer from the heap
+    // even then.
+    if (declared.size() > 1) {
+        std::stable_sort(declared.begin(), declared.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+    }
     PtxParamSizes found;
     found.reserve(declared.size());
     for (std::size_t i = 0; i < declared.size();) {

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "util/spare_buffer.hpp"
 #include "util/xxh3_kernels.hpp"
 
 namespace kcache::store {
@@ -302,6 +303,10 @@ Result<StoredEntry> decode(std::string_view bytes) {
         return inflated.error();
     }
     return entry;
+}
+
+DecodedEntry::~DecodedEntry() {
+    util::give_spare_buffer(std::move(bytes_));
 }
 
 Result<std::shared_ptr<const DecodedEntry>> DecodedEntry::decode(std::string bytes) {

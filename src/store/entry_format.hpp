@@ -84,6 +84,8 @@ public:
 
     // Public for make_shared; only decode() can name a Private.
     explicit DecodedEntry(Private) {}
+    // Hands its bytes to this thread's spare buffer (util/spare_buffer.hpp) for the next read.
+    ~DecodedEntry();
     DecodedEntry(const DecodedEntry&) = delete;
     DecodedEntry& operator=(const DecodedEntry&) = delete;
 

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <random>
 
+#include "util/spare_buffer.hpp"
+
 namespace kcache::util {
 namespace {
 
@@ -49,7 +51,10 @@ public:
         // nothing. A short read (a file cut meanwhile) still loops until that size or EOF. What
         // reports no size (a pipe, /proc) is read to EOF instead.
         const bool sized = S_ISREG(info.st_mode) && info.st_size > 0;
-        std::string out(sized ? static_cast<std::size_t>(info.st_size) : std::size_t{4096}, '\0');
+        // Into this thread's spare buffer when it has one (see spare_buffer.hpp): a new process
+        // reading entry after entry between driver loads then faults no fresh pages in.
+        std::string out = take_spare_buffer();
+        out.resize(sized ? static_cast<std::size_t>(info.st_size) : std::size_t{4096});
         std::size_t done = 0;
         for (;;) {
             if (done == out.size()) {
