@@ -78,10 +78,12 @@ std::vector<std::string> ptx_kernel_set();
 std::string ptx_kernel_key(int i);
 // warm_up() items for `ptx` (which must outlive them): each by its ptx_kernel_key.
 std::vector<WarmUpItem> ptx_warm_up_items(const std::vector<std::string>& ptx);
-// Needs a GPU: the warm start of those kernels in new processes, `rounds` rounds of three
-// (kcache from its disk tier, the floor, the driver's ComputeCache), in `directory`.
+// Needs a GPU: the warm start of those kernels in new processes, and of one large kernel, each in
+// `rounds` rounds of one process per mode (kcache from its disk tier, the floor, the driver's
+// ComputeCache, and more for scale), in `directory`.
 std::string run_ptx_new_process(const std::string& directory, int rounds, std::string& note);
-// The child side: prints "context_ms total_ms" for MODE kcache, floor or compute.
-int run_ptx_warm_child(const std::string& mode, const std::string& directory);
+// The child side: prints its times (see ChildRun) for MODE (kcache, floor, compute, ...), on the
+// 64 small kernels or (`large`) on one large kernel.
+int run_ptx_warm_child(const std::string& mode, const std::string& directory, bool large);
 
 }  // namespace kcache::bench

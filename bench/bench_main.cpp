@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
             return bench::run_cubin_floor_child(first, second, std::strcmp(next(), "heavy") == 0);
         } else if (!std::strcmp(argv[i], "--ptx-warm-child")) {
             const std::string mode = next();
-            return bench::run_ptx_warm_child(mode, next());
+            const std::string directory = next();
+            return bench::run_ptx_warm_child(mode, directory, std::strcmp(next(), "large") == 0);
         } else if (!std::strcmp(argv[i], "--kernel-speed")) {
             kernel_speed = true;
         } else if (!std::strcmp(argv[i], "--ptx-new-process")) {

@@ -85,9 +85,9 @@ struct ChildRun {
     double driver_ms = 0;  // within total_ms: inside cuModuleLoadData + cuModuleGetFunction
 };
 
-std::optional<ChildRun> child(const std::string& mode, const std::string& directory,
+std::optional<ChildRun> child(const std::string& mode, const std::string& directory, bool large,
                               const std::vector<std::pair<std::string, std::string>>& env = {}) {
-    auto out = run_self({"--ptx-warm-child", mode, directory}, env);
+    auto out = run_self({"--ptx-warm-child", mode, directory, large ? "large" : "small"}, env);
     ChildRun run;
     if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %lf %lf %lf", &run.context_ms,
                             &run.total_ms, &run.open_ms, &run.first_ms, &run.launch_ms, &run.faults,
@@ -142,6 +142,66 @@ std::vector<WarmUpItem> ptx_warm_up_items(const std::vector<std::string>& ptx) {
     return items;
 }
 
+namespace {
+
+// One large kernel, for the comparison with the driver's ComputeCache that DESIGN.md makes on one
+// large kernel: `kLargeSteps` rounds of 64 dependent FMAs over 64 accumulators seeded from
+// memory, about 550 KB of PTX and a 210 KB cubin, 1.2 s in nvJitLink on the CPU machine. Its
+// parameters are softmax_rows's, and like it, it returns at once when n is 0.
+constexpr int kLargeSteps = 200;
+
+std::string large_ptx_kernel() {
+    std::string ptx =
+        ".version 7.8\n.target sm_70\n.address_size 64\n\n"
+        ".visible .entry large_kernel(.param .u64 out, .param .u64 in, .param .u32 n)\n{\n"
+        "  .reg .pred %p;\n  .reg .f32 %a<64>;\n  .reg .f32 %x;\n  .reg .u32 %t<2>;\n"
+        "  .reg .u64 %rd<6>;\n"
+        "  mov.u32 %t0, %tid.x;\n  ld.param.u32 %t1, [n];\n  setp.ge.u32 %p, %t0, %t1;\n"
+        "  @%p bra done;\n"
+        "  ld.param.u64 %rd1, [in];\n  ld.param.u64 %rd2, [out];\n"
+        "  cvta.to.global.u64 %rd1, %rd1;\n  cvta.to.global.u64 %rd2, %rd2;\n"
+        "  mul.wide.u32 %rd3, %t0, 4;\n  add.u64 %rd4, %rd1, %rd3;\n  add.u64 %rd5, %rd2, %rd3;\n"
+        "  ld.global.f32 %x, [%rd4];\n";
+    char line[128];
+    for (unsigned j = 0; j < 64; ++j) {
+        std::snprintf(line, sizeof line, "  add.f32 %%a%u, %%x, 0f%08X;\n", j,
+                      0x3f800000u + j * 4096u);
+        ptx += line;
+    }
+    for (unsigned step = 0; step < kLargeSteps; ++step) {
+        for (unsigned j = 0; j < 64; ++j) {
+            std::snprintf(line, sizeof line, "  fma.rn.f32 %%a%u, %%a%u, %%a%u, 0f%08X;\n", j, j,
+                          (j + 1 + step) % 64, 0x3e800000u + ((step * 64 + j) % 997) * 512u);
+            ptx += line;
+        }
+    }
+    for (unsigned j = 1; j < 64; ++j) {
+        std::snprintf(line, sizeof line, "  add.f32 %%a0, %%a0, %%a%u;\n", j);
+        ptx += line;
+    }
+    return ptx + "  st.global.f32 [%rd5], %a0;\ndone:\n  ret;\n}\n";
+}
+
+// What a child loads: the 64 small kernels, or the one large kernel.
+struct KernelSet {
+    std::vector<std::string> ptx;  // made before any clock starts
+    std::string name;              // each module's one kernel
+    bool large = false;
+
+    int count() const { return static_cast<int>(ptx.size()); }
+    std::string key(int i) const { return large ? std::string("large") : ptx_kernel_key(i); }
+    std::vector<WarmUpItem> warm_up_items() const {
+        if (!large) return ptx_warm_up_items(ptx);
+        const std::string* text = &ptx[0];
+        return {{key(0), [text]() -> Result<Source> { return Source::ptx(*text); }, name}};
+    }
+};
+
+KernelSet kernel_set(bool large) {
+    if (large) return KernelSet{{large_ptx_kernel()}, "large_kernel", true};
+    return KernelSet{ptx_kernel_set(), "softmax_rows", false};
+}
+
 // The driver-only ways to load a kernel, by child mode; an empty function for another mode. Each
 // gives what cuLaunchKernel takes (a CUfunction, or a CUkernel), nullptr on failure.
 //   floor: cuModuleLoadData + cuModuleGetFunction (what kcache does in the loading context);
@@ -151,14 +211,14 @@ std::vector<WarmUpItem> ptx_warm_up_items(const std::vector<std::string>& ptx) {
 //   every context); floor-preserved: the same with CU_LIBRARY_BINARY_IS_PRESERVED;
 //   floor-nofunc: the library's load alone, no load into the context (the first launch does it)
 std::function<void*(const std::string&)> driver_load(const driver::CudaApi& cu,
-                                                     const std::string& mode) {
+                                                     const std::string& mode,
+                                                     const std::string& name) {
     if (mode == "floor" || mode == "floor-read" || mode == "compute" || mode == "floor-again") {
-        return [&cu](const std::string& image) -> void* {
+        return [&cu, &name](const std::string& image) -> void* {
             CUmodule module = nullptr;
             CUfunction function = nullptr;
-            const bool ok =
-                cu.cuModuleLoadData(&module, image.c_str()) == CUDA_SUCCESS &&
-                cu.cuModuleGetFunction(&function, module, "softmax_rows") == CUDA_SUCCESS;
+            const bool ok = cu.cuModuleLoadData(&module, image.c_str()) == CUDA_SUCCESS &&
+                            cu.cuModuleGetFunction(&function, module, name.c_str()) == CUDA_SUCCESS;
             return ok ? function : nullptr;
         };
     }
@@ -167,7 +227,7 @@ std::function<void*(const std::string&)> driver_load(const driver::CudaApi& cu,
     }
     const bool preserved = mode == "floor-preserved";
     const bool to_context = mode != "floor-nofunc";
-    return [&cu, preserved, to_context](const std::string& image) -> void* {
+    return [&cu, &name, preserved, to_context](const std::string& image) -> void* {
         CUlibraryOption option = CU_LIBRARY_BINARY_IS_PRESERVED;
         void* value =
             reinterpret_cast<void*>(std::uintptr_t{1});  // NOLINT(performance-no-int-to-ptr)
@@ -178,13 +238,14 @@ std::function<void*(const std::string&)> driver_load(const driver::CudaApi& cu,
             cu.cuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0,
                                  preserved ? &option : nullptr, preserved ? &value : nullptr,
                                  preserved ? 1 : 0) == CUDA_SUCCESS &&
-            cu.cuLibraryGetKernel(&kernel, library, "softmax_rows") == CUDA_SUCCESS &&
+            cu.cuLibraryGetKernel(&kernel, library, name.c_str()) == CUDA_SUCCESS &&
             (!to_context || cu.cuKernelGetFunction(&function, kernel) == CUDA_SUCCESS);
         return ok ? kernel : nullptr;
     };
 }
 
-// softmax_rows over zero rows: every thread returns at once, so null buffers are never touched.
+// softmax_rows over zero rows (or the large kernel for n = 0): every thread returns at once, so
+// null buffers are never touched.
 struct EmptyLaunch {
     LaunchConfig config{{1, 1, 1}, {32, 1, 1}, 0, nullptr};
     std::uint64_t out = 0, in = 0;
@@ -246,7 +307,9 @@ double minor_faults() {
     return static_cast<double>(usage.ru_minflt);
 }
 
-int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
+}  // namespace
+
+int run_ptx_warm_child(const std::string& mode, const std::string& directory, bool large) {
     const auto& api = driver::cuda_api();
     if (!api) return 3;
     const driver::CudaApi& cu = **api;
@@ -254,7 +317,9 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
     auto context = driver::PrimaryContext::open(0);
     if (!context || !context->make_current()) return 3;
     const double context_ms = ms_since(context_start);
-    const std::vector<std::string> ptx = ptx_kernel_set();  // made before any clock starts
+    const KernelSet set = kernel_set(large);  // made before any clock starts
+    const std::vector<std::string>& ptx = set.ptx;
+    const int count = set.count();
     DriverClock::install(cu);
     EmptyLaunch empty;
     double total_ms = 0, open_ms = 0, first_ms = 0, launch_ms = 0, faults = 0, driver_ms = 0;
@@ -265,10 +330,10 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
             CacheOptions options;
             options.disk_directory = directory + "/kcache";
             KernelCache before(options);
-            for (int i = 0; i < kKernels; ++i) {
+            for (int i = 0; i < count; ++i) {
                 const std::string* text = &ptx[static_cast<std::size_t>(i)];
                 if (!before.kernel(
-                        ptx_kernel_key(i), [text] { return Source::ptx(*text); }, "softmax_rows")) {
+                        set.key(i), [text] { return Source::ptx(*text); }, set.name)) {
                     return 4;
                 }
             }
@@ -282,12 +347,12 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         KernelCache cache(options);
         open_ms = ms_since(start);
         std::vector<KernelHandle> handles;
-        handles.reserve(kKernels);
-        for (int i = 0; i < kKernels; ++i) {
+        handles.reserve(count);
+        for (int i = 0; i < count; ++i) {
             if (i == 1) first_ms = ms_since(start) - open_ms;
             const std::string* text = &ptx[static_cast<std::size_t>(i)];
             auto kernel = cache.kernel(
-                ptx_kernel_key(i), [text] { return Source::ptx(*text); }, "softmax_rows");
+                set.key(i), [text] { return Source::ptx(*text); }, set.name);
             if (!kernel) {
                 std::fprintf(stderr, "%s\n", kernel.error().describe().c_str());
                 return 4;
@@ -298,7 +363,9 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         total_ms = ms_since(start);
         driver_ms = DriverClock::ms();
         faults += minor_faults();
-        if (cache.stats().compiles != 0 || cache.stats().disk_hits != kKernels) return 5;
+        if (cache.stats().compiles != 0 ||
+            cache.stats().disk_hits != static_cast<std::uint64_t>(count))
+            return 5;
         if (!launch_each(handles, empty, *context, launch_ms)) return 6;
     } else if (mode == "kcache-warm-up") {  // the same kernels asked for at once, 16 threads
         faults = -minor_faults();
@@ -308,9 +375,9 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         options.disk_directory = directory + "/kcache";
         KernelCache cache(options);
         open_ms = ms_since(start);
-        const std::vector<WarmUpItem> items = ptx_warm_up_items(ptx);
+        const std::vector<WarmUpItem> items = set.warm_up_items();
         std::vector<KernelHandle> handles;
-        handles.reserve(kKernels);
+        handles.reserve(count);
         for (auto& result : cache.warm_up(items, 16)) {
             if (!result) {
                 std::fprintf(stderr, "%s\n", result.error().describe().c_str());
@@ -322,11 +389,13 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         total_ms = ms_since(start);
         driver_ms = DriverClock::ms();
         faults += minor_faults();
-        if (cache.stats().compiles != 0 || cache.stats().disk_hits != kKernels) return 5;
+        if (cache.stats().compiles != 0 ||
+            cache.stats().disk_hits != static_cast<std::uint64_t>(count))
+            return 5;
         if (!launch_each(handles, empty, *context, launch_ms)) return 6;
     } else if (mode == "floor-file") {  // one file per kernel by hand: read, verify, load
         const std::vector<std::string> paths = entry_files(directory + "/kcache");
-        if (paths.size() != kKernels) return 4;
+        if (paths.size() != ptx.size()) return 4;
         util::Files& files = util::real_files();
         faults = -minor_faults();
         const auto start = std::chrono::steady_clock::now();
@@ -341,7 +410,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
             CUmodule module = nullptr;
             CUfunction function = nullptr;
             if (cu.cuModuleLoadData(&module, (*entry)->payload().data()) != CUDA_SUCCESS ||
-                cu.cuModuleGetFunction(&function, module, "softmax_rows") != CUDA_SUCCESS) {
+                cu.cuModuleGetFunction(&function, module, set.name.c_str()) != CUDA_SUCCESS) {
                 return 4;
             }
             functions.push_back(function);  // the entry goes: the driver has its copy
@@ -370,11 +439,11 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         options.disk_directory = directory + "/kcache";
         KernelCache cache(options);
         open_ms = ms_since(start);
-        for (int i = 0; i < kKernels; ++i) {
+        for (int i = 0; i < count; ++i) {
             if (i == 1) first_ms = ms_since(start) - open_ms;
             const std::string* text = &ptx[static_cast<std::size_t>(i)];
             auto built = cache.prebuild(
-                ptx_kernel_key(i), [text] { return Source::ptx(*text); }, context->info().arch);
+                set.key(i), [text] { return Source::ptx(*text); }, context->info().arch);
             if (!built || *built != ArtifactOrigin::kDiskTier) return 4;
         }
         profile_window("disable");
@@ -384,20 +453,20 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         std::vector<std::unique_ptr<char[]>> blocks;
         const auto start = std::chrono::steady_clock::now();
         profile_window("enable");
-        for (int i = 0; i < kKernels; ++i) {
+        for (int i = 0; i < count; ++i) {
             blocks.push_back(std::make_unique<char[]>(25 * 1024));  // value-initialised: touched
         }
         profile_window("disable");
         total_ms = ms_since(start);
         driver_ms = DriverClock::ms();
-    } else if (auto load = driver_load(cu, mode)) {  // the floors and the ComputeCache
+    } else if (auto load = driver_load(cu, mode, set.name)) {  // the floors and the ComputeCache
         // The images are in memory before the clock starts, but for floor-read, whose file read
         // is timed too.
         const bool read_timed = mode == "floor-read";
         const auto start = std::chrono::steady_clock::now();
         const std::vector<std::string> images =
             mode == "compute" ? ptx : read_cubins(floor_file(directory));
-        if (images.size() != kKernels) return 4;
+        if (images.size() != ptx.size()) return 4;
         if (mode == "floor-again") {  // the same loads once before the clock
             for (const auto& image : images) {
                 if (load(image) == nullptr) return 4;
@@ -408,7 +477,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
         const auto loads_start = std::chrono::steady_clock::now();
         profile_window("enable");
         std::vector<void*> functions;
-        functions.reserve(kKernels);
+        functions.reserve(count);
         for (const auto& image : images) {
             if (functions.size() == 1) first_ms = ms_since(loads_start);
             functions.push_back(load(image));
@@ -438,7 +507,11 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory) {
     return 0;
 }
 
-std::string run_ptx_new_process(const std::string& directory, int rounds, std::string& note) {
+namespace {
+
+// The new-process table of one kernel set: its cache, floor and ComputeCache filled in
+// `directory`, then `rounds` rounds of one process per mode.
+std::string run_set(const std::string& directory, bool large, int rounds, std::string& note) {
     auto context = driver::PrimaryContext::open(0);
     if (!context) {
         note = context.error().message();
@@ -448,11 +521,13 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
     const int arch = context->info().arch;
     std::filesystem::remove_all(directory);
     std::filesystem::create_directories(directory);
-    const std::vector<std::string> ptx = ptx_kernel_set();
+    const KernelSet set = kernel_set(large);
+    const std::vector<std::string>& ptx = set.ptx;
+    const int count = set.count();
 
     // kcache's disk tier, filled by a warm-up.
     {
-        const std::vector<WarmUpItem> items = ptx_warm_up_items(ptx);
+        const std::vector<WarmUpItem> items = set.warm_up_items();
         CacheOptions options;
         options.disk_directory = directory + "/kcache";
         KernelCache cache(options);
@@ -462,7 +537,7 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
                 return {};
             }
         }
-        if (cache.stats().compiles != kKernels) {
+        if (cache.stats().compiles != static_cast<std::uint64_t>(count)) {
             note = "the fill did not compile every kernel (no nvJitLink?)";
             return {};
         }
@@ -482,7 +557,7 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
         return {};
     }
     // The driver's ComputeCache, filled by a first process (a cold JIT of all 64).
-    auto fill = child("compute", directory, compute_cache_env(directory));
+    auto fill = child("compute", directory, large, compute_cache_env(directory));
     if (!fill) {
         note = "the ComputeCache fill child failed";
         return {};
@@ -495,7 +570,7 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
         const char* name;
         const char* what;
     };
-    const Mode modes[] = {
+    std::vector<Mode> modes = {
         {"kcache", "kcache: a new cache on its disk tier (opening included), read + verify + load"},
         {"floor",
          "floor: the same cubins, in memory before the clock starts, cuModuleLoadData + "
@@ -519,31 +594,35 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
          "cache of this process"},
         {"floor-again", "for scale: the floor, after the same 64 loads once before the clock"},
     };
-    constexpr int kModes = static_cast<int>(std::size(modes));
+    if (large) {  // what the comparison with the ComputeCache needs, and the file floor for scale
+        modes = {modes[0], modes[1], modes[2], modes[5], modes[6]};
+    }
+    const int kModes = static_cast<int>(modes.size());
     constexpr int kCompute = 2;
     struct Times {
         std::vector<double> load, launch, ready, faults, first, open, ratio, driver;
     };
-    Times times[kModes];
+    std::vector<Times> times(modes.size());
     std::vector<double> contexts;
     for (int round = 0; round < rounds; ++round) {
         std::vector<double> ready(kModes);
         for (int k = 0; k < kModes; ++k) {
             const int m = (round + k) % kModes;
-            auto run = m == kCompute ? child(modes[m].name, directory, compute_cache_env(directory))
-                                     : child(modes[m].name, directory);
+            auto run = m == kCompute
+                           ? child(modes[m].name, directory, large, compute_cache_env(directory))
+                           : child(modes[m].name, directory, large);
             if (!run) {
                 note = std::string("a ") + modes[m].name + " child failed";
                 return {};
             }
-            ready[m] = (run->total_ms + run->launch_ms) / kKernels;
-            times[m].load.push_back(run->total_ms / kKernels);
-            times[m].launch.push_back(run->launch_ms / kKernels);
+            ready[m] = (run->total_ms + run->launch_ms) / count;
+            times[m].load.push_back(run->total_ms / count);
+            times[m].launch.push_back(run->launch_ms / count);
             times[m].ready.push_back(ready[m]);
-            times[m].faults.push_back(run->faults / kKernels);
+            times[m].faults.push_back(run->faults / count);
             times[m].first.push_back(run->first_ms);
             times[m].open.push_back(run->open_ms);
-            times[m].driver.push_back(run->driver_ms / kKernels);
+            times[m].driver.push_back(run->driver_ms / count);
             contexts.push_back(run->context_ms);
         }
         // Paired within the round: the host's drift between rounds cancels.
@@ -553,8 +632,13 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
         return *std::min_element(v.begin(), v.end());
     };
     char line[1024];
+    std::string what = std::to_string(count) + " PTX kernels";
+    if (large) {
+        what = "1 large PTX kernel (" + std::to_string(ptx[0].size() / 1024) + " KiB of PTX, a " +
+               std::to_string(cubins[0].size() / 1024) + " KiB cubin)";
+    }
     std::snprintf(line, sizeof line,
-                  "| %d PTX kernels, warm, new process per run (%d rounds of %d processes, order "
+                  "| %s, warm, new process per run (%d rounds of %d processes, order "
                   "turning; context creation apart: median %.1f ms), ms per kernel | loaded, "
                   "median | min | + first launch, median | ready, median | min | kcache / this, "
                   "ready (median / min) | kcache / this, median of the rounds' ratios | page "
@@ -562,7 +646,7 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
                   "cache's opening, once (median ms) | of loaded: in cuModuleLoadData + "
                   "cuModuleGetFunction (median) "
                   "|\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-                  kKernels, rounds, kModes, median(contexts));
+                  what.c_str(), rounds, kModes, median(contexts));
     std::string text = line;
     const double kcache_ready = median(times[0].ready), kcache_min = lowest(times[0].ready);
     for (int m = 0; m < kModes; ++m) {
@@ -579,8 +663,18 @@ std::string run_ptx_new_process(const std::string& directory, int rounds, std::s
     std::snprintf(line, sizeof line,
                   "| (the ComputeCache's fill, a cold JIT in its first process) | %.4f | | | | | "
                   "| | | | | |\n",
-                  fill->total_ms / kKernels);
+                  fill->total_ms / count);
     return text + line;
+}
+
+}  // namespace
+
+std::string run_ptx_new_process(const std::string& directory, int rounds, std::string& note) {
+    std::string small = run_set(directory + "/small", false, rounds, note);
+    if (small.empty()) return {};
+    std::string large = run_set(directory + "/large", true, rounds, note);
+    if (large.empty()) return {};
+    return small + "\n" + large;
 }
 
 }  // namespace kcache::bench

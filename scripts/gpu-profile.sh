@@ -3,7 +3,8 @@
 # the timed loads only (the bench opens and shuts perf's window around them). perf is not
 # installed there: scripts/pack-perf.sh packs this machine's perf and its libraries into
 # .perf-bin/, carried with .gpu-bin/ (binaries built with frame pointers by build-for-gpu.sh
-# PROFILE=1). Reports go to $OUT. MODES and PROCESSES choose what is sampled.
+# PROFILE=1). Reports go to $OUT. MODES, PROCESSES and SET (small: 64 kernels, or large: one)
+# choose what is sampled.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -22,7 +23,7 @@ for mode in $MODES; do
   mkfifo "$work/ctl" "$work/ack"
   env CUDA_CACHE_DISABLE=1 KCACHE_BENCH_PERF="$work/ctl,$work/ack,cpu-clock" "${PERF[@]}" record \
     -e dummy -e cpu-clock -F 20000 -g -D -1 --control "fifo:$work/ctl,$work/ack" -o "$work/$mode.data" -- \
-    bash -c "for i in \$(seq $PROCESSES); do $BIN/kcache_bench --ptx-warm-child $mode $work/ptx > /dev/null || exit 1; done" \
+    bash -c "for i in \$(seq $PROCESSES); do $BIN/kcache_bench --ptx-warm-child $mode $work/ptx/${SET:-small} ${SET:-small} > /dev/null || exit 1; done" \
     > "$R/record-$mode.txt" 2>&1 || echo "record $mode failed: $(tail -3 "$R/record-$mode.txt")"
   rm -f "$work/ctl" "$work/ack"
   "${PERF[@]}" report -i "$work/$mode.data" --no-children --sort dso,sym --stdio -g none \
