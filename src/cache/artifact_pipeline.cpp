@@ -35,9 +35,9 @@ bool targets_arch_specific(std::string_view ptx) {
 
 // The source's own bytes: the code and, for CUDA C++, its headers by name (their order in the
 // list does not change what compiles).
-util::Fingerprint source_hash_of(const Source& source) {
+util::Fingerprint source_hash_of(const Source& source, const util::Fingerprint& bytes) {
     util::FingerprintBuilder builder;
-    builder.add(static_cast<std::uint64_t>(source.kind)).add(source.bytes);
+    builder.add(static_cast<std::uint64_t>(source.kind)).add(bytes.high).add(bytes.low);
     std::vector<const std::pair<std::string, std::string>*> headers;
     for (const auto& header : source.headers) headers.push_back(&header);
     std::sort(headers.begin(), headers.end(), [](auto* a, auto* b) { return a->first < b->first; });
@@ -221,7 +221,8 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::load(std::string_view key, con
     std::uint64_t compile_ns = produced.compile_ns;
     // Loading PTX is the driver's JIT: that is compile time too.
     if (produced.origin == Origin::kDriverJit) compile_ns += since(start);
-    return Built{*library, produced.origin, compile_ns, std::move(produced.names)};
+    return Built{*library, produced.origin, compile_ns, std::move(produced.names),
+                 produced.source_bytes};
 }
 
 Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
@@ -269,7 +270,8 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
     // CPU-only machine fill the cache for a GPU machine.
     toolchain.append("; entry format ").append(std::to_string(store::kFormatVersion));
 
-    const util::Fingerprint source_hash = source_hash_of(source);
+    recipe.source_bytes = util::bytes_hash(source.bytes);
+    const util::Fingerprint source_hash = source_hash_of(source, recipe.source_bytes);
     recipe.key.arch = recipe.target.name();
     recipe.key.source_kind = source_kind_name(source.kind);
     recipe.key.source_hash = source_hash.hex();
@@ -327,8 +329,13 @@ std::optional<ArtifactPipeline::Produced> ArtifactPipeline::lookup(std::string_v
         found->tier == store::Tier::kDisk ? Origin::kDiskTier : Origin::kMemoryTier;
     // No copy of the payload: build() loads it in place from the entry, which the memory tier
     // and the loaded library share.
-    return Produced{Source{},          origin, 0, std::move(*names), std::move(found->entry),
-                    recipe.fingerprint};
+    return Produced{Source{},
+                    origin,
+                    0,
+                    std::move(*names),
+                    std::move(found->entry),
+                    recipe.fingerprint,
+                    recipe.source_bytes};
 }
 
 Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view key, int arch,
@@ -351,8 +358,8 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view ke
         if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
         // Not kept in a tier (none, or too big for memory): the leader's own result.
         if (auto value = std::static_pointer_cast<const Produced>(ticket.flight->value())) {
-            return Produced{value->loadable, Origin::kMemoryTier, 0,
-                            value->names,    value->stored,       value->fingerprint};
+            return Produced{value->loadable,    Origin::kMemoryTier, 0, value->names, value->stored,
+                            value->fingerprint, value->source_bytes};
         }
         return compile_and_store(key, recipe, source);
     }
@@ -478,11 +485,16 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
     lock.reset();
     if (disk != nullptr) disk->run_pending_cleanup();
     if (stored == nullptr) {  // key material no entry can hold: the cubin still loads, as it is
-        return Produced{Source::cubin(std::move(entry.payload)), Origin::kHostCompile, compile_ns,
-                        std::move(names), nullptr};
+        return Produced{Source::cubin(std::move(entry.payload)),
+                        Origin::kHostCompile,
+                        compile_ns,
+                        std::move(names),
+                        nullptr,
+                        {},
+                        recipe.source_bytes};
     }
-    return Produced{Source{},         Origin::kHostCompile, compile_ns,
-                    std::move(names), std::move(stored),    recipe.fingerprint};
+    return Produced{Source{},          Origin::kHostCompile, compile_ns,         std::move(names),
+                    std::move(stored), recipe.fingerprint,   recipe.source_bytes};
 }
 
 }  // namespace kcache::cache

@@ -33,6 +33,9 @@ public:
         Origin origin = Origin::kDriverJit;
         std::uint64_t compile_ns = 0;  // host compile or driver JIT; 0 for a tier hit
         LoweredNames names;
+        // The source bytes' hash (util::bytes_hash), where the tiers were asked: what the caller
+        // needs for util::source_fingerprint without hashing a large source again.
+        std::optional<util::Fingerprint> source_bytes{};
     };
 
     // `store` may be null (no tiers); `host_compile` off sends PTX to the driver's JIT;
@@ -56,7 +59,8 @@ public:
         // A tier's entry, whose cubin build() hands the driver in place (no copy): set for
         // memory- and disk-tier hits.
         std::shared_ptr<const store::DecodedEntry> stored;
-        util::Fingerprint fingerprint{};  // the entry's, with `stored`
+        util::Fingerprint fingerprint{};                // the entry's, with `stored`
+        std::optional<util::Fingerprint> source_bytes{};  // as in Built
     };
     Result<Produced> produce(std::string_view key, int arch, const Source& source);
     // Loads what produce() gave for `source` into the current context (the driver's JIT for PTX
@@ -70,7 +74,8 @@ private:
     struct Recipe {
         compile::Target target;
         util::Fingerprint fingerprint;
-        store::KeyMaterial key;  // without the caller's key and kernel names
+        store::KeyMaterial key;          // without the caller's key and kernel names
+        util::Fingerprint source_bytes;  // util::bytes_hash of the source's bytes
     };
     // nullopt: nothing to compile on the host (a binary, or PTX left to the driver's JIT).
     Result<std::optional<Recipe>> plan(int arch, const Source& source) const;

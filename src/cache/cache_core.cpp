@@ -301,7 +301,9 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
         source_fingerprint = prepared->source_fingerprint;
     } else {
         param_sizes = ptx_param_sizes_of(source);
-        source_fingerprint = util::source_fingerprint(source, arch);
+        source_fingerprint = built->source_bytes
+                                 ? util::source_fingerprint(source, arch, *built->source_bytes)
+                                 : util::source_fingerprint(source, arch);
     }
     auto* entry = new Entry(std::string(key), arch, hash, source_fingerprint, library, driver_,
                             library_counters_, std::move(built->names), std::move(param_sizes));
@@ -345,7 +347,10 @@ Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
     prepared.source = std::move(source).value();
     prepared.produced = std::move(produced).value();
     if (for_load) {
-        prepared.source_fingerprint = util::source_fingerprint(prepared.source, arch);
+        const auto& bytes = prepared.produced.source_bytes;
+        prepared.source_fingerprint = bytes
+                                          ? util::source_fingerprint(prepared.source, arch, *bytes)
+                                          : util::source_fingerprint(prepared.source, arch);
         prepared.param_sizes = ptx_param_sizes_of(prepared.source);
     }
     return prepared;

@@ -36,8 +36,13 @@ private:
     void* state_;  // XXH3_state_t, kept opaque so xxhash.h stays out of this header
 };
 
-// What the in-memory cache records for an entry: the kind of source, its bytes and the arch it
-// was loaded for.
+// XXH3-128 of a source's bytes alone: computed once per request, and taken by both the entry's
+// fingerprint and source_fingerprint(), so that a large source is read once, not twice.
+Fingerprint bytes_hash(std::string_view bytes);
+
+// What the in-memory cache records for an entry: the kind of source, its bytes (by their
+// bytes_hash, `bytes`) and the arch it was loaded for.
+Fingerprint source_fingerprint(const Source& source, int arch, const Fingerprint& bytes);
 Fingerprint source_fingerprint(const Source& source, int arch);
 
 // 64-bit hash of a caller's key, for the lookup table.

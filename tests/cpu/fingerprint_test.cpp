@@ -42,6 +42,18 @@ TEST(Fingerprint, DiffersForDifferentArch) {
     EXPECT_NE(source_fingerprint(source, 80), source_fingerprint(source, 90));
 }
 
+// The bytes are hashed once per request and handed on: the fingerprint from that hash is the one
+// computed from the source, and it still tells one flipped byte apart.
+TEST(Fingerprint, FromTheBytesHashIsTheSourcesOwn) {
+    const Source source = Source::ptx(examples::gelu_ptx());
+    EXPECT_EQ(source_fingerprint(source, 90, bytes_hash(source.bytes)),
+              source_fingerprint(source, 90));
+    std::string flipped = source.bytes;
+    flipped[flipped.size() / 2] ^= 1;
+    EXPECT_NE(bytes_hash(flipped), bytes_hash(source.bytes));
+    EXPECT_NE(source_fingerprint(source, 90, bytes_hash(flipped)), source_fingerprint(source, 90));
+}
+
 TEST(Fingerprint, HexIs32LowercaseHexDigits) {
     const std::string hex = source_fingerprint(Source::ptx(examples::gelu_ptx()), 90).hex();
     ASSERT_EQ(hex.size(), 32u);
