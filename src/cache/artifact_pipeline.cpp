@@ -185,9 +185,18 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::build(std::string_view key, in
     return load(key, source, std::move(*produced));
 }
 
+std::optional<compile::PtxParamSizes> ArtifactPipeline::stored_param_sizes(
+    const Source& source, const store::DecodedEntry* stored) {
+    if (source.kind != SourceKind::kPtx || stored == nullptr) return std::nullopt;
+    return compile::parse_param_sizes_line(stored->key().param_sizes);
+}
+
 Result<ArtifactPipeline::Built> ArtifactPipeline::load(std::string_view key, const Source& source,
                                                        Produced produced) {
     const auto start = std::chrono::steady_clock::now();
+    // Read before the driver may let the entry go.
+    std::optional<compile::PtxParamSizes> param_sizes =
+        stored_param_sizes(source, produced.stored.get());
     const bool compiled_here = produced.stored != nullptr || produced.loadable.kind != source.kind;
     Result<driver::LibraryId> library = Error(Errc::kInvalidArgument, "not loaded");
     if (produced.stored != nullptr) {
@@ -221,8 +230,12 @@ Result<ArtifactPipeline::Built> ArtifactPipeline::load(std::string_view key, con
     std::uint64_t compile_ns = produced.compile_ns;
     // Loading PTX is the driver's JIT: that is compile time too.
     if (produced.origin == Origin::kDriverJit) compile_ns += since(start);
-    return Built{*library, produced.origin, compile_ns, std::move(produced.names),
-                 produced.source_bytes};
+    return Built{*library,
+                 produced.origin,
+                 compile_ns,
+                 std::move(produced.names),
+                 produced.source_bytes,
+                 std::move(param_sizes)};
 }
 
 Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
@@ -468,6 +481,9 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
     entry.kind = store::PayloadKind::kCubin;
     entry.key = recipe.key;
     entry.key.caller_key = caller_key;
+    if (source.kind == SourceKind::kPtx) {
+        entry.key.param_sizes = compile::param_sizes_line(compile::ptx_param_sizes(source.bytes));
+    }
     entry.key.kernel_names =
         source.kind == SourceKind::kPtx ? ptx_entry_names(source.bytes) : name_lines(names);
     entry.payload = std::move(compiled->cubin);

@@ -15,6 +15,7 @@
 #include "cache/lowered_names.hpp"
 #include "cache/single_flight.hpp"
 #include "compile/compiler.hpp"
+#include "compile/ptx_params.hpp"
 #include "compile/worker_pool.hpp"
 #include "driver/driver.hpp"
 #include "kcache/result.hpp"
@@ -36,7 +37,15 @@ public:
         // The source bytes' hash (util::bytes_hash), where the tiers were asked: what the caller
         // needs for util::source_fingerprint without hashing a large source again.
         std::optional<util::Fingerprint> source_bytes{};
+        // A PTX source's kernels' parameter sizes as its entry recorded them at compile time
+        // (stored_param_sizes); nullopt where no entry was loaded or it recorded none readable.
+        std::optional<compile::PtxParamSizes> param_sizes{};
     };
+
+    // The parameter sizes `stored` recorded when `source` (PTX) was compiled into it; nullopt for
+    // another kind of source, no entry, or a line that does not read.
+    static std::optional<compile::PtxParamSizes> stored_param_sizes(
+        const Source& source, const store::DecodedEntry* stored);
 
     // `store` may be null (no tiers); `host_compile` off sends PTX to the driver's JIT;
     // `workers`, if any, compile CUDA C++ in processes of their own (NVRTC serializes within one).
@@ -59,7 +68,7 @@ public:
         // A tier's entry, whose cubin build() hands the driver in place (no copy): set for
         // memory- and disk-tier hits.
         std::shared_ptr<const store::DecodedEntry> stored;
-        util::Fingerprint fingerprint{};                // the entry's, with `stored`
+        util::Fingerprint fingerprint{};                  // the entry's, with `stored`
         std::optional<util::Fingerprint> source_bytes{};  // as in Built
     };
     Result<Produced> produce(std::string_view key, int arch, const Source& source);

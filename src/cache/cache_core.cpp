@@ -48,8 +48,10 @@ bool CacheCore::contains(std::string_view key, int arch) noexcept {
     return probe_exists(key, arch, util::hash_key(key, arch));
 }
 
-compile::PtxParamSizes CacheCore::ptx_param_sizes_of(const Source& source) const {
+compile::PtxParamSizes CacheCore::ptx_param_sizes_of(
+    const Source& source, std::optional<compile::PtxParamSizes> stored) const {
     if (source.kind != SourceKind::kPtx || options.verify) return {};
+    if (stored) return std::move(*stored);
     return compile::ptx_param_sizes(source.bytes);
 }
 
@@ -300,7 +302,7 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
         param_sizes = std::move(prepared->param_sizes);
         source_fingerprint = prepared->source_fingerprint;
     } else {
-        param_sizes = ptx_param_sizes_of(source);
+        param_sizes = ptx_param_sizes_of(source, std::move(built->param_sizes));
         source_fingerprint = built->source_bytes
                                  ? util::source_fingerprint(source, arch, *built->source_bytes)
                                  : util::source_fingerprint(source, arch);
@@ -351,7 +353,9 @@ Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
         prepared.source_fingerprint = bytes
                                           ? util::source_fingerprint(prepared.source, arch, *bytes)
                                           : util::source_fingerprint(prepared.source, arch);
-        prepared.param_sizes = ptx_param_sizes_of(prepared.source);
+        prepared.param_sizes = ptx_param_sizes_of(
+            prepared.source,
+            ArtifactPipeline::stored_param_sizes(prepared.source, prepared.produced.stored.get()));
     }
     return prepared;
 }

@@ -84,8 +84,10 @@ private:
                                  const Source& source, PreparedArtifact* prepared = nullptr);
     bool probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept;
     // A PTX source declares its kernels' parameters: no driver query at their first launch.
-    // Verification trusts the driver's own answer instead (empty sizes).
-    compile::PtxParamSizes ptx_param_sizes_of(const Source& source) const;
+    // Verification trusts the driver's own answer instead (empty sizes). `stored`: what the
+    // source's entry recorded at compile time, taken instead of reading the PTX again.
+    compile::PtxParamSizes ptx_param_sizes_of(
+        const Source& source, std::optional<compile::PtxParamSizes> stored = std::nullopt) const;
     // publish() and evict_over_budget() require write_mutex_ and return the evicted entries, for
     // the caller to retire once the lock is released.
     std::vector<Entry*> publish(Entry* entry);

@@ -212,4 +212,49 @@ PtxParamSizes ptx_param_sizes(std::string_view ptx) {
     return read_entries(ptx);
 }
 
+std::string param_sizes_line(const PtxParamSizes& sizes) {
+    std::string line;
+    for (const auto& [name, params] : sizes) {
+        if (!line.empty()) line += ';';
+        line += name;
+        line += '=';
+        for (std::size_t i = 0; i < params.size(); ++i) {
+            if (i > 0) line += ',';
+            line += std::to_string(params[i]);
+        }
+    }
+    return line;
+}
+
+std::optional<PtxParamSizes> parse_param_sizes_line(std::string_view line) {
+    PtxParamSizes sizes;
+    while (!line.empty()) {
+        const std::size_t end = std::min(line.find(';'), line.size());
+        const std::string_view item = line.substr(0, end);
+        line.remove_prefix(end == line.size() ? end : end + 1);
+        const std::size_t equals = item.find('=');
+        if (equals == 0 || equals == std::string_view::npos) return std::nullopt;
+        const std::string_view name = item.substr(0, equals);
+        if (!std::all_of(name.begin(), name.end(), is_name_char)) return std::nullopt;
+        if (!sizes.empty() && sizes.back().first >= name) return std::nullopt;  // sorted, once
+        std::vector<std::size_t> params;
+        for (std::string_view rest = item.substr(equals + 1); !rest.empty();) {
+            const std::size_t comma = std::min(rest.find(','), rest.size());
+            std::size_t size = 0;
+            const char* first = rest.data();
+            const char* last = rest.data() + comma;
+            const auto [stop, error] = std::from_chars(first, last, size);
+            if (error != std::errc() || stop != last || size == 0 || *first == '0') {
+                return std::nullopt;
+            }
+            params.push_back(size);
+            if (comma == rest.size()) break;
+            rest.remove_prefix(comma + 1);
+            if (rest.empty()) return std::nullopt;  // a trailing comma
+        }
+        sizes.emplace_back(std::string(name), std::move(params));
+    }
+    return sizes;
+}
+
 }  // namespace kcache::compile

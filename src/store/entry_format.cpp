@@ -93,9 +93,9 @@ Error corrupt(const std::string& why) {
     return Error(Errc::kCorruptEntry, "corrupt cache entry: " + why);
 }
 
-const char* const kFields[] = {"arch",  "source-kind", "source-hash", "options",
-                               "names", "toolchain",   "key",         "kernel"};
-constexpr std::size_t kSingleFields = 7;  // every field above but "kernel", in this order
+const char* const kFields[] = {"arch",      "source-kind", "source-hash", "options", "names",
+                               "toolchain", "key",         "param-sizes", "kernel"};
+constexpr std::size_t kSingleFields = 8;  // every field above but "kernel", in this order
 
 }  // namespace
 
@@ -114,6 +114,7 @@ std::string KeyMaterial::serialize() const {
     line("names", names);
     line("toolchain", toolchain);
     line("key", caller_key);
+    line("param-sizes", param_sizes);
     for (const auto& name : kernel_names) line("kernel", name);
     return out;
 }
@@ -128,7 +129,7 @@ Result<KeyMaterialView> KeyMaterialView::parse(std::string_view text) {
     KeyMaterialView key;
     std::string_view* const slots[kSingleFields] = {
         &key.arch,  &key.source_kind, &key.source_hash, &key.options,
-        &key.names, &key.toolchain,   &key.caller_key};
+        &key.names, &key.toolchain,   &key.caller_key,  &key.param_sizes};
     std::size_t seen = 0;  // the single fields must come first, in order
     std::size_t kernels_at = text.size();
     for (std::size_t at = 0; at < text.size();) {
@@ -177,6 +178,7 @@ KeyMaterial KeyMaterialView::owned() const {
     key.names = names;
     key.toolchain = toolchain;
     key.caller_key = caller_key;
+    key.param_sizes = param_sizes;
     for (std::string_view name : kernel_names()) key.kernel_names.emplace_back(name);
     return key;
 }

@@ -17,9 +17,9 @@
 namespace kcache::store {
 
 // 2: the payload may be stored raw. 3: the payload starts 16-byte aligned (zero padding after the
-// key material). Part of every fingerprint, so that processes of different
+// key material). 4: the key material has a param-sizes line. Part of every fingerprint, so that processes of different
 // versions sharing a directory use different entries rather than deleting each other's.
-inline constexpr std::uint16_t kFormatVersion = 3;
+inline constexpr std::uint16_t kFormatVersion = 4;
 
 // How the payload is stored. Raw is the disk tier's choice: a warm start is judged against loading
 // the cubin from memory, and zstd's decompression alone (15 us for a 10 KiB cubin on the H200
@@ -39,6 +39,9 @@ struct KeyMaterial {
     std::string names;        // CUDA C++ name expressions, sorted, "; "-separated
     std::string toolchain;    // NVRTC, nvJitLink and driver versions, entry format
     std::string caller_key;   // the key the caller looked it up by
+    // Not part of the key but read from the source when it was compiled: a PTX module's kernels'
+    // parameter sizes (compile::param_sizes_line), so that a hit need not read its source again.
+    std::string param_sizes;
     std::vector<std::string> kernel_names;
 
     std::string serialize() const;
@@ -57,7 +60,8 @@ struct StoredEntry {
 // Key material as views into the bytes of a decoded entry (see DecodedEntry): a hit compares it
 // with what it wants without building a string per field.
 struct KeyMaterialView {
-    std::string_view arch, source_kind, source_hash, options, names, toolchain, caller_key;
+    std::string_view arch, source_kind, source_hash, options, names, toolchain, caller_key,
+        param_sizes;
     // The "kernel: <name>\n" lines, each checked when the entry was decoded.
     std::string_view kernel_lines;
 

@@ -158,7 +158,8 @@ TEST(KeyMaterialText, RejectsFieldsOutOfOrder) {
 }
 
 constexpr std::string_view kSingleFields =
-    "arch: sm_90\nsource-kind: ptx\nsource-hash: ab\noptions: \nnames: \ntoolchain: t\nkey: k\n";
+    "arch: sm_90\nsource-kind: ptx\nsource-hash: ab\noptions: \nnames: \ntoolchain: t\nkey: k\n"
+    "param-sizes: \n";
 
 TEST(KeyMaterialText, RejectsAnyOtherFieldAmongOrAfterTheKernels) {
     const std::string text(kSingleFields);
@@ -236,7 +237,12 @@ TEST(EntryFormat, ThePayloadStartsSixteenByteAlignedWhateverTheKeyLength) {
 
 TEST(EntryFormat, NonZeroPaddingIsCorruptEvenWithAValidChecksum) {
     StoredEntry entry = small_entry();
-    entry.key.caller_key = "k";  // leaves padding after the key material
+    entry.key.caller_key = "k";
+    // A key length that leaves padding after the key material.
+    auto padded = [](const std::string& bytes, const std::string& payload) {
+        return bytes[bytes.find(payload) - 1] == '\0';
+    };
+    while (!padded(encode(entry), entry.payload)) entry.key.caller_key += "k";
     const std::string bytes = encode(entry);
     const std::size_t payload_at = bytes.find(entry.payload);
     ASSERT_GT(payload_at, 0u);

@@ -134,5 +134,20 @@ TEST(PtxParams, EntryMustBeAWholeToken) {
     EXPECT_TRUE(ptx_param_sizes(ptx).empty());
 }
 
+// The line an entry records them in reads back as it was written, kernels without parameters and
+// several kernels included; anything else is refused, and the caller reads the PTX instead.
+TEST(PtxParams, TheEntrysLineReadsBackAsWritten) {
+    const PtxParamSizes sizes = {{"a_kernel", {8, 8, 4}}, {"b", {}}, {"c", {16}}};
+    EXPECT_EQ(param_sizes_line(sizes), "a_kernel=8,8,4;b=;c=16");
+    EXPECT_EQ(parse_param_sizes_line(param_sizes_line(sizes)), sizes);
+    EXPECT_EQ(parse_param_sizes_line(""), PtxParamSizes{});
+    EXPECT_EQ(param_sizes_line(ptx_param_sizes(examples::residual_add_ptx())),
+              "residual_add=8,8,8,4");
+    for (const char* bad : {"a", "=8", "a=8,", "a=,8", "a=0", "a=08", "a=x", "a=8;a=4", "b=8;a=4",
+                            "a b=8", "a=8;;b=4", "a=-1"}) {
+        EXPECT_FALSE(parse_param_sizes_line(bad)) << bad;
+    }
+}
+
 }  // namespace
 }  // namespace kcache::compile

@@ -112,6 +112,49 @@ TEST_F(TiersTest, ANewCacheOnTheSameDirectoryCompilesNothing) {
     EXPECT_EQ(second.stats().misses, 1u);  // a miss of the in-process map, served by the disk
 }
 
+// A PTX kernel's parameter sizes are recorded in its entry when it is compiled, and a disk hit
+// takes them from there rather than reading the PTX again: an entry rewritten (checksum and all)
+// to record three parameters for gelu's four makes the new process's handle count three.
+// Verification asks the driver instead.
+TEST_F(TiersTest, ADiskHitTakesItsParameterSizesFromTheEntry) {
+    {
+        KernelCache fill(options());
+        ASSERT_TRUE(fill.kernel(
+                            "gelu:16", [] { return gelu(); }, "gelu")
+                        .ok());
+    }
+    const auto files = test::entry_files(dir_);
+    ASSERT_EQ(files.size(), 1u);
+    auto stored = store::decode(test::read_file(files[0]));
+    ASSERT_TRUE(stored.ok());
+    EXPECT_EQ(stored->key.param_sizes, "gelu=8,8,4");
+    stored->key.param_sizes = "gelu=8,8";
+    test::write_file(files[0], store::encode(*stored));
+
+    KernelCache cache(options());
+    auto handle = cache.kernel(
+        "gelu:16", [] { return gelu(); }, "gelu");
+    ASSERT_TRUE(handle.ok()) << handle.error().describe();
+    EXPECT_EQ(cache.stats().disk_hits, 1u);
+    EXPECT_EQ(handle->param_count(), 2);
+
+    // warm_up's workers read them from the entry too.
+    KernelCache warm(options());
+    std::vector<WarmUpItem> items = {
+        {"gelu:16", []() -> Result<Source> { return gelu(); }, "gelu"}};
+    auto warmed = warm.warm_up(items, 2);
+    ASSERT_TRUE(warmed[0].ok());
+    EXPECT_EQ(warmed[0]->param_count(), 2);
+
+    CacheOptions verify = options();
+    verify.verify = true;
+    KernelCache checked(verify);
+    auto asked = checked.kernel(
+        "gelu:16", [] { return gelu(); }, "gelu");
+    ASSERT_TRUE(asked.ok());
+    EXPECT_NE(asked->param_count(), 2) << "verification does not take the entry's word";
+}
+
 TEST_F(TiersTest, ADiskHitIsLoadedInPlaceFromTheStoredEntry) {
     { KernelCache(options()).kernel("gelu:16", gelu, "gelu").value(); }
     const int loads_before = fake_->loads();
