@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 # PROFILE=1 builds with frame pointers, in a folder of its own, for perf's call graphs
 # (scripts/gpu-profile.sh).
 build=build-gpu flags=()
-if [ "${PROFILE:-0}" = 1 ]; then build=build-gpu-profile flags=(-DCMAKE_CXX_FLAGS=-fno-omit-frame-pointer); fi
+if [ "${PROFILE:-0}" = 1 ]; then
+  build=build-gpu-profile flags=(-DCMAKE_CXX_FLAGS=-fno-omit-frame-pointer)
+fi
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${flags[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target kcache_tool kcache_bench kcache_gpu_tests kcache_cpu_tests
 rm -rf .gpu-bin && mkdir -p .gpu-bin

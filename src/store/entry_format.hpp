@@ -17,8 +17,9 @@
 namespace kcache::store {
 
 // 2: the payload may be stored raw. 3: the payload starts 16-byte aligned (zero padding after the
-// key material). 4: the key material has a param-sizes line. Part of every fingerprint, so that processes of different
-// versions sharing a directory use different entries rather than deleting each other's.
+// key material). 4: the key material has a param-sizes line. Part of every fingerprint, so that
+// processes of different versions sharing a directory use different entries rather than deleting
+// each other's.
 inline constexpr std::uint16_t kFormatVersion = 4;
 
 // How the payload is stored. Raw is the disk tier's choice: a warm start is judged against loading
