@@ -114,7 +114,7 @@ TEST_F(TiersTest, ANewCacheOnTheSameDirectoryCompilesNothing) {
 
 // A PTX kernel's parameter sizes are recorded in its entry when it is compiled, and a disk hit
 // takes them from there rather than reading the PTX again: an entry rewritten (checksum and all)
-// to record three parameters for gelu's four makes the new process's handle count three.
+// to record two parameters for gelu's three makes the new process's handle count two.
 // Verification asks the driver instead.
 TEST_F(TiersTest, ADiskHitTakesItsParameterSizesFromTheEntry) {
     {
