@@ -303,9 +303,7 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
         source_fingerprint = prepared->source_fingerprint;
     } else {
         param_sizes = ptx_param_sizes_of(source, std::move(built->param_sizes));
-        source_fingerprint = built->source_bytes
-                                 ? util::source_fingerprint(source, arch, *built->source_bytes)
-                                 : util::source_fingerprint(source, arch);
+        source_fingerprint = util::source_fingerprint(source, arch, built->source_bytes);
     }
     auto* entry = new Entry(std::string(key), arch, hash, source_fingerprint, library, driver_,
                             library_counters_, std::move(built->names), std::move(param_sizes));
@@ -349,10 +347,8 @@ Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
     prepared.source = std::move(source).value();
     prepared.produced = std::move(produced).value();
     if (for_load) {
-        const auto& bytes = prepared.produced.source_bytes;
-        prepared.source_fingerprint = bytes
-                                          ? util::source_fingerprint(prepared.source, arch, *bytes)
-                                          : util::source_fingerprint(prepared.source, arch);
+        prepared.source_fingerprint =
+            util::source_fingerprint(prepared.source, arch, prepared.produced.source_bytes);
         prepared.param_sizes = ptx_param_sizes_of(
             prepared.source,
             ArtifactPipeline::stored_param_sizes(prepared.source, prepared.produced.stored.get()));

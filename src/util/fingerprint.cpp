@@ -52,16 +52,14 @@ Fingerprint bytes_hash(std::string_view bytes) {
     return {digest.high, digest.low};
 }
 
-Fingerprint source_fingerprint(const Source& source, int arch) {
-    return source_fingerprint(source, arch, bytes_hash(source.bytes));
-}
-
-Fingerprint source_fingerprint(const Source& source, int arch, const Fingerprint& bytes) {
+Fingerprint source_fingerprint(const Source& source, int arch,
+                               const std::optional<Fingerprint>& bytes) {
+    const Fingerprint hash = bytes ? *bytes : bytes_hash(source.bytes);
     FingerprintBuilder builder;
     builder.add(static_cast<std::uint64_t>(source.kind))
         .add(static_cast<std::uint64_t>(arch))
-        .add(bytes.high)
-        .add(bytes.low);
+        .add(hash.high)
+        .add(hash.low);
     // Exactly as given: verification asks whether the generator still returns the same thing.
     if (source.kind == SourceKind::kCuda) {
         builder.add(static_cast<std::uint64_t>(source.headers.size()));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,9 +42,9 @@ private:
 Fingerprint bytes_hash(std::string_view bytes);
 
 // What the in-memory cache records for an entry: the kind of source, its bytes (by their
-// bytes_hash, `bytes`) and the arch it was loaded for.
-Fingerprint source_fingerprint(const Source& source, int arch, const Fingerprint& bytes);
-Fingerprint source_fingerprint(const Source& source, int arch);
+// bytes_hash: `bytes` when the caller has it, else computed here) and the arch it was loaded for.
+Fingerprint source_fingerprint(const Source& source, int arch,
+                               const std::optional<Fingerprint>& bytes = std::nullopt);
 
 // 64-bit hash of a caller's key, for the lookup table.
 std::uint64_t hash_key(std::string_view key, int arch) noexcept;
