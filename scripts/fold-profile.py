@@ -19,7 +19,7 @@ def samples(path):
                 if frames:
                     yield frames
                 frames = []
-            elif line.startswith("\t") or line.startswith(" "):
+            elif line.startswith("\t"):
                 parts = line.strip().split(" ", 1)
                 sym = parts[1] if len(parts) > 1 else "?"
                 frames.append(sym.rsplit(" (", 1)[0])

@@ -136,13 +136,13 @@ std::optional<ModuleHandle> CacheCore::probe(std::string_view key, int arch,
     auto guard = util::EpochDomain::global().pin();
     Entry* entry = table_.load(std::memory_order_acquire)->find(key, arch, hash);
     if (entry == nullptr) return std::nullopt;
-    const std::uint32_t stripe = util::my_stripe();
-    if (!entry->try_acquire(stripe)) return std::nullopt;
+    const std::optional<std::uint32_t> stripe = entry->try_acquire(util::my_stripe());
+    if (!stripe) return std::nullopt;
     const std::uint64_t now = tick_.load(std::memory_order_relaxed);
     if (entry->last_used.load(std::memory_order_relaxed) != now) {
         entry->last_used.store(now, std::memory_order_relaxed);
     }
-    return ModuleHandle(entry, stripe);
+    return ModuleHandle(entry, *stripe);
 }
 
 std::optional<KernelHandle> CacheCore::find_kernel(std::string_view key, int arch,
@@ -308,10 +308,9 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
     auto* entry = new Entry(std::string(key), arch, hash, source_fingerprint, library, driver_,
                             library_counters_, std::move(built->names), std::move(param_sizes));
     // Our reference is taken before the entry is published, so eviction cannot unload it under
-    // the caller.
-    const std::uint32_t stripe = util::my_stripe();
-    entry->add_ref(stripe);
-    ModuleHandle module(entry, stripe);
+    // the caller. It is the entry's home reference: hits by key allocate the striped counters.
+    entry->add_ref(Entry::kHomeStripe);
+    ModuleHandle module(entry, Entry::kHomeStripe);
     std::vector<Entry*> evicted;
     {
         std::lock_guard lock(write_mutex_);

@@ -1,6 +1,7 @@
 #include "cache/entry.hpp"
 
 #include <algorithm>
+#include <new>
 
 #include "util/epoch.hpp"
 #include "util/log.hpp"
@@ -30,24 +31,41 @@ Entry::~Entry() {
         delete kernel;
         kernel = next;
     }
+    delete stripes_.load(std::memory_order_acquire);
 }
 
-bool Entry::try_acquire(std::uint32_t stripe) noexcept {
-    refs_[stripe].count.fetch_add(1, std::memory_order_seq_cst);
+std::atomic<std::int64_t>& Entry::counter(std::uint32_t stripe) noexcept {
+    if (stripe == kHomeStripe) return home_refs_;
+    // A reference is held on this stripe (or is being taken by try_acquire, which installed the
+    // block first), so the block is there.
+    return stripes_.load(std::memory_order_acquire)->stripes[stripe].count;
+}
+
+std::optional<std::uint32_t> Entry::try_acquire(std::uint32_t stripe) noexcept {
+    if (stripes_.load(std::memory_order_acquire) == nullptr) {
+        auto* fresh = new (std::nothrow) RefStripes();
+        RefStripes* none = nullptr;
+        if (fresh == nullptr) {
+            stripe = kHomeStripe;  // no memory for the block: the shared counter still counts
+        } else if (!stripes_.compare_exchange_strong(none, fresh, std::memory_order_seq_cst)) {
+            delete fresh;  // another reader installed one first
+        }
+    }
+    counter(stripe).fetch_add(1, std::memory_order_seq_cst);
     if (retired_.load(std::memory_order_seq_cst)) {
         release(stripe);
-        return false;
+        return std::nullopt;
     }
-    return true;
+    return stripe;
 }
 
 void Entry::add_ref(std::uint32_t stripe) noexcept {
-    refs_[stripe].count.fetch_add(1, std::memory_order_relaxed);
+    counter(stripe).fetch_add(1, std::memory_order_relaxed);
 }
 
 void Entry::release(std::uint32_t stripe) noexcept {
     auto guard = util::EpochDomain::global().pin();
-    refs_[stripe].count.fetch_sub(1, std::memory_order_seq_cst);
+    counter(stripe).fetch_sub(1, std::memory_order_seq_cst);
     if (retired_.load(std::memory_order_seq_cst)) try_unload();
 }
 
@@ -62,8 +80,12 @@ bool Entry::referenced() const noexcept {
 }
 
 std::int64_t Entry::sum_refs() const noexcept {
-    std::int64_t total = 0;
-    for (const auto& stripe : refs_) total += stripe.count.load(std::memory_order_seq_cst);
+    std::int64_t total = home_refs_.load(std::memory_order_seq_cst);
+    if (const RefStripes* block = stripes_.load(std::memory_order_seq_cst); block != nullptr) {
+        for (const auto& stripe : block->stripes) {
+            total += stripe.count.load(std::memory_order_seq_cst);
+        }
+    }
     return total;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,17 +70,28 @@ public:
 
     // Reference counting, striped so that threads on different stripes never share a line.
     //
+    // Two kinds of counter: `home`, on the entry itself, for the reference made where the entry
+    // was made (the first handle, and copies of it); and one per thread stripe for hits by key,
+    // in a block allocated at the first such hit (kStripes cache lines: 2 KiB that an entry only
+    // used through its first handle never needs; a new process faulting them in for every entry
+    // it loaded paid 1.5 us a kernel on the H200 host).
+    //
     // Protocol (all seq_cst): a reader that found the entry in the map (while pinned in the epoch
-    // domain) increments its stripe, then reads `retired_`; if set, it backs out with release().
-    // Eviction or clear first unlinks the entry from the map, then sets `retired_`, then sums the
-    // stripes. Either the retirer sees the increment (and leaves the library loaded), or the
-    // reader sees `retired_` (and does not use it). A live handle's +1 stays on one stripe
-    // (copies count on the source's stripe), so a sum of zero proves no handle exists.
+    // domain) installs or finds the stripe block, increments its stripe, then reads `retired_`;
+    // if set, it backs out with release(). Eviction or clear first unlinks the entry from the
+    // map, then sets `retired_`, then sums the counters (home, then the block if installed).
+    // Either the retirer sees the increment (and leaves the library loaded), or the reader sees
+    // `retired_` (and does not use it); a retirer that finds no block read it before the reader
+    // installed one, so that reader sees `retired_`. A live handle's +1 stays on one counter
+    // (copies count on the source's), so a sum of zero proves no handle exists.
     // The library is unloaded once: by whoever first sees "retired and zero" and wins the CAS on
     // `unloaded_`. The Entry's memory is then freed through the epoch domain, which is why
     // release() pins before it decrements.
-    bool try_acquire(std::uint32_t stripe) noexcept;
-    void add_ref(std::uint32_t stripe) noexcept;  // from a reference already held
+    static constexpr std::uint32_t kHomeStripe = util::kStripes;
+    // Counts a hit on `stripe` (below kStripes): the counter the reference is on (kHomeStripe
+    // if the stripe block could not be allocated), or nothing if the entry is retired.
+    std::optional<std::uint32_t> try_acquire(std::uint32_t stripe) noexcept;
+    void add_ref(std::uint32_t stripe) noexcept;  // from a reference already held on `stripe`
     void release(std::uint32_t stripe) noexcept;
     void retire() noexcept;  // the entry is no longer reachable from the map
     bool referenced() const noexcept;
@@ -110,7 +122,15 @@ private:
     struct alignas(util::kCacheLine) RefStripe {
         std::atomic<std::int64_t> count{0};
     };
-    RefStripe refs_[util::kStripes];
+    struct RefStripes {
+        RefStripe stripes[util::kStripes];
+    };
+    std::atomic<std::int64_t>& counter(std::uint32_t stripe) noexcept;
+
+    // On a line of its own: handle copies write it, and probes read the fields around it.
+    alignas(util::kCacheLine) std::atomic<std::int64_t> home_refs_{0};
+    // Installed once, by the first hit by key; freed with the entry.
+    alignas(util::kCacheLine) std::atomic<RefStripes*> stripes_{nullptr};
     std::atomic<bool> retired_{false};
     std::atomic<bool> unloaded_{false};
     std::atomic<std::uint8_t> broken_{0};  // 0, or the reason's Errc + 1

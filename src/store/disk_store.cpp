@@ -66,14 +66,18 @@ Result<std::unique_ptr<DiskStore>> DiskStore::open(const DiskOptions& options) {
         new DiskStore(std::move(directory), files, options.max_bytes, options.max_files));
 }
 
-std::string DiskStore::path_of(const util::Fingerprint& fingerprint) const {
+std::string DiskStore::relative_path_of(const util::Fingerprint& fingerprint) {
     // Appended into one reserved string: every disk lookup names its file, and a chain of
     // concatenations was several allocations per lookup in a warm start's count.
     const std::string hex = fingerprint.hex();
     std::string path;
-    path.reserve(directory_.size() + hex.size() + 5);
-    path.append(directory_).append("/").append(hex, 0, 2).append("/").append(hex, 2).append(".kc");
+    path.reserve(hex.size() + 4);
+    path.append(hex, 0, 2).append("/").append(hex, 2).append(".kc");
     return path;
+}
+
+std::string DiskStore::path_of(const util::Fingerprint& fingerprint) const {
+    return directory_ + "/" + relative_path_of(fingerprint);
 }
 
 std::optional<util::FileLock> DiskStore::lock(const util::Fingerprint& fingerprint,
@@ -86,10 +90,12 @@ std::optional<util::FileLock> DiskStore::lock(const util::Fingerprint& fingerpri
 std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fingerprint,
                                                    Reading reading) {
     const bool lookup = reading == Reading::kLookup;
-    const std::string path = path_of(fingerprint);
+    const std::string relative = relative_path_of(fingerprint);
     // Reading refreshes the recency stamp that eviction goes by, when it is older than the
     // granularity LRU needs: a hot entry is then stamped once in a while, not on every hit.
-    auto bytes = files_.read_and_stamp(path, kStampGranularity);
+    auto bytes = held_replaced_.load(std::memory_order_relaxed)
+                     ? files_.read_and_stamp(directory_ + "/" + relative, kStampGranularity)
+                     : files_.read_and_stamp_below(held_, relative, kStampGranularity);
     if (!bytes) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         util::log_line(util::LogLevel::kInfo, "disk read failed: " + bytes.error().message());
@@ -103,6 +109,7 @@ std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fing
     if (!entry) {
         corrupt_.fetch_add(1, std::memory_order_relaxed);
         if (lookup) misses_.fetch_add(1, std::memory_order_relaxed);
+        const std::string path = directory_ + "/" + relative;
         util::log_line(util::LogLevel::kInfo, path + ": " + entry.error().message() + "; removed");
         if (auto removed = files_.remove(path); !removed) {
             errors_.fetch_add(1, std::memory_order_relaxed);
@@ -126,6 +133,13 @@ Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const StoredEn
         return written;
     }
     writes_.fetch_add(1, std::memory_order_relaxed);
+    // A write follows a compile, so this stat is cheap beside it; a hit never pays it.
+    if (!held_replaced_.load(std::memory_order_relaxed) && !held_.still_at_its_path()) {
+        held_replaced_.store(true, std::memory_order_relaxed);
+        util::log_line(util::LogLevel::kInfo, "cache directory " + directory_ +
+                                                  " was replaced since it was opened; reading "
+                                                  "it by path from now on");
+    }
     if (cleanup_due(bytes.size())) {
         if (cleaning == Cleaning::kDeferred) {
             cleanup_pending_.store(true, std::memory_order_relaxed);

@@ -86,6 +86,8 @@ public:
     CleanupRequest budget_request() const;
 
     std::string path_of(const util::Fingerprint& fingerprint) const;
+    // The same below the directory: "ab/cdef….kc".
+    static std::string relative_path_of(const util::Fingerprint& fingerprint);
     // Serialises the compile of one artifact across processes (a lock file beside its entry).
     // nullopt when the lock cannot be had within `patience`: the caller compiles privately.
     std::optional<util::FileLock> lock(const util::Fingerprint& fingerprint,
@@ -98,6 +100,7 @@ private:
               std::uint64_t max_files)
         : directory_(std::move(directory)),
           files_(files),
+          held_(files.open_directory(directory_)),
           max_bytes_(max_bytes),
           max_files_(max_files) {}
 
@@ -107,6 +110,11 @@ private:
 
     const std::string directory_;
     util::Files& files_;
+    // Lookups open entries below this, the directory as open() checked it. Writes go by path;
+    // if they find the directory replaced (removed and made again), lookups follow them there
+    // by path too, rather than keep reading the removed one.
+    const util::OpenDirectory held_;
+    std::atomic<bool> held_replaced_{false};
     const std::uint64_t max_bytes_;
     const std::uint64_t max_files_;
     std::atomic<std::uint64_t> hits_{0}, misses_{0}, writes_{0}, errors_{0}, corrupt_{0};

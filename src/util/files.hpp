@@ -30,6 +30,31 @@ struct FileStatus {
 // loss costs nothing but a note (the key index), sparing every compile a second fsync.
 enum class Durability { kSynced, kUnsynced };
 
+// A directory held open, so that a file below it is reached by walking only the path below it:
+// a warm start reads one entry per kernel, and walking the cache directory's own path each time
+// showed in its profile. Move-only; closes what it holds. It holds nothing (fd -1) where the file
+// system cannot hold one (a test's fake): reads below it then go by the joined path.
+class OpenDirectory {
+public:
+    OpenDirectory() = default;
+    OpenDirectory(std::string path, int fd) noexcept : path_(std::move(path)), fd_(fd) {}
+    ~OpenDirectory();
+    OpenDirectory(OpenDirectory&& other) noexcept;
+    OpenDirectory& operator=(OpenDirectory&& other) noexcept;
+    OpenDirectory(const OpenDirectory&) = delete;
+    OpenDirectory& operator=(const OpenDirectory&) = delete;
+
+    const std::string& path() const noexcept { return path_; }
+    int fd() const noexcept { return fd_; }
+    // Whether its path still names the directory held, not one made in its place after it was
+    // removed (one stat). True when it holds nothing.
+    bool still_at_its_path() const noexcept;
+
+private:
+    std::string path_;
+    int fd_ = -1;
+};
+
 class Files {
 public:
     virtual ~Files() = default;
@@ -57,6 +82,13 @@ public:
     // path walk plus a metadata write per entry showed in its profile.
     virtual Result<std::optional<std::string>> read_and_stamp(const std::string& path,
                                                               std::chrono::seconds stale_after);
+    // Holds `path`, a directory, open for read_and_stamp_below(); a directory that cannot be
+    // opened gives one that holds nothing. The real file system's is the only one held.
+    virtual OpenDirectory open_directory(const std::string& path);
+    // read_and_stamp() of `relative` below `directory`; errors name the whole path.
+    virtual Result<std::optional<std::string>> read_and_stamp_below(
+        const OpenDirectory& directory, const std::string& relative,
+        std::chrono::seconds stale_after);
 };
 
 // The real file system.

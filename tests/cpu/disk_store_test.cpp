@@ -106,6 +106,74 @@ TEST(RealFiles, ReadsAWholeFileLargerThanOneBuffer) {
     EXPECT_EQ(**bytes, text);
 }
 
+TEST(RealFiles, ReadsBelowAnOpenDirectoryAndNamesTheWholePathInErrors) {
+    TempDir dir;
+    fs::create_directories(dir.path() + "/ab/cd");
+    ASSERT_TRUE(util::real_files().write_atomic(dir.path() + "/ab/entry", "bytes").ok());
+    const util::OpenDirectory held = util::real_files().open_directory(dir.path() + "/ab");
+    ASSERT_GE(held.fd(), 0);
+
+    auto bytes = util::real_files().read_and_stamp_below(held, "entry", std::chrono::seconds(600));
+    ASSERT_TRUE(bytes.ok() && bytes->has_value());
+    EXPECT_EQ(**bytes, "bytes");
+    auto missing = util::real_files().read_and_stamp_below(held, "none", std::chrono::seconds(-1));
+    ASSERT_TRUE(missing.ok());
+    EXPECT_FALSE(missing->has_value());
+    auto folder = util::real_files().read_and_stamp_below(held, "cd", std::chrono::seconds(-1));
+    ASSERT_FALSE(folder.ok());  // a directory cannot be read as a file
+    EXPECT_NE(folder.error().message().find(dir.path() + "/ab/cd"), std::string::npos)
+        << folder.error().message();
+}
+
+TEST(RealFiles, AHeldDirectoryKnowsWhenItsPathNamesAnotherOne) {
+    TempDir dir;
+    const std::string path = dir.path() + "/held";
+    fs::create_directories(path);
+    const util::OpenDirectory held = util::real_files().open_directory(path);
+    ASSERT_GE(held.fd(), 0);
+    EXPECT_TRUE(held.still_at_its_path());
+    fs::remove(path);
+    EXPECT_FALSE(held.still_at_its_path());
+    fs::create_directories(path);
+    EXPECT_FALSE(held.still_at_its_path());
+}
+
+TEST(RealFiles, ASymbolicLinkIsNotHeldAsADirectory) {
+    TempDir dir;
+    fs::create_directories(dir.path() + "/real");
+    fs::create_directory_symlink(dir.path() + "/real", dir.path() + "/link");
+    EXPECT_LT(util::real_files().open_directory(dir.path() + "/link").fd(), 0);
+}
+
+TEST(RealFiles, MakeDirectoriesMakesEveryMissingLevelAndAcceptsThoseThere) {
+    TempDir dir;
+    const std::string deep = dir.path() + "/a/b/c";
+    ASSERT_TRUE(util::real_files().make_directories(deep, 0700).ok());
+    EXPECT_TRUE(fs::is_directory(deep));
+    ASSERT_TRUE(util::real_files().make_directories(deep, 0700).ok());  // all there already
+    ASSERT_TRUE(util::real_files().make_directories(dir.path() + "/a/d", 0700).ok());
+    EXPECT_TRUE(fs::is_directory(dir.path() + "/a/d"));
+    ASSERT_TRUE(util::real_files().write_atomic(dir.path() + "/file", "x").ok());
+    EXPECT_FALSE(util::real_files().make_directories(dir.path() + "/file/e", 0700).ok());
+}
+
+TEST(DiskStore, LookupsFollowADirectoryRemovedAndMadeAgainOnceAWriteFindsIt) {
+    // Lookups open entries below the directory the store opened. Removed (kcache -C by hand, an
+    // rm -rf) and made again by the next write, it must not keep them reading the removed one.
+    TempDir dir;
+    const std::string path = dir.path() + "/cache";
+    auto store = open_store(path);
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    ASSERT_NE(store->get(kPrint), nullptr);
+
+    fs::remove_all(path);
+    const util::Fingerprint other{1, 2};
+    ASSERT_TRUE(store->put(other, sample("other")).ok());  // makes the directory again
+    auto got = store->get(other);
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(got->owned(), sample("other"));
+}
+
 TEST(DiskStore, EntryPathIsSplitByTheFingerprintsFirstByte) {
     TempDir dir;
     auto store = open_store(dir.path());
