@@ -1,6 +1,7 @@
 #include "driver/compiler_api.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -41,10 +42,11 @@ std::string loaded_path(void* handle, const std::string& fallback) {
 }
 
 // The path of a copy of `library` already in the process, found among the loaded objects by file
-// name or SONAME: no file system work, where dlopen(RTLD_NOLOAD) of a bare name searches the loader's
-// cache and opens each candidate file (18 system calls a library, paid in every new process).
-// A loaded object's DT_SONAME, from its dynamic section as the loader relocated it; empty if it
-// has none. What dlopen(RTLD_NOLOAD) of a bare name also matches, whatever the file is called.
+// name or SONAME: no file system work, where dlopen(RTLD_NOLOAD) of a bare name searches the
+// loader's cache and opens each candidate file (18 system calls a library, paid in every new
+// process). A loaded object's DT_SONAME, from its dynamic section as the loader relocated it; empty
+// if it has none. What dlopen(RTLD_NOLOAD) of a bare name also matches, whatever the file is
+// called.
 std::string_view soname_of(const dl_phdr_info& info) {
     for (ElfW(Half) i = 0; i < info.dlpi_phnum; ++i) {
         if (info.dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
@@ -122,15 +124,41 @@ std::vector<std::string> search_folders() {
     return folders;
 }
 
+// The build of a file already open: its GNU build ID, or without one its size and modification
+// time, which together tell builds apart far better than either alone (a reinstall of the same
+// build then costs one recompile per kernel).
+std::string build_of_open(int fd, const struct stat& info) {
+    if (auto id = util::elf_build_id_of(fd)) return "build-id " + *id;
+    return "size " + std::to_string(info.st_size) + " mtime " + std::to_string(info.st_mtime);
+}
+
 std::string build_of(const std::string& path) {
-    if (auto id = util::elf_build_id(path)) return "build-id " + *id;
-    // Without a build ID, size and modification time together tell builds apart far better than
-    // either alone (a reinstall of the same build then costs one recompile per kernel).
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat info {};
-    if (stat(path.c_str(), &info) == 0) {
-        return "size " + std::to_string(info.st_size) + " mtime " + std::to_string(info.st_mtime);
+    if (fd < 0 || fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+        if (fd >= 0) close(fd);
+        return "unreadable " + path;
     }
-    return "unreadable " + path;
+    std::string build = build_of_open(fd, info);
+    close(fd);
+    return build;
+}
+
+// The identity of `path` if it is a regular file this process can read; nullopt otherwise. One
+// open serves as the existence test and the build's read: a new process pays this search once
+// for each compiler it names, before its first kernel.
+std::optional<CompilerIdentity> identity_if_readable(std::string path) {
+    // Non-blocking: a FIFO named by mistake must not hang the caller.
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return std::nullopt;
+    struct stat info {};
+    std::optional<CompilerIdentity> identity;
+    if (fstat(fd, &info) == 0 && S_ISREG(info.st_mode)) {
+        std::string build = build_of_open(fd, info);
+        identity = CompilerIdentity{std::move(path), std::move(build)};
+    }
+    close(fd);
+    return identity;
 }
 
 Result<CompilerIdentity> locate(const Library& library) {
@@ -146,7 +174,7 @@ Result<CompilerIdentity> locate(const Library& library) {
         if (char* resolved = realpath(path, nullptr); resolved != nullptr) {
             std::string full(resolved);
             free(resolved);
-            if (access(full.c_str(), R_OK) == 0) return found(full);
+            if (auto identity = identity_if_readable(std::move(full))) return std::move(*identity);
         }
         return Error(Errc::kUnsupported, std::string(library.label) +
                                              " not found: " + library.override_variable + "=" +
@@ -156,8 +184,8 @@ Result<CompilerIdentity> locate(const Library& library) {
     if (auto path = loaded_copy(library)) return found(std::move(*path));
     for (const auto& folder : search_folders()) {
         for (const char* name : library.names) {
-            const std::string path = folder + "/" + name;
-            if (access(path.c_str(), R_OK) == 0) return found(path);
+            std::string path = folder + "/" + name;
+            if (auto identity = identity_if_readable(path)) return std::move(*identity);
             tried += "\n  " + path + ": not there";
         }
     }

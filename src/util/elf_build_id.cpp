@@ -69,21 +69,34 @@ std::optional<std::string> build_id_in(const std::vector<unsigned char>& notes) 
 
 }  // namespace
 
-std::optional<std::string> elf_build_id(const std::string& path) {
-    // Non-blocking and regular files only: a FIFO named by mistake must not hang the caller.
-    const Fd file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
-    if (file.fd < 0) return std::nullopt;
-    struct stat info {};
-    if (fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
+std::optional<std::string> elf_build_id_of(int fd) {
+    // One read of the file's head usually holds the ELF header, the program headers and the
+    // notes (a linker puts them first); what lies beyond it is read where it is. A new process
+    // pays this once for each compiler it names, before its first kernel.
+    unsigned char head[4096];
+    std::size_t have = 0;
+    while (have < sizeof head) {
+        const ssize_t n = pread(fd, head + have, sizeof head - have, static_cast<off_t>(have));
+        if (n <= 0) break;
+        have += static_cast<std::size_t>(n);
+    }
+    // Copies [offset, offset + size) from the head when it holds it, else reads it.
+    auto fetch = [&](void* out, std::size_t size, std::uint64_t offset) {
+        if (offset <= have && size <= have - offset) {
+            std::memcpy(out, head + offset, size);
+            return true;
+        }
+        return read_at(fd, out, size, offset);
+    };
     Elf64_Ehdr elf;
-    if (!read_at(file.fd, &elf, sizeof elf, 0)) return std::nullopt;
+    if (!fetch(&elf, sizeof elf, 0)) return std::nullopt;
     if (std::memcmp(elf.e_ident, ELFMAG, SELFMAG) != 0 || elf.e_ident[EI_CLASS] != ELFCLASS64 ||
         elf.e_ident[EI_DATA] != ELFDATA2LSB || elf.e_phentsize != sizeof(Elf64_Phdr) ||
         elf.e_phnum == 0 || elf.e_phnum > 512) {
         return std::nullopt;
     }
     std::vector<Elf64_Phdr> segments(elf.e_phnum);
-    if (!read_at(file.fd, segments.data(), segments.size() * sizeof(Elf64_Phdr), elf.e_phoff)) {
+    if (!fetch(segments.data(), segments.size() * sizeof(Elf64_Phdr), elf.e_phoff)) {
         return std::nullopt;
     }
     for (const Elf64_Phdr& segment : segments) {
@@ -92,10 +105,19 @@ std::optional<std::string> elf_build_id(const std::string& path) {
             continue;
         }
         std::vector<unsigned char> notes(segment.p_filesz);
-        if (!read_at(file.fd, notes.data(), notes.size(), segment.p_offset)) continue;
+        if (!fetch(notes.data(), notes.size(), segment.p_offset)) continue;
         if (auto id = build_id_in(notes)) return id;
     }
     return std::nullopt;
+}
+
+std::optional<std::string> elf_build_id(const std::string& path) {
+    // Non-blocking and regular files only: a FIFO named by mistake must not hang the caller.
+    const Fd file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+    if (file.fd < 0) return std::nullopt;
+    struct stat info {};
+    if (fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
+    return elf_build_id_of(file.fd);
 }
 
 }  // namespace kcache::util

@@ -2,14 +2,18 @@
 #include "util/elf_build_id.hpp"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "driver/compiler_api.hpp"
 #include "test_support.hpp"
@@ -50,6 +54,49 @@ TEST(ElfBuildId, ATruncatedElfFileHasNone) {
     const std::string path = dir.path() + "/truncated.so";
     std::ofstream(path, std::ios::binary) << head.substr(0, 100);
     EXPECT_FALSE(elf_build_id(path).has_value());
+}
+
+// A minimal 64-bit ELF file: its header, one PT_NOTE program header at `phoff`, and a GNU
+// build-ID note at `note_at` holding `id`.
+std::string crafted_elf(std::uint64_t phoff, std::uint64_t note_at, const std::string& id) {
+    std::string file(std::max<std::uint64_t>(phoff + sizeof(Elf64_Phdr), note_at + 16 + id.size()),
+                     '\0');
+    Elf64_Ehdr elf{};
+    std::memcpy(elf.e_ident, ELFMAG, SELFMAG);
+    elf.e_ident[EI_CLASS] = ELFCLASS64;
+    elf.e_ident[EI_DATA] = ELFDATA2LSB;
+    elf.e_ident[EI_VERSION] = EV_CURRENT;
+    elf.e_type = ET_DYN;
+    elf.e_phoff = phoff;
+    elf.e_phentsize = sizeof(Elf64_Phdr);
+    elf.e_phnum = 1;
+    std::memcpy(file.data(), &elf, sizeof elf);
+    Elf64_Phdr note{};
+    note.p_type = PT_NOTE;
+    note.p_offset = note_at;
+    note.p_filesz = 16 + id.size();
+    std::memcpy(file.data() + phoff, &note, sizeof note);
+    Elf64_Nhdr header{4, static_cast<Elf64_Word>(id.size()), NT_GNU_BUILD_ID};
+    std::memcpy(file.data() + note_at, &header, sizeof header);
+    std::memcpy(file.data() + note_at + sizeof header, "GNU", 4);
+    std::memcpy(file.data() + note_at + sizeof header + 4, id.data(), id.size());
+    return file;
+}
+
+TEST(ElfBuildId, FoundWhereverTheProgramHeadersAndNotesLie) {
+    // Read from one head of the file when it holds them, and where they are when it does not.
+    const std::string id("\x01\x23\x45\x67\x89\xab\xcd\xef", 8);
+    test::TempDir dir;
+    const struct {
+        std::uint64_t phoff, note_at;
+    } layouts[] = {{64, 200}, {64, 9000}, {8192, 300}, {8192, 12000}, {4000, 4090}};
+    for (const auto& layout : layouts) {
+        const std::string path = dir.path() + "/lib.so";
+        std::ofstream(path, std::ios::binary | std::ios::trunc)
+            << crafted_elf(layout.phoff, layout.note_at, id);
+        EXPECT_EQ(elf_build_id(path), std::optional<std::string>("0123456789abcdef"))
+            << "program headers at " << layout.phoff << ", notes at " << layout.note_at;
+    }
 }
 
 // The build ID as binutils' readelf reads it: an implementation independent of ours. Empty if
@@ -103,6 +150,25 @@ TEST(CompilerIdentity, ACopyAlreadyLoadedIsTheOneIdentified) {
                                  {"KCACHE_TEST_PRELOADED_NVJITLINK=" + elsewhere}),
                   0)
             << file_name;
+    }
+}
+
+// KCACHE_NVJITLINK_LIBRARY naming something that is not a readable file is an error that says
+// so, not an identity. A fresh process: the identity is found once.
+TEST(CompilerIdentity, AnOverrideThatIsNotAFileIsRefused) {
+    if (const char* named = std::getenv("KCACHE_NVJITLINK_LIBRARY")) {
+        const auto& identity = driver::nvjitlink_identity();
+        ASSERT_FALSE(identity.ok()) << named << " was taken for " << identity->path;
+        EXPECT_NE(identity.error().message().find("cannot be read"), std::string::npos)
+            << identity.error().message();
+        return;
+    }
+    test::TempDir dir;
+    for (const std::string& named : {dir.path(), dir.path() + "/missing.so"}) {
+        EXPECT_EQ(test::run_self("CompilerIdentity.AnOverrideThatIsNotAFileIsRefused",
+                                 {"KCACHE_NVJITLINK_LIBRARY=" + named}),
+                  0)
+            << named;
     }
 }
 
