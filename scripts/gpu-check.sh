@@ -21,6 +21,9 @@ status=0
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "- machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1), $(nproc) CPU cores, $(uname -r)"
+  # Where kcache looks for NVRTC and nvJitLink first (src/driver/compiler_api.cpp), and what the
+  # loader would find: the search is part of a new process's first kernel.
+  echo "- compiler search: LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-(unset)} CUDA_HOME=${CUDA_HOME:-(unset)} CUDA_PATH=${CUDA_PATH:-(unset)}; $(ls -l /usr/local/cuda 2>/dev/null | sed 's/.* -> /\/usr\/local\/cuda -> /')"
   echo "- binaries built at commit: $(cat "$BIN/COMMIT" 2>/dev/null || echo 'unknown (built here)')"
   # What a durable write costs on this disk (every stored entry pays one fsync): 20 files of
   # 10 KiB written by dd with and without fsync, process start included in both.
