@@ -39,9 +39,14 @@ Result<std::unique_ptr<DiskStore>> DiskStore::open(const DiskOptions& options) {
         directory = *found;
     }
     util::Files& files = options.files != nullptr ? *options.files : util::real_files();
-    if (auto made = files.make_directories(directory, 0700); !made) return made.error();
+    // Looked at first, made only when missing: a new process opens a cache that is there, and a
+    // mkdir of an existing directory costs as much as the look.
     struct stat info {};
-    if (lstat(directory.c_str(), &info) != 0) return util::io_error("stat", directory, errno);
+    if (lstat(directory.c_str(), &info) != 0) {
+        if (errno != ENOENT) return util::io_error("stat", directory, errno);
+        if (auto made = files.make_directories(directory, 0700); !made) return made.error();
+        if (lstat(directory.c_str(), &info) != 0) return util::io_error("stat", directory, errno);
+    }
     if (!S_ISDIR(info.st_mode)) {
         return Error(Errc::kIoError, "cache directory " + directory + " is not a directory");
     }
