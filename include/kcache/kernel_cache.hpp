@@ -159,7 +159,7 @@ private:
         : entry_(entry), stripe_(stripe) {}
 
     cache::Entry* entry_ = nullptr;
-    std::uint32_t stripe_ = 0;  // which of the entry's reference stripes this handle counts on
+    std::uint32_t stripe_ = 0;  // which of the entry's reference counters this handle counts on
 };
 
 // One kernel of a loaded module, ready to launch in the calling thread's current context (any

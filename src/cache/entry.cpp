@@ -36,27 +36,34 @@ Entry::~Entry() {
 
 std::atomic<std::int64_t>& Entry::counter(std::uint32_t stripe) noexcept {
     if (stripe == kHomeStripe) return home_refs_;
-    // A reference is held on this stripe (or is being taken by try_acquire, which installed the
-    // block first), so the block is there.
+    // A reference is held on this stripe, so the block that holds it is there.
     return stripes_.load(std::memory_order_acquire)->stripes[stripe].count;
 }
 
 std::optional<std::uint32_t> Entry::try_acquire(std::uint32_t stripe) noexcept {
-    if (stripes_.load(std::memory_order_acquire) == nullptr) {
+    // Seq_cst, not acquire, even when the block is found: the protocol's argument puts this load
+    // in the single total order, before the increment, so that a retirer that found no block
+    // also finds this reader after its store of `retired_` (see entry.hpp).
+    RefStripes* block = stripes_.load(std::memory_order_seq_cst);
+    if (block == nullptr) {
         auto* fresh = new (std::nothrow) RefStripes();
-        RefStripes* none = nullptr;
-        if (fresh == nullptr) {
-            stripe = kHomeStripe;  // no memory for the block: the shared counter still counts
-        } else if (!stripes_.compare_exchange_strong(none, fresh, std::memory_order_seq_cst)) {
-            delete fresh;  // another reader installed one first
+        if (fresh != nullptr) {
+            if (stripes_.compare_exchange_strong(block, fresh, std::memory_order_seq_cst)) {
+                block = fresh;
+            } else {
+                delete fresh;  // another reader installed one first: `block` is now that one
+            }
         }
     }
-    counter(stripe).fetch_add(1, std::memory_order_seq_cst);
+    // Without memory for the block, the home counter still counts the reference.
+    std::atomic<std::int64_t>& count = block != nullptr ? block->stripes[stripe].count : home_refs_;
+    count.fetch_add(1, std::memory_order_seq_cst);
+    const std::uint32_t counted = block != nullptr ? stripe : kHomeStripe;
     if (retired_.load(std::memory_order_seq_cst)) {
-        release(stripe);
+        release(counted);
         return std::nullopt;
     }
-    return stripe;
+    return counted;
 }
 
 void Entry::add_ref(std::uint32_t stripe) noexcept {

@@ -41,15 +41,12 @@ std::string loaded_path(void* handle, const std::string& fallback) {
     return fallback;
 }
 
-// The path of a copy of `library` already in the process, found among the loaded objects by file
-// name or SONAME: no file system work, where dlopen(RTLD_NOLOAD) of a bare name searches the
-// loader's cache and opens each candidate file (18 system calls a library, paid in every new
-// process). A loaded object's DT_SONAME, from its dynamic section as the loader relocated it; empty
-// if it has none. What dlopen(RTLD_NOLOAD) of a bare name also matches, whatever the file is
-// called.
+// A loaded object's DT_SONAME, from its dynamic section as the loader relocated it; empty if it
+// has none. What dlopen(RTLD_NOLOAD) of a bare name also matches, whatever the file is called.
 std::string_view soname_of(const dl_phdr_info& info) {
     for (ElfW(Half) i = 0; i < info.dlpi_phnum; ++i) {
         if (info.dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+        // NOLINTNEXTLINE(performance-no-int-to-ptr): the loader gives an address
         const auto* dynamic =
             reinterpret_cast<const ElfW(Dyn)*>(info.dlpi_addr + info.dlpi_phdr[i].p_vaddr);
         ElfW(Addr) strings = 0;
@@ -71,6 +68,10 @@ std::string_view soname_of(const dl_phdr_info& info) {
     return {};
 }
 
+// The path of a copy of `library` already in the process, found among the loaded objects by file
+// name or SONAME: no file system work, where dlopen(RTLD_NOLOAD) of a bare name searches the
+// loader's cache and opens each candidate file (18 system calls a library, paid in every new
+// process).
 std::optional<std::string> loaded_copy(const Library& library) {
     struct Search {
         const Library* library;

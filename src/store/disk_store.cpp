@@ -67,8 +67,8 @@ Result<std::unique_ptr<DiskStore>> DiskStore::open(const DiskOptions& options) {
                                          "`chmod go-w " +
                                          directory + "` or allow a shared directory explicitly");
     }
-    return std::unique_ptr<DiskStore>(
-        new DiskStore(std::move(directory), files, options.max_bytes, options.max_files));
+    return std::unique_ptr<DiskStore>(new DiskStore(std::move(directory), files, options.max_bytes,
+                                                    options.max_files, info.st_dev, info.st_ino));
 }
 
 std::string DiskStore::relative_path_of(const util::Fingerprint& fingerprint) {
@@ -98,9 +98,9 @@ std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fing
     const std::string relative = relative_path_of(fingerprint);
     // Reading refreshes the recency stamp that eviction goes by, when it is older than the
     // granularity LRU needs: a hot entry is then stamped once in a while, not on every hit.
-    auto bytes = held_replaced_.load(std::memory_order_relaxed)
-                     ? files_.read_and_stamp(directory_ + "/" + relative, kStampGranularity)
-                     : files_.read_and_stamp_below(held_, relative, kStampGranularity);
+    const bool held = reading_held();
+    auto bytes = held ? files_.read_and_stamp_below(held_, relative, kStampGranularity)
+                      : files_.read_and_stamp(directory_ + "/" + relative, kStampGranularity);
     if (!bytes) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         util::log_line(util::LogLevel::kInfo, "disk read failed: " + bytes.error().message());
@@ -115,6 +115,14 @@ std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fing
         corrupt_.fetch_add(1, std::memory_order_relaxed);
         if (lookup) misses_.fetch_add(1, std::memory_order_relaxed);
         const std::string path = directory_ + "/" + relative;
+        // Removed by path: only if the path still names the directory it was read from, or the
+        // removal could take a good entry of the same name in a directory made in its place.
+        if (held) check_held();
+        if (held && !reading_held()) {
+            util::log_line(util::LogLevel::kInfo, path + ": " + entry.error().message() +
+                                                      " in a cache directory since replaced");
+            return nullptr;
+        }
         util::log_line(util::LogLevel::kInfo, path + ": " + entry.error().message() + "; removed");
         if (auto removed = files_.remove(path); !removed) {
             errors_.fetch_add(1, std::memory_order_relaxed);
@@ -132,19 +140,15 @@ Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const StoredEn
     const std::string bytes = encode(entry);
     auto written = files_.make_directories(folder, 0700);
     if (written) written = files_.write_atomic(path, bytes);
+    // A write follows a compile, so a stat here is cheap beside it; a hit never pays it. Checked
+    // whether the write worked or not: a directory that cannot be written still gets lookups.
+    check_held();
     if (!written) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         util::log_line(util::LogLevel::kInfo, "disk write failed: " + written.error().message());
         return written;
     }
     writes_.fetch_add(1, std::memory_order_relaxed);
-    // A write follows a compile, so this stat is cheap beside it; a hit never pays it.
-    if (!held_replaced_.load(std::memory_order_relaxed) && !held_.still_at_its_path()) {
-        held_replaced_.store(true, std::memory_order_relaxed);
-        util::log_line(util::LogLevel::kInfo, "cache directory " + directory_ +
-                                                  " was replaced since it was opened; reading "
-                                                  "it by path from now on");
-    }
     if (cleanup_due(bytes.size())) {
         if (cleaning == Cleaning::kDeferred) {
             cleanup_pending_.store(true, std::memory_order_relaxed);
@@ -153,6 +157,14 @@ Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const StoredEn
         }
     }
     return ok();
+}
+
+void DiskStore::check_held() {
+    if (!reading_held() || held_.still_at_its_path()) return;
+    held_replaced_.store(true, std::memory_order_relaxed);
+    util::log_line(util::LogLevel::kInfo, "cache directory " + directory_ +
+                                              " was replaced since it was opened; reading it by "
+                                              "path from now on");
 }
 
 void DiskStore::run_pending_cleanup() {

@@ -96,13 +96,20 @@ public:
     DiskStats stats() const;
 
 private:
+    // `device` and `inode`: the directory as open() checked it.
     DiskStore(std::string directory, util::Files& files, std::uint64_t max_bytes,
-              std::uint64_t max_files)
+              std::uint64_t max_files, dev_t device, ino_t inode)
         : directory_(std::move(directory)),
           files_(files),
           held_(files.open_directory(directory_)),
+          held_replaced_(!held_.holds(device, inode)),
           max_bytes_(max_bytes),
           max_files_(max_files) {}
+
+    // Whether lookups still go below held_: false once its path names another directory.
+    bool reading_held() const noexcept { return !held_replaced_.load(std::memory_order_relaxed); }
+    // Checks that held_'s path still names it; if not, lookups go by path from now on.
+    void check_held();
 
     // Counts a write; true when a cleanup is due (see put()).
     bool cleanup_due(std::uint64_t bytes_written);
@@ -110,9 +117,10 @@ private:
 
     const std::string directory_;
     util::Files& files_;
-    // Lookups open entries below this, the directory as open() checked it. Writes go by path;
-    // if they find the directory replaced (removed and made again), lookups follow them there
-    // by path too, rather than keep reading the removed one.
+    // Lookups open entries below this, the directory open() checked (opened again after the
+    // check, and compared with it). Writes go by path; if a write finds the directory replaced
+    // (removed and made again), or open() found another one, lookups go by path too, rather than
+    // keep reading the removed one.
     const util::OpenDirectory held_;
     std::atomic<bool> held_replaced_{false};
     const std::uint64_t max_bytes_;

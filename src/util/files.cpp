@@ -60,12 +60,16 @@ public:
     Result<std::optional<std::string>> read_and_stamp_below(
         const OpenDirectory& directory, const std::string& relative,
         std::chrono::seconds stale_after) override {
-        if (directory.fd() < 0)
+        if (directory.fd() < 0) {
             return Files::read_and_stamp_below(directory, relative, stale_after);
+        }
         const auto whole = [&] { return directory.path() + "/" + relative; };
         const int fd = openat(directory.fd(), relative.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0 && errno == ENOENT) return std::optional<std::string>();
-        if (fd < 0) return io_error("open", whole(), errno);
+        if (fd < 0) {
+            const int saved = errno;  // before whole() allocates
+            if (saved == ENOENT) return std::optional<std::string>();
+            return io_error("open", whole(), saved);
+        }
         return read_open_file(fd, whole, stale_after);
     }
 
@@ -112,8 +116,10 @@ public:
         // The whole path first: usually it is there, or only its last level is missing (an
         // entry's folder), and then one call does, where a call per level cost every store's
         // opening and every write a system call per component of the cache directory's path.
-        if (mkdir(path.c_str(), mode) == 0 || (errno == EEXIST && is_directory(path))) return ok();
-        if (errno != ENOENT && errno != EEXIST) return io_error("mkdir", path, errno);
+        if (mkdir(path.c_str(), mode) == 0) return ok();
+        const int whole = errno;
+        if (whole == EEXIST && is_directory(path)) return ok();
+        if (whole != ENOENT && whole != EEXIST) return io_error("mkdir", path, whole);
         for (std::size_t pos = 1; pos <= path.size(); ++pos) {
             if (pos != path.size() && path[pos] != '/') continue;
             const std::string prefix = path.substr(0, pos);
@@ -171,10 +177,14 @@ private:
     template <class PathOf>
     static Result<std::optional<std::string>> read_open_file(int fd, const PathOf& path_of,
                                                              std::chrono::seconds stale_after) {
+        // Closed however this leaves, an allocation that throws included.
+        struct Closer {
+            int fd;
+            ~Closer() { close(fd); }
+        } closer{fd};
         struct stat info {};
         if (fstat(fd, &info) != 0) {
             const int saved = errno;
-            close(fd);
             return io_error("stat", path_of(), saved);
         }
         // One read of the size fstat gave, into a string allocated once: entries are replaced by
@@ -196,7 +206,6 @@ private:
             if (n < 0) {
                 if (errno == EINTR) continue;
                 const int saved = errno;
-                close(fd);
                 return io_error("read", path_of(), saved);
             }
             if (n == 0) break;
@@ -208,7 +217,6 @@ private:
             const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
             (void)futimens(fd, times);  // ignored on purpose: see Files::read_and_stamp
         }
-        close(fd);
         return std::optional<std::string>(std::move(out));
     }
 };
@@ -246,6 +254,12 @@ OpenDirectory& OpenDirectory::operator=(OpenDirectory&& other) noexcept {
         fd_ = std::exchange(other.fd_, -1);
     }
     return *this;
+}
+
+bool OpenDirectory::holds(dev_t device, ino_t inode) const noexcept {
+    if (fd_ < 0) return true;
+    struct stat held {};
+    return fstat(fd_, &held) == 0 && held.st_dev == device && held.st_ino == inode;
 }
 
 bool OpenDirectory::still_at_its_path() const noexcept {

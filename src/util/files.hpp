@@ -49,6 +49,9 @@ public:
     // Whether its path still names the directory held, not one made in its place after it was
     // removed (one stat). True when it holds nothing.
     bool still_at_its_path() const noexcept;
+    // Whether what it holds is the file `device` and `inode` (one fstat). True when it holds
+    // nothing.
+    bool holds(dev_t device, ino_t inode) const noexcept;
 
 private:
     std::string path_;

@@ -21,10 +21,19 @@ namespace fs = std::filesystem;
 
 using test::TempDir;
 
-// Delegates to the real file system, failing writes with a chosen errno when told to.
+// Delegates to the real file system (a held directory included), failing writes with a chosen
+// errno when told to.
 class FaultyFiles final : public test::ForwardingFiles {
 public:
     int write_errno = 0;
+    util::OpenDirectory open_directory(const std::string& path) override {
+        return util::real_files().open_directory(path);
+    }
+    Result<std::optional<std::string>> read_and_stamp_below(
+        const util::OpenDirectory& directory, const std::string& relative,
+        std::chrono::seconds stale_after) override {
+        return util::real_files().read_and_stamp_below(directory, relative, stale_after);
+    }
     Result<void> write_atomic(const std::string& path, std::string_view bytes,
                               util::Durability durability) override {
         if (write_errno != 0) return util::io_error("write", path, write_errno);
@@ -132,6 +141,11 @@ TEST(RealFiles, AHeldDirectoryKnowsWhenItsPathNamesAnotherOne) {
     const util::OpenDirectory held = util::real_files().open_directory(path);
     ASSERT_GE(held.fd(), 0);
     EXPECT_TRUE(held.still_at_its_path());
+    struct stat info {};
+    ASSERT_EQ(stat(path.c_str(), &info), 0);
+    EXPECT_TRUE(held.holds(info.st_dev, info.st_ino));
+    ASSERT_EQ(stat(dir.path().c_str(), &info), 0);
+    EXPECT_FALSE(held.holds(info.st_dev, info.st_ino));
     fs::remove(path);
     EXPECT_FALSE(held.still_at_its_path());
     fs::create_directories(path);
@@ -172,6 +186,47 @@ TEST(DiskStore, LookupsFollowADirectoryRemovedAndMadeAgainOnceAWriteFindsIt) {
     auto got = store->get(other);
     ASSERT_NE(got, nullptr);
     EXPECT_EQ(got->owned(), sample("other"));
+}
+
+TEST(DiskStore, AFailedWriteStillFindsTheDirectoryReplaced) {
+    // A process whose writes fail (a full disk) must not keep missing against a removed directory
+    // while another process fills the one made in its place.
+    TempDir dir;
+    const std::string path = dir.path() + "/cache";
+    FaultyFiles files;
+    auto store = open_store(path, &files);
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+
+    fs::remove_all(path);
+    const util::Fingerprint other{1, 2};
+    ASSERT_TRUE(open_store(path)->put(other, sample("other")).ok());  // another process
+    files.write_errno = ENOSPC;
+    EXPECT_FALSE(store->put(util::Fingerprint{3, 4}, sample("third")).ok());
+    auto got = store->get(other);
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(got->owned(), sample("other"));
+}
+
+TEST(DiskStore, ACorruptEntryInADirectorySinceReplacedLeavesTheNewOnesEntryAlone) {
+    // Read below the directory this store opened, removed by path: after the directory was
+    // renamed away and made again, the path names a good entry of the same name.
+    TempDir dir;
+    const std::string path = dir.path() + "/cache";
+    auto store = open_store(path);
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    fs::rename(path, dir.path() + "/old");
+    auto replacing = open_store(path);
+    ASSERT_TRUE(replacing->put(kPrint, sample("new")).ok());
+    const std::string old_entry = dir.path() + "/old/" + DiskStore::relative_path_of(kPrint);
+    std::string bytes = *util::real_files().read(old_entry).value();
+    bytes[bytes.size() / 2] ^= 0x40;
+    ASSERT_TRUE(util::real_files().write_atomic(old_entry, bytes).ok());
+
+    EXPECT_EQ(store->get(kPrint), nullptr);
+    EXPECT_EQ(store->stats().corrupt, 1u);
+    auto kept = replacing->get(kPrint);
+    ASSERT_NE(kept, nullptr) << "the replacing directory's entry was removed";
+    EXPECT_EQ(kept->owned(), sample("new"));
 }
 
 TEST(DiskStore, EntryPathIsSplitByTheFingerprintsFirstByte) {

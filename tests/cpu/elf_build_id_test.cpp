@@ -156,7 +156,9 @@ TEST(CompilerIdentity, ACopyAlreadyLoadedIsTheOneIdentified) {
 // KCACHE_NVJITLINK_LIBRARY naming something that is not a readable file is an error that says
 // so, not an identity. A fresh process: the identity is found once.
 TEST(CompilerIdentity, AnOverrideThatIsNotAFileIsRefused) {
-    if (const char* named = std::getenv("KCACHE_NVJITLINK_LIBRARY")) {
+    if (std::getenv("KCACHE_TEST_OVERRIDE_CHILD") != nullptr) {
+        const char* named = std::getenv("KCACHE_NVJITLINK_LIBRARY");
+        ASSERT_NE(named, nullptr);
         const auto& identity = driver::nvjitlink_identity();
         ASSERT_FALSE(identity.ok()) << named << " was taken for " << identity->path;
         EXPECT_NE(identity.error().message().find("cannot be read"), std::string::npos)
@@ -165,9 +167,10 @@ TEST(CompilerIdentity, AnOverrideThatIsNotAFileIsRefused) {
     }
     test::TempDir dir;
     for (const std::string& named : {dir.path(), dir.path() + "/missing.so"}) {
-        EXPECT_EQ(test::run_self("CompilerIdentity.AnOverrideThatIsNotAFileIsRefused",
-                                 {"KCACHE_NVJITLINK_LIBRARY=" + named}),
-                  0)
+        EXPECT_EQ(
+            test::run_self("CompilerIdentity.AnOverrideThatIsNotAFileIsRefused",
+                           {"KCACHE_TEST_OVERRIDE_CHILD=1", "KCACHE_NVJITLINK_LIBRARY=" + named}),
+            0)
             << named;
     }
 }

@@ -85,37 +85,60 @@ TEST_F(EntryRefsTest, AHitOnARetiredEntryFailsAndLeavesNoCount) {
     EXPECT_EQ(fake->unloads(), 1);
 }
 
-TEST_F(EntryRefsTest, ConcurrentFirstHitsAndARetireUnloadOnceAndNeverUnderAHolder) {
-    // Every round races the block's installation (the first hits) against the retire.
-    for (int round = 0; round < 50; ++round) {
+TEST_F(EntryRefsTest, HitsRacingTheRetireAndTheLastReleasesNeverSeeTheLibraryUnloaded) {
+    // Each round: readers race to install the stripe block with their first hits and each keep
+    // one reference; then, while they go on hitting, the entry is retired and its home reference
+    // and their kept ones are released. The library must be loaded whenever a hit succeeds, and
+    // unloaded once at the end.
+    constexpr int kReaders = 4;
+    long total_hits = 0;
+    for (int round = 0; round < 200; ++round) {
         Entry* entry = make_entry();
         entry->add_ref(Entry::kHomeStripe);
-        std::atomic<bool> go{false};
+        std::atomic<int> holding{0};
+        std::atomic<bool> retire_now{false};
         std::atomic<int> unloaded_under_a_holder{0};
+        std::atomic<int> hits{0};
         std::vector<std::thread> readers;
-        for (std::uint32_t t = 0; t < 4; ++t) {
+        readers.reserve(kReaders);
+        for (int t = 0; t < kReaders; ++t) {
             readers.emplace_back([&, t] {
                 // Pinned throughout, as a probe is while it holds the entry it found: the entry's
                 // memory outlives the unload until every reader has unpinned.
                 auto guard = util::EpochDomain::global().pin();
-                while (!go.load()) {
+                const auto stripe = static_cast<std::uint32_t>(t * 7) % util::kStripes;
+                const auto kept = entry->try_acquire(stripe);
+                if (!kept) return;
+                holding.fetch_add(1);
+                while (!retire_now.load()) {
                 }
-                for (int i = 0; i < 200; ++i) {
-                    auto stripe = entry->try_acquire(t * 7 % util::kStripes);
-                    if (!stripe) return;
+                for (int i = 0; i < 100; ++i) {
+                    if (i == 10 * t) entry->release(*kept);  // one by one, while others hit
+                    auto hit = entry->try_acquire(stripe);
+                    if (!hit) continue;
+                    hits.fetch_add(1);
                     if (fake->live_libraries() != 1) unloaded_under_a_holder.fetch_add(1);
-                    entry->release(*stripe);
+                    entry->release(*hit);
                 }
             });
         }
-        go.store(true);
+        while (holding.load() < kReaders) {
+        }
+        retire_now.store(true);
+        // A delay that grows with the round, so that some rounds' hits come before the retire,
+        // some race it, and some come after.
+        std::atomic<int> spin{0};
+        while (spin.fetch_add(1, std::memory_order_relaxed) < round * 20) {
+        }
         entry->retire();
         entry->release(Entry::kHomeStripe);
         for (auto& reader : readers) reader.join();
         util::EpochDomain::global().synchronize();
-        EXPECT_EQ(unloaded_under_a_holder.load(), 0);
-        EXPECT_EQ(fake->unloads(), round + 1);
+        EXPECT_EQ(unloaded_under_a_holder.load(), 0) << "round " << round;
+        EXPECT_EQ(fake->unloads(), round + 1) << "round " << round;
+        total_hits += hits.load();
     }
+    EXPECT_GT(total_hits, 0) << "no hit came before a retire";
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ BindFlags main_program_flags() {
             auto* flags = static_cast<BindFlags*>(data);
             for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
                 if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+                // NOLINTNEXTLINE(performance-no-int-to-ptr): the loader gives an address
                 const auto* entry = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr +
                                                                        info->dlpi_phdr[i].p_vaddr);
                 for (; entry->d_tag != DT_NULL; ++entry) {

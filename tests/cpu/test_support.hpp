@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,8 +33,18 @@ namespace kcache::test {
 // Runs this test binary again on one test, with `extra` added to the environment: for behaviour
 // that depends on what a fresh process has loaded or found once. Its exit status.
 inline int run_self(const std::string& test, const std::vector<std::string>& extra) {
+    // An `extra` variable replaces an inherited one of its name: getenv() finds the first.
+    auto named_in_extra = [&](std::string_view item) {
+        const std::string_view name = item.substr(0, item.find('='));
+        for (const auto& added : extra) {
+            if (std::string_view(added).substr(0, added.find('=')) == name) return true;
+        }
+        return false;
+    };
     std::vector<std::string> env_text;
-    for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);
+    for (char** e = environ; *e != nullptr; ++e) {
+        if (!named_in_extra(*e)) env_text.emplace_back(*e);
+    }
     for (const auto& item : extra) env_text.push_back(item);
     std::vector<char*> env;
     for (auto& text : env_text) env.push_back(text.data());
