@@ -76,9 +76,10 @@ public:
     // used through its first handle never needs; a new process faulting them in for every entry
     // it loaded paid 1.5 us a kernel on the H200 host).
     //
-    // Protocol (all seq_cst): a reader that found the entry in the map (while pinned in the epoch
-    // domain) installs or finds the stripe block, increments its stripe, then reads `retired_`;
-    // if set, it backs out with release(). Eviction or clear first unlinks the entry from the
+    // Protocol (all seq_cst, but for the block's pointer read where a reference on the block is
+    // already held): a reader that found the entry in the map (while pinned in the epoch domain)
+    // installs or finds the stripe block, increments its stripe, then reads `retired_`; if set,
+    // it backs out with release(). Eviction or clear first unlinks the entry from the
     // map, then sets `retired_`, then sums the counters (home, then the block if installed).
     // Either the retirer sees the increment (and leaves the library loaded), or the reader sees
     // `retired_` (and does not use it); a retirer that finds no block read it before the reader
