@@ -245,18 +245,18 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
     std::vector<std::string> options;
     if (source.kind == SourceKind::kPtx) {
         if (!host_compile_) return std::optional<Recipe>();
-        auto identity = compile::ptx_compiler_identity();
+        const auto& identity = compile::ptx_compiler_identity();
         if (!identity) return std::optional<Recipe>();  // the driver's JIT takes it
-        toolchain = std::move(*identity);
+        toolchain = *identity;
         recipe.target = compile::Target{arch, targets_arch_specific(source.bytes)};
     } else if (source.kind == SourceKind::kCuda) {
-        auto identity = compile::cuda_compiler_identity();
+        const auto& identity = compile::cuda_compiler_identity();
         if (!identity) {
             return Error(Errc::kUnsupported,
                          "CUDA C++ needs NVRTC, which is not here: " + identity.error().message(),
                          identity.error().log());
         }
-        toolchain = std::move(*identity);  // names compile_cuda's own NVRTC options too
+        toolchain = *identity;  // names compile_cuda's own NVRTC options too
         auto normalized = compile::normalize_options(source.options);
         if (!normalized) return std::move(normalized).error();
         for (const auto& expression : source.name_expressions) {

@@ -91,15 +91,20 @@ Result<std::string> identity_of(const char* label,
 
 }  // namespace
 
-Result<std::string> cuda_compiler_identity() {
-    auto identity = identity_of("NVRTC", driver::nvrtc_identity());
-    if (!identity) return identity;
-    auto linker = identity_of("nvJitLink", driver::nvjitlink_identity());
-    return *identity + "; " + (linker ? *linker : std::string("no nvJitLink")) + "; " + kCudaRecipe;
+const Result<std::string>& cuda_compiler_identity() {
+    static const Result<std::string> named = []() -> Result<std::string> {
+        auto identity = identity_of("NVRTC", driver::nvrtc_identity());
+        if (!identity) return identity;
+        auto linker = identity_of("nvJitLink", driver::nvjitlink_identity());
+        return *identity + "; " + (linker ? *linker : std::string("no nvJitLink")) + "; " +
+               kCudaRecipe;
+    }();
+    return named;
 }
 
-Result<std::string> ptx_compiler_identity() {
-    return identity_of("nvJitLink", driver::nvjitlink_identity());
+const Result<std::string>& ptx_compiler_identity() {
+    static const Result<std::string> named = identity_of("nvJitLink", driver::nvjitlink_identity());
+    return named;
 }
 
 namespace {

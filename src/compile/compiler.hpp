@@ -43,8 +43,10 @@ struct Compiled {
 // For CUDA C++ it also names what compile_cuda() passes to NVRTC besides the caller's options,
 // so that a change there changes every fingerprint, and a compile worker from a kcache build that
 // compiles differently reports another identity and is refused.
-Result<std::string> cuda_compiler_identity();
-Result<std::string> ptx_compiler_identity();
+// Named once a process, as the libraries are found once: every request that plans a compile or a
+// tier lookup asks, and building the text each time showed in a warm start's profile.
+const Result<std::string>& cuda_compiler_identity();
+const Result<std::string>& ptx_compiler_identity();
 
 // kChosen: the lean recipe when it applies (see compiler.cpp), else NVRTC's own cubin.
 // kNvrtcCubin: NVRTC's own cubin whatever the options, to compare the two.

@@ -227,7 +227,10 @@ std::string param_sizes_line(const PtxParamSizes& sizes) {
 }
 
 std::optional<PtxParamSizes> parse_param_sizes_line(std::string_view line) {
+    // Sized before they are filled: every disk hit of a PTX module parses its line, and each
+    // growth was an allocation.
     PtxParamSizes sizes;
+    sizes.reserve(static_cast<std::size_t>(std::count(line.begin(), line.end(), ';')) + 1);
     while (!line.empty()) {
         const std::size_t end = std::min(line.find(';'), line.size());
         const std::string_view item = line.substr(0, end);
@@ -238,7 +241,9 @@ std::optional<PtxParamSizes> parse_param_sizes_line(std::string_view line) {
         if (!std::all_of(name.begin(), name.end(), is_name_char)) return std::nullopt;
         if (!sizes.empty() && sizes.back().first >= name) return std::nullopt;  // sorted, once
         std::vector<std::size_t> params;
-        for (std::string_view rest = item.substr(equals + 1); !rest.empty();) {
+        const std::string_view list = item.substr(equals + 1);
+        params.reserve(static_cast<std::size_t>(std::count(list.begin(), list.end(), ',')) + 1);
+        for (std::string_view rest = list; !rest.empty();) {
             const std::size_t comma = std::min(rest.find(','), rest.size());
             std::size_t size = 0;
             const char* first = rest.data();
