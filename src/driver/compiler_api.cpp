@@ -133,18 +133,6 @@ std::string build_of_open(int fd, const struct stat& info) {
     return "size " + std::to_string(info.st_size) + " mtime " + std::to_string(info.st_mtime);
 }
 
-std::string build_of(const std::string& path) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat info {};
-    if (fd < 0 || fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-        if (fd >= 0) close(fd);
-        return "unreadable " + path;
-    }
-    std::string build = build_of_open(fd, info);
-    close(fd);
-    return build;
-}
-
 // The identity of `path` if it is a regular file this process can read; nullopt otherwise. One
 // open serves as the existence test and the build's read: a new process pays this search once
 // for each compiler it names, before its first kernel.
@@ -160,6 +148,11 @@ std::optional<CompilerIdentity> identity_if_readable(std::string path) {
     }
     close(fd);
     return identity;
+}
+
+std::string build_of(const std::string& path) {
+    if (auto identity = identity_if_readable(path)) return std::move(identity->build);
+    return "unreadable " + path;
 }
 
 Result<CompilerIdentity> locate(const Library& library) {
