@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "util/closed_fd.hpp"
 #include "util/elf_build_id.hpp"
 
 namespace kcache::driver {
@@ -138,16 +139,11 @@ std::string build_of_open(int fd, const struct stat& info) {
 // for each compiler it names, before its first kernel.
 std::optional<CompilerIdentity> identity_if_readable(std::string path) {
     // Non-blocking: a FIFO named by mistake must not hang the caller.
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return std::nullopt;
+    const util::ClosedOnExit file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
     struct stat info {};
-    std::optional<CompilerIdentity> identity;
-    if (fstat(fd, &info) == 0 && S_ISREG(info.st_mode)) {
-        std::string build = build_of_open(fd, info);
-        identity = CompilerIdentity{std::move(path), std::move(build)};
-    }
-    close(fd);
-    return identity;
+    if (file.fd < 0 || fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
+    std::string build = build_of_open(file.fd, info);
+    return CompilerIdentity{std::move(path), std::move(build)};
 }
 
 std::string build_of(const std::string& path) {

@@ -8,16 +8,10 @@
 #include <cstring>
 #include <vector>
 
+#include "util/closed_fd.hpp"
+
 namespace kcache::util {
 namespace {
-
-// Closes the file however the reader leaves.
-struct Fd {
-    int fd;
-    ~Fd() {
-        if (fd >= 0) close(fd);
-    }
-};
 
 bool read_at(int fd, void* out, std::size_t size, std::uint64_t offset) {
     std::size_t done = 0;
@@ -113,7 +107,7 @@ std::optional<std::string> elf_build_id_of(int fd) {
 
 std::optional<std::string> elf_build_id(const std::string& path) {
     // Non-blocking and regular files only: a FIFO named by mistake must not hang the caller.
-    const Fd file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+    const ClosedOnExit file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
     if (file.fd < 0) return std::nullopt;
     struct stat info {};
     if (fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;

@@ -10,6 +10,7 @@
 #include <random>
 #include <utility>
 
+#include "util/closed_fd.hpp"
 #include "util/spare_buffer.hpp"
 
 namespace kcache::util {
@@ -177,11 +178,7 @@ private:
     template <class PathOf>
     static Result<std::optional<std::string>> read_open_file(int fd, const PathOf& path_of,
                                                              std::chrono::seconds stale_after) {
-        // Closed however this leaves, an allocation that throws included.
-        struct Closer {
-            int fd;
-            ~Closer() { close(fd); }
-        } closer{fd};
+        const ClosedOnExit closed{fd};  // an allocation that throws included
         struct stat info {};
         if (fstat(fd, &info) != 0) {
             const int saved = errno;
