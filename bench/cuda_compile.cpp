@@ -20,6 +20,7 @@
 #include "driver/cuda_api.hpp"
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
+#include "store/cache_directory.hpp"
 #include "util/files.hpp"
 
 namespace kcache::bench {
@@ -177,7 +178,7 @@ int run_cubin_floor_child(const std::string& first, const std::string& second, b
     const std::string files[2] = {first, second};
     for (int i = 0; i < 2; ++i) {
         const auto start = std::chrono::steady_clock::now();
-        auto read = util::real_files().read(files[i]);  // as the disk tier reads
+        auto read = util::read_named_file(files[i], store::kMaxEntryBytes);
         if (!read || !*read) return 4;
         const std::string& cubin = **read;
         CUmodule module = nullptr;

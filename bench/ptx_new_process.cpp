@@ -21,6 +21,7 @@
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "ptx_kernels.hpp"
+#include "store/cache_directory.hpp"
 #include "store/entry_format.hpp"
 #include "util/files.hpp"
 
@@ -410,13 +411,17 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
         const std::vector<std::string> paths = entry_files(directory + "/kcache");
         if (paths.size() != ptx.size()) return 4;
         util::Files& files = util::real_files();
+        auto held = files.open_directory(directory + "/kcache");
+        if (!held) return 4;
         faults = -minor_faults();
         const auto start = std::chrono::steady_clock::now();
         profile_window("enable");
         std::vector<CUfunction> functions;
         for (const auto& path : paths) {
             if (functions.size() == 1) first_ms = ms_since(start);
-            auto bytes = files.read(path);
+            // As the disk tier reads: below the held directory.
+            auto bytes = files.read(*held, path.substr(held->path().size() + 1),
+                                    store::kMaxEntryBytes, util::kNeverStamp);
             if (!bytes || !*bytes) return 4;
             auto entry = store::DecodedEntry::decode(std::move(**bytes));
             if (!entry) return 4;

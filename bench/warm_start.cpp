@@ -17,6 +17,7 @@
 #include "driver/cuda_api.hpp"
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
+#include "store/cache_directory.hpp"
 #include "store/entry_format.hpp"
 #include "util/files.hpp"
 
@@ -225,10 +226,15 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
     for (const auto& item : std::filesystem::recursive_directory_iterator(directory)) {
         if (item.path().extension() == ".kc") files.push_back(item.path());
     }
+    auto held = util::real_files().open_directory(directory);
+    if (!held) return "cannot open " + directory + ": " + held.error().message();
     auto read_run = [&]() {
         const auto start = std::chrono::steady_clock::now();
         for (const auto& file : files) {
-            auto bytes = util::real_files().read(file.string());
+            const std::string relative =
+                std::filesystem::relative(file, directory).string();  // "ab/cdef….kc"
+            auto bytes =
+                util::real_files().read(*held, relative, store::kMaxEntryBytes, util::kNeverStamp);
             if (!bytes || !*bytes || !store::DecodedEntry::decode(std::move(**bytes))) ok = false;
         }
         return files.empty() ? 0 : ms_since(start) * kKernels / static_cast<double>(files.size());

@@ -53,6 +53,9 @@ struct CacheOptions {
     std::string disk_directory;
     // Accept a group- or world-writable disk directory (KCACHE_ALLOW_SHARED_DIR=1).
     bool allow_shared_directory = false;
+    // Read the disk directory, write nothing to it; accept one owned by root that others cannot
+    // write (KCACHE_READ_ONLY=1): a cache baked into an image and read by a service user.
+    bool read_only = false;
     // Compile CUDA C++ in this many worker processes (`kcache compile-worker`), so that a warm-up
     // compiles in parallel: NVRTC serializes compiles inside one process. 0: in this process.
     // KCACHE_COMPILE_WORKERS; the command is KCACHE_COMPILE_WORKER, else a `kcache` beside this
@@ -64,10 +67,18 @@ struct CacheOptions {
     std::uint64_t disk_max_bytes = std::uint64_t{4} << 30;  // KCACHE_MAX_SIZE ("4Gi", "500M")
     std::uint64_t disk_max_files = 0;                       // KCACHE_MAX_FILES
 
-    // Defaults, overridden by KCACHE_MAX_ENTRIES, KCACHE_VERIFY, KCACHE_DISK, KCACHE_DIR,
-    // KCACHE_ALLOW_SHARED_DIR, KCACHE_MAX_SIZE, KCACHE_MAX_FILES and KCACHE_COMPILE_WORKERS; a bad
-    // value is an error.
+    // Settings from_env_lenient() could not use, one line each; each is reported once and
+    // counted in CacheStats::config_errors.
+    std::vector<std::string> configuration_problems;
+
+    // Defaults, overridden by kcache.conf in the cache directory (once the directory is
+    // accepted), then by the KCACHE_* environment (see the README's table); a bad value, or a
+    // kcache.conf that cannot be read, is an error.
     static Result<CacheOptions> from_env();
+    // The same, keeping every good setting when some are bad: those are listed in
+    // configuration_problems, and a bad value of a setting that guards something (verify,
+    // read_only) takes its safe value. What KernelCache::global() uses.
+    static CacheOptions from_env_lenient();
 };
 
 struct CacheStats {
@@ -96,7 +107,10 @@ struct CacheStats {
     std::uint64_t disk_corrupt = 0;  // entries that failed their checks, removed
     std::uint64_t disk_evicted = 0;  // entries removed to keep the disk budgets, by this cache
     std::uint64_t disk_evicted_bytes = 0;
+    // Settings that could not be used (CacheOptions::configuration_problems).
+    std::uint64_t config_errors = 0;
     bool disk_enabled = false;
+    bool disk_read_only = false;  // the disk tier is read, never written
 };
 
 // The seed's per-thread counters: hits and misses of the calling thread only, across caches,

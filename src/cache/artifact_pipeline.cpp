@@ -418,10 +418,11 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
     store::DiskStore* disk = store_ ? store_->disk() : nullptr;
     if (disk != nullptr && util::log_enabled(util::LogLevel::kInfo)) {
         // Why this is a miss: what differs from the entry last stored under this key.
-        auto index = store::KeyIndex::at(disk->directory());
+        auto index = store::KeyIndex::at(disk->cache_directory());
         auto read =
             [disk](const util::Fingerprint& fingerprint) -> std::optional<store::KeyMaterial> {
-            auto bytes = util::real_files().read(disk->path_of(fingerprint));
+            auto bytes = disk->cache_directory()->read(
+                store::DiskStore::relative_path_of(fingerprint), store::kMaxEntryBytes);
             if (!bytes || !*bytes) return std::nullopt;
             auto entry = store::decode(**bytes);
             if (!entry) return std::nullopt;
@@ -493,7 +494,7 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
     if (store_) {
         stored = store_->put(recipe.fingerprint, entry, store::DiskStore::Cleaning::kDeferred);
         if (disk != nullptr)
-            store::KeyIndex::at(disk->directory()).record(caller_key, recipe.fingerprint);
+            store::KeyIndex::at(disk->cache_directory()).record(caller_key, recipe.fingerprint);
     } else {
         stored = store::DecodedEntry::of(entry);
     }

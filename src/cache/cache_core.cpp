@@ -71,6 +71,7 @@ std::shared_ptr<store::ArtifactStore> make_store(const CacheOptions& options,
         store::DiskOptions disk_options;
         disk_options.directory = options.disk_directory;
         disk_options.allow_shared_directory = options.allow_shared_directory;
+        disk_options.read_only = options.read_only;
         disk_options.max_bytes = options.disk_max_bytes;
         disk_options.max_files = options.disk_max_files;
         auto opened = store::DiskStore::open(disk_options);
@@ -78,8 +79,8 @@ std::shared_ptr<store::ArtifactStore> make_store(const CacheOptions& options,
             disk = std::move(*opened);
         } else {
             disk_errors.fetch_add(1, std::memory_order_relaxed);
-            util::log_line(util::LogLevel::kInfo,
-                           "disk tier off, working from memory: " + opened.error().message());
+            util::warn_once("disk-open:" + options.disk_directory,
+                            "disk tier off, working from memory: " + opened.error().message());
         }
     }
     return std::make_shared<store::ArtifactStore>(options.memory_bytes, std::move(disk));
@@ -116,9 +117,15 @@ CacheCore::CacheCore(CacheOptions options_in)
       pipeline_(*driver_, make_store(options, disk_open_errors_), options.host_compile,
                 make_workers(options)),
       table_(new EntryTable({})) {
-    if (const store::ArtifactStore* tiers = pipeline_.store(); tiers && tiers->disk()) {
+    for (const std::string& problem : options.configuration_problems) {
+        util::warn_once("config:" + problem, "setting not used: " + problem);
+    }
+    // A read-only directory records no statistics: it may not be changed.
+    if (const store::ArtifactStore* tiers = pipeline_.store();
+        tiers && tiers->disk() && !tiers->disk()->read_only()) {
         stats_flusher_ = std::make_unique<StatsFlusher>(
-            [this] { return stats(); }, store::PersistentStats::at(tiers->disk()->directory()));
+            [this] { return stats(); },
+            store::PersistentStats::at(tiers->disk()->cache_directory()));
     }
 }
 
@@ -493,6 +500,7 @@ CacheStats CacheCore::stats() const {
         s.memory_hits = t.memory_hits;
         s.read_backs = t.read_backs;
         s.disk_enabled = t.disk_enabled;
+        s.disk_read_only = tiers->disk() != nullptr && tiers->disk()->read_only();
         s.disk_hits = t.disk.hits;
         s.disk_misses = t.disk.misses;
         s.disk_writes = t.disk.writes;
@@ -502,6 +510,7 @@ CacheStats CacheCore::stats() const {
         s.disk_evicted_bytes = t.disk.evicted_bytes;
     }
     s.disk_errors += disk_open_errors_.load(std::memory_order_relaxed);
+    s.config_errors = options.configuration_problems.size();
     return s;
 }
 

@@ -5,6 +5,7 @@
 
 #include "cache/cache_core.hpp"
 #include "cache/options_from_config.hpp"
+#include "cache/settings.hpp"
 #include "cache/thread_counters.hpp"
 #include "driver/driver.hpp"
 #include "util/config.hpp"
@@ -14,9 +15,21 @@ namespace kcache {
 
 Result<CacheOptions> CacheOptions::from_env() {
     // The environment over kcache.conf in the cache directory over the defaults (util/config).
-    auto config = util::load_config("", {});
+    auto config = cache::load_settings({});
     if (!config) return config.error();
+    if (!config->problems().empty()) {
+        return Error(Errc::kInvalidArgument, config->problems().front());
+    }
     return cache::to_cache_options(*config);
+}
+
+CacheOptions CacheOptions::from_env_lenient() {
+    auto config = cache::load_settings({});
+    auto options = config ? cache::to_cache_options(*config) : Result<CacheOptions>(config.error());
+    if (options) return std::move(options).value();
+    CacheOptions defaults;  // only a settings table that to_cache_options disagrees with gets here
+    defaults.configuration_problems.push_back(options.error().message());
+    return defaults;
 }
 
 ThreadStats thread_stats() noexcept {
@@ -34,15 +47,7 @@ KernelCache::~KernelCache() = default;
 KernelCache& KernelCache::global() {
     // Leaked on purpose: kernels may be launched from static destructors, after which unloading
     // libraries from a dying CUDA context would only add failures.
-    static KernelCache* cache = [] {
-        auto options = CacheOptions::from_env();
-        if (!options) {
-            util::log_line(util::LogLevel::kInfo,
-                           "ignoring the environment: " + options.error().message());
-            return new KernelCache(CacheOptions{});
-        }
-        return new KernelCache(std::move(options).value());
-    }();
+    static KernelCache* cache = [] { return new KernelCache(CacheOptions::from_env_lenient()); }();
     // The leaked cache is never destroyed, so its statistics are flushed at exit; registered
     // after it is built, so this runs before the statics it was built on are destroyed.
     static const bool flush_at_exit = [] {

@@ -22,6 +22,9 @@ Result<CacheOptions> to_cache_options(const util::Config& config) {
     auto shared = config.get_bool("allow_shared_dir");
     if (!shared) return std::move(shared).error();
     options.allow_shared_directory = *shared;
+    auto read_only = config.get_bool("read_only");
+    if (!read_only) return std::move(read_only).error();
+    options.read_only = *read_only;
     auto workers = config.get_uint("compile_workers");
     if (!workers) return std::move(workers).error();
     options.compile_workers = static_cast<std::size_t>(*workers);
@@ -38,12 +41,13 @@ Result<CacheOptions> to_cache_options(const util::Config& config) {
     if (!disk) return std::move(disk).error();
     if (*disk) {
         if (config.directory().empty()) {
-            util::log_line(util::LogLevel::kInfo,
-                           "no cache directory (set KCACHE_DIR; neither XDG_CACHE_HOME nor HOME "
-                           "is set): working from memory");
+            util::warn_once("no-directory",
+                            "no cache directory (set KCACHE_DIR; neither XDG_CACHE_HOME nor HOME "
+                            "is set): working from memory");
         }
         options.disk_directory = config.directory();
     }
+    options.configuration_problems = config.problems();
     return options;
 }
 

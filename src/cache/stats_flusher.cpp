@@ -24,6 +24,7 @@ store::StatsCounters counters_of(const CacheStats& stats) noexcept {
     c.disk_writes = stats.disk_writes;
     c.disk_errors = stats.disk_errors;
     c.disk_corrupt = stats.disk_corrupt;
+    c.config_errors = stats.config_errors;
     c.disk_evicted = stats.disk_evicted;
     c.disk_evicted_bytes = stats.disk_evicted_bytes;
     return c;

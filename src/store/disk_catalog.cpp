@@ -10,10 +10,15 @@
 namespace kcache::store {
 namespace {
 
-// The birth time where the file system records one (statx); nullopt elsewhere.
-std::optional<std::chrono::system_clock::time_point> birth_time(const std::string& path) {
+// The birth time where the file system records one (statx, below the held directory, the
+// entry's own name not followed); nullopt elsewhere.
+std::optional<std::chrono::system_clock::time_point> birth_time(const CacheDirectory& directory,
+                                                                const std::string& relative) {
+    auto folder = directory.files().open_below(directory.held(), relative.substr(0, 2));
+    if (!folder) return std::nullopt;
     struct statx info {};
-    if (statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BTIME, &info) != 0 ||
+    const std::string name = relative.substr(3);
+    if (statx(folder->fd(), name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BTIME, &info) != 0 ||
         (info.stx_mask & STATX_BTIME) == 0) {
         return std::nullopt;
     }
@@ -23,16 +28,18 @@ std::optional<std::chrono::system_clock::time_point> birth_time(const std::strin
             std::chrono::nanoseconds(info.stx_btime.tv_nsec)));
 }
 
-CatalogEntry describe(const std::string& path, std::string fingerprint, util::Files& files) {
+// `relative` is "ab/cdef….kc".
+CatalogEntry describe(const CacheDirectory& directory, const std::string& relative,
+                      std::string fingerprint) {
     CatalogEntry entry;
     entry.fingerprint = std::move(fingerprint);
-    entry.path = path;
-    entry.created = birth_time(path);
-    if (auto status = files.status(path); status && *status) {
+    entry.path = directory.path_of(relative);
+    entry.created = birth_time(directory, relative);
+    if (auto status = directory.status(relative); status && *status) {
         entry.size = (*status)->size;
         entry.last_used = (*status)->modified;
     }
-    auto bytes = files.read(path);
+    auto bytes = directory.read(relative, kMaxEntryBytes);
     if (!bytes) {
         entry.problem = bytes.error().message();
     } else if (!*bytes) {
@@ -46,27 +53,20 @@ CatalogEntry describe(const std::string& path, std::string fingerprint, util::Fi
     return entry;
 }
 
-// (path, fingerprint) of every entry file, sorted by fingerprint.
-Result<std::vector<std::pair<std::string, std::string>>> entry_files(const std::string& directory,
-                                                                     util::Files& files) {
-    auto folders = files.list_directory(directory);
+// (relative path, fingerprint) of every name in an entry's format, sorted by fingerprint; what
+// is at the name may be anything (a FIFO, a folder): describe() and verify say what.
+Result<std::vector<std::pair<std::string, std::string>>> entry_files(
+    const CacheDirectory& directory) {
+    auto folders = directory.list();
     if (!folders) return folders.error();
     std::vector<std::pair<std::string, std::string>> found;
     for (const auto& folder : *folders) {
         if (!is_entry_folder(folder)) continue;
-        std::string folder_path = directory;
-        folder_path += '/';
-        folder_path += folder;
-        auto names = files.list_directory(folder_path);
-        if (!names) continue;  // vanished or unreadable: nothing of ours to list there
+        auto names = directory.list(folder);
+        if (!names) continue;  // vanished, unreadable or not a folder: nothing of ours to list
         for (const auto& name : *names) {
-            if (!name.ends_with(".kc")) continue;
-            const std::string stem = name.substr(0, name.size() - 3);
-            if (!is_hex(stem)) continue;
-            std::string path = folder_path;
-            path += '/';
-            path += name;
-            found.emplace_back(std::move(path), folder + stem);
+            if (classify(name) != NameKind::kEntry) continue;
+            found.emplace_back(folder + "/" + name, folder + name.substr(0, name.size() - 3));
         }
     }
     std::sort(found.begin(), found.end(),
@@ -76,59 +76,80 @@ Result<std::vector<std::pair<std::string, std::string>>> entry_files(const std::
 
 }  // namespace
 
-Result<std::vector<CatalogEntry>> list_entries(const std::string& directory, util::Files& files) {
-    auto found = entry_files(directory, files);
+Result<std::vector<CatalogEntry>> list_entries(const CacheDirectory& directory) {
+    auto found = entry_files(directory);
     if (!found) return found.error();
     std::vector<CatalogEntry> entries;
     entries.reserve(found->size());
-    for (auto& [path, fingerprint] : *found) {
-        entries.push_back(describe(path, std::move(fingerprint), files));
+    for (auto& [relative, fingerprint] : *found) {
+        entries.push_back(describe(directory, relative, std::move(fingerprint)));
     }
     return entries;
 }
 
-Result<CatalogEntry> find_entry(const std::string& directory, const std::string& fingerprint,
-                                util::Files& files) {
-    if (fingerprint.size() < 4 || !is_hex(fingerprint)) {
+Result<void> check_fingerprint_prefix(const std::string& fingerprint) {
+    if (fingerprint.size() < 4 || fingerprint.size() > 32 || !is_hex(fingerprint)) {
         return Error(Errc::kInvalidArgument,
                      "'" + fingerprint + "' is not a fingerprint (4 to 32 lowercase hex digits)");
     }
-    auto found = entry_files(directory, files);
+    return ok();
+}
+
+Result<CatalogEntry> find_entry(const CacheDirectory& directory, const std::string& fingerprint) {
+    if (auto checked = check_fingerprint_prefix(fingerprint); !checked) return checked.error();
+    auto found = entry_files(directory);
     if (!found) return found.error();
     std::vector<std::pair<std::string, std::string>> matches;
     for (auto& item : *found) {
         if (item.second.starts_with(fingerprint)) matches.push_back(item);
     }
     if (matches.empty()) {
-        return Error(Errc::kIoError, "no entry " + fingerprint + " in " + directory);
+        return Error(Errc::kIoError, "no entry " + fingerprint + " in " + directory.path());
     }
     if (matches.size() > 1) {
         return Error(Errc::kInvalidArgument, "'" + fingerprint + "' matches " +
                                                  std::to_string(matches.size()) +
                                                  " entries; give more digits");
     }
-    return describe(matches[0].first, matches[0].second, files);
+    return describe(directory, matches[0].first, matches[0].second);
 }
 
-Result<DirectorySize> measure_directory(const std::string& directory, util::Files& files) {
-    auto found = entry_files(directory, files);
-    if (!found) return found.error();
+Result<DirectorySize> measure_directory(const CacheDirectory& directory) {
+    auto folders = directory.list();
+    if (!folders) return folders.error();
     DirectorySize size;
-    for (const auto& [path, fingerprint] : *found) {
-        if (auto status = files.status(path); status && *status) {
-            ++size.entries;
-            size.bytes += (*status)->size;
+    for (const auto& folder : *folders) {
+        if (!is_entry_folder(folder)) continue;
+        auto names = directory.list(folder);
+        if (!names) {
+            ++size.strays;  // a link or a file at an entry folder's name
+            continue;
+        }
+        for (const auto& name : *names) {
+            const NameKind kind = classify(name);
+            if (kind != NameKind::kEntry && kind != NameKind::kTemporary) continue;
+            auto status = directory.status(folder + "/" + name);
+            if (!status || !*status) continue;
+            if ((*status)->kind != util::FileKind::kRegular) {
+                ++size.strays;
+            } else if (kind == NameKind::kEntry) {
+                ++size.entries;
+                size.bytes += (*status)->size;
+            } else {
+                ++size.temporaries;
+                size.temporary_bytes += (*status)->size;
+            }
         }
     }
     return size;
 }
 
-Result<VerifyReport> verify_entries(const std::string& directory, bool repair, util::Files& files) {
-    auto found = entry_files(directory, files);
+Result<VerifyReport> verify_entries(const CacheDirectory& directory, bool repair) {
+    auto found = entry_files(directory);
     if (!found) return found.error();
     VerifyReport report;
-    for (const auto& [path, fingerprint] : *found) {
-        auto bytes = files.read(path);
+    for (const auto& [relative, fingerprint] : *found) {
+        auto bytes = directory.read(relative, kMaxEntryBytes);
         if (bytes && !*bytes) continue;  // removed by someone else meanwhile: nothing to check
         ++report.checked;
         std::string problem;
@@ -139,13 +160,11 @@ Result<VerifyReport> verify_entries(const std::string& directory, bool repair, u
         }
         if (problem.empty()) continue;
         ++report.bad;
-        std::string line = path;
-        line += ": ";
-        line += problem;
-        report.problems.push_back(std::move(line));
-        if (repair && bytes) {  // an unreadable file is not ours to delete blindly
-            if (files.remove(path)) ++report.removed;
-        }
+        report.problems.push_back(directory.path_of(relative) + ": " + problem);
+        // What could not be read for another reason than its shape (permissions, I/O) is not
+        // known to be bad, so it is not removed blindly.
+        const bool known_bad = bytes || bytes.error().code() == Errc::kCorruptEntry;
+        if (repair && known_bad && directory.remove(relative)) ++report.removed;
     }
     return report;
 }

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kcache/result.hpp"
+#include "store/cache_directory.hpp"
 #include "store/entry_format.hpp"
-#include "util/files.hpp"
 
 namespace kcache::store {
 
@@ -28,22 +28,27 @@ struct CatalogEntry {
 
 // Every entry (`ab/cdef….kc`) of `directory`, sorted by fingerprint. Entries that do not decode
 // are listed with their problem. kIoError if the directory cannot be listed.
-Result<std::vector<CatalogEntry>> list_entries(const std::string& directory,
-                                               util::Files& files = util::real_files());
+Result<std::vector<CatalogEntry>> list_entries(const CacheDirectory& directory);
 
 // The entry whose fingerprint is `fingerprint` or starts with it (at least 4 hex digits, like a
 // git hash). kInvalidArgument if the prefix is ambiguous or too short, kIoError if none matches.
-Result<CatalogEntry> find_entry(const std::string& directory, const std::string& fingerprint,
-                                util::Files& files = util::real_files());
+Result<CatalogEntry> find_entry(const CacheDirectory& directory, const std::string& fingerprint);
+// kInvalidArgument unless `fingerprint` is 4 to 32 lowercase hex digits, as find_entry wants.
+Result<void> check_fingerprint_prefix(const std::string& fingerprint);
 
 struct DirectorySize {
     std::uint64_t entries = 0;
     std::uint64_t bytes = 0;
+    // Temporary files (`*.kc.tmp.*`): of writers at work, or left by writers that died (the
+    // cleanup sweeps those older than kStaleTemporaryAge; `kcache -C` removes them all).
+    std::uint64_t temporaries = 0;
+    std::uint64_t temporary_bytes = 0;
+    // Things at kcache's names that are not what it keeps there (see CleanupReport::strays).
+    std::uint64_t strays = 0;
 };
 
 // Entries and their bytes, from file sizes alone (no entry is read): for `kcache -s`.
-Result<DirectorySize> measure_directory(const std::string& directory,
-                                        util::Files& files = util::real_files());
+Result<DirectorySize> measure_directory(const CacheDirectory& directory);
 
 struct VerifyReport {
     std::uint64_t checked = 0;
@@ -55,7 +60,6 @@ struct VerifyReport {
 // Decodes every entry (checksum, structure, and that its file name is the fingerprint its
 // key material was stored under would need the compiler: not checked here). With `repair`,
 // removes the bad ones.
-Result<VerifyReport> verify_entries(const std::string& directory, bool repair,
-                                    util::Files& files = util::real_files());
+Result<VerifyReport> verify_entries(const CacheDirectory& directory, bool repair);
 
 }  // namespace kcache::store

@@ -20,11 +20,10 @@ std::string join(std::string_view folder, std::string_view name) {
     return path;
 }
 
-enum class NameKind { kEntry, kTemporary, kLock, kForeign };
+}  // namespace
 
-// What a name inside an entry folder is: `<hex>.kc`, `<hex>.kc.tmp.<host>.<pid>.<random>` (see
-// util::Files::write_atomic) or `<hex>.kc.lock` (DiskStore::lock). The temporary's pattern is
-// tried first because a host name may contain anything, ".kc" included.
+// The temporary's pattern is tried first because a host name may contain anything, ".kc"
+// included.
 NameKind classify(std::string_view name) {
     constexpr std::string_view kTemporary = ".kc.tmp.";
     constexpr std::string_view kLock = ".kc.lock";
@@ -43,15 +42,19 @@ NameKind classify(std::string_view name) {
     return NameKind::kForeign;
 }
 
+namespace {
+
 struct Found {
     std::string path;
     util::FileStatus status;
 };
 
+// Paths are relative to the cache directory.
 struct Scan {
     std::vector<Found> entries;
     std::vector<Found> temporaries;
     std::vector<Found> locks;
+    std::vector<Found> strays;
 };
 
 // Per-file trouble is logged and counted; the pass goes on, so that one unreadable file cannot
@@ -61,22 +64,26 @@ void note_failure(CleanupReport& report, const Error& error) {
     util::log_line(util::LogLevel::kInfo, "disk cleanup: " + error.message());
 }
 
-Result<Scan> scan(const std::string& directory, util::Files& files, CleanupReport& report) {
-    auto top = files.list_directory(directory);
+Result<Scan> scan(const CacheDirectory& directory, CleanupReport& report) {
+    auto top = directory.list();
     if (!top) return top.error();
     Scan out;
-    for (const std::string& folder_name : *top) {
-        if (!is_entry_folder(folder_name)) continue;
-        const std::string folder = join(directory, folder_name);
-        auto folder_status = files.status(folder);
+    for (const std::string& folder : *top) {
+        const bool ours = is_entry_folder(folder) || folder == "stats" || folder == "keys";
+        if (!ours) continue;
+        auto folder_status = directory.status(folder);
         if (!folder_status) {
             note_failure(report, folder_status.error());
             continue;
         }
-        // A symbolic link named like an entry folder is not followed: it could lead the cleaner
-        // to delete files outside the cache.
-        if (!*folder_status || (*folder_status)->kind != util::FileKind::kDirectory) continue;
-        auto names = files.list_directory(folder);
+        if (!*folder_status) continue;
+        // A link or a file at one of kcache's folder names is never followed; it is a stray.
+        if ((*folder_status)->kind != util::FileKind::kDirectory) {
+            out.strays.push_back(Found{folder, **folder_status});
+            continue;
+        }
+        if (!is_entry_folder(folder)) continue;
+        auto names = directory.list(folder);
         if (!names) {
             note_failure(report, names.error());
             continue;
@@ -85,14 +92,18 @@ Result<Scan> scan(const std::string& directory, util::Files& files, CleanupRepor
             const NameKind kind = classify(name);
             if (kind == NameKind::kForeign) continue;
             std::string path = join(folder, name);
-            auto status = files.status(path);
+            auto status = directory.status(path);
             if (!status) {
                 note_failure(report, status.error());
                 continue;
             }
             // Gone since the listing (a writer's rename, a reader removing a corrupt entry).
-            if (!*status || (*status)->kind != util::FileKind::kRegular) continue;
+            if (!*status) continue;
             Found found{std::move(path), **status};
+            if ((*status)->kind != util::FileKind::kRegular) {
+                out.strays.push_back(std::move(found));
+                continue;
+            }
             switch (kind) {
                 case NameKind::kEntry:
                     out.entries.push_back(std::move(found));
@@ -156,23 +167,19 @@ namespace {
 // The key index (keys/ab/…) grows by one small record per caller key and is outside the
 // budgets: records (and temporaries of writers that died) older than their ages go. Its
 // folders are two hex digits under keys/, so the entry scan never sees them.
-void sweep_key_index(const std::string& directory, const CleanupRequest& request,
-                     std::chrono::system_clock::time_point now, util::Files& files,
-                     CleanupReport& report) {
-    const std::string keys = join(directory, "keys");
-    auto folders = files.list_directory(keys);
-    if (!folders) return;  // no index yet
+void sweep_key_index(const CacheDirectory& directory, const CleanupRequest& request,
+                     std::chrono::system_clock::time_point now, CleanupReport& report) {
+    auto folders = directory.list("keys");
+    if (!folders) return;  // no index yet (or a stray, which the scan removes)
     for (const auto& folder : *folders) {
-        if (folder.size() != 2 ||
-            folder.find_first_not_of("0123456789abcdef") != std::string::npos) {
-            continue;
-        }
-        const std::string path = join(keys, folder);
-        auto names = files.list_directory(path);
-        if (!names) continue;
+        if (!is_entry_folder(folder)) continue;
+        const std::string path = join("keys", folder);
+        auto names = directory.list(path);
+        if (!names) continue;  // a link or a file: never followed
         for (const auto& name : *names) {
+            if (!is_hex(name) && name.find(".tmp.") == std::string::npos) continue;
             const std::string record = join(path, name);
-            auto status = files.status(record);
+            auto status = directory.status(record);
             if (!status || !*status || (*status)->kind != util::FileKind::kRegular) continue;
             const bool temporary = name.find(".tmp.") != std::string::npos;
             const auto age = now - (*status)->modified;
@@ -182,7 +189,7 @@ void sweep_key_index(const std::string& directory, const CleanupRequest& request
                 continue;
             }
             if (!request.dry_run) {
-                if (auto removed = files.remove(record); !removed) {
+                if (auto removed = directory.remove(record); !removed) {
                     note_failure(report, removed.error());
                     continue;
                 }
@@ -194,18 +201,19 @@ void sweep_key_index(const std::string& directory, const CleanupRequest& request
 
 }  // namespace
 
-Result<CleanupReport> clean_directory(const std::string& directory, const CleanupRequest& request,
-                                      util::Files& files) {
+Result<CleanupReport> clean_directory(const CacheDirectory& directory,
+                                      const CleanupRequest& request) {
     CleanupReport report;
     report.dry_run = request.dry_run;
     // Two cleaners would only repeat each other's work, and a writer must never wait for a
     // cleanup: whoever finds the lock taken leaves the directory to its holder.
-    auto cleanup_lock = util::FileLock::try_acquire(join(directory, kCleanupLockName));
+    if (directory.read_only()) return directory.read_only_error();
+    auto cleanup_lock = directory.try_lock(kCleanupLockName);
     if (!cleanup_lock) return cleanup_lock.error();
     if (!*cleanup_lock) return report;
     report.ran = true;
 
-    auto scanned = scan(directory, files, report);
+    auto scanned = scan(directory, report);
     if (!scanned) return scanned.error();
     Scan& found = *scanned;
     const auto now = std::chrono::system_clock::now();
@@ -224,7 +232,7 @@ Result<CleanupReport> clean_directory(const std::string& directory, const Cleanu
     for (std::size_t i = 0; i < found.entries.size(); ++i) {
         const Found& entry = found.entries[i];
         if (evict[i] && !request.dry_run) {
-            if (auto removed = files.remove(entry.path); !removed) {
+            if (auto removed = directory.remove(entry.path); !removed) {
                 note_failure(report, removed.error());
                 remaining.insert(entry.path);
                 continue;
@@ -241,9 +249,11 @@ Result<CleanupReport> clean_directory(const std::string& directory, const Cleanu
     report.bytes_after = report.bytes_before - report.bytes_removed;
 
     for (const Found& temporary : found.temporaries) {
-        if (now - temporary.status.modified <= kStaleTemporaryAge) continue;
+        if (!request.all_temporaries && now - temporary.status.modified <= kStaleTemporaryAge) {
+            continue;
+        }
         if (!request.dry_run) {
-            if (auto removed = files.remove(temporary.path); !removed) {
+            if (auto removed = directory.remove(temporary.path); !removed) {
                 note_failure(report, removed.error());
                 continue;
             }
@@ -264,21 +274,34 @@ Result<CleanupReport> clean_directory(const std::string& directory, const Cleanu
         if (remaining.contains(entry)) continue;
         // Opening creates the file again if it vanished meanwhile; it is removed just below,
         // and in a dry run it is an empty lock file such as any compile would create.
-        auto held = util::FileLock::try_acquire(lock.path);
+        auto held = directory.try_lock(lock.path);
         if (!held) {
             note_failure(report, held.error());
             continue;
         }
         if (!*held) continue;  // a compile is under way
         if (!request.dry_run) {
-            if (auto removed = files.remove(lock.path); !removed) {
+            if (auto removed = directory.remove(lock.path); !removed) {
                 note_failure(report, removed.error());
                 continue;
             }
         }
         ++report.locks_removed;
     }
-    sweep_key_index(directory, request, now, files, report);
+    for (const Found& stray : found.strays) {
+        if (!request.dry_run) {
+            if (auto removed = directory.remove(stray.path); !removed) {
+                note_failure(report, removed.error());
+                continue;
+            }
+        }
+        util::log_line(util::LogLevel::kInfo,
+                       "disk cleanup: " + directory.path_of(stray.path) +
+                           (request.dry_run ? " would be removed" : " removed") +
+                           ": not what kcache keeps under that name");
+        ++report.strays_removed;
+    }
+    sweep_key_index(directory, request, now, report);
     return report;
 }
 

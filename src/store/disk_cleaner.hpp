@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "kcache/result.hpp"
-#include "util/files.hpp"
+#include "store/cache_directory.hpp"
 
 namespace kcache::store {
 
@@ -42,6 +42,9 @@ struct CleanupRequest {
     std::uint64_t max_files = 0;  // number of entries; 0: no file budget
     // Removes every entry whose stamp is older than this, whatever the budgets say.
     std::optional<std::chrono::seconds> evict_older_than;
+    // Removes every temporary file, however young (`kcache -C`): a writer at work then fails its
+    // rename, counted, and its kernel is compiled again at the next miss.
+    bool all_temporaries = false;
     // Counts what would be removed and removes nothing.
     bool dry_run = false;
 };
@@ -61,15 +64,24 @@ struct CleanupReport {
     std::uint64_t temps_swept = 0;
     std::uint64_t locks_removed = 0;
     std::uint64_t index_records_removed = 0;  // keys/ records of the miss explanations
+    // What stood at one of kcache's names but was not what kcache puts there (a FIFO or a folder
+    // at an entry's name, a link at an entry folder's, `stats` or `keys`): removed, the link
+    // itself and never what it points to, so that the name works again.
+    std::uint64_t strays_removed = 0;
     // Files that could not be looked at or removed (each logged); the pass goes on without them.
     std::uint64_t errors = 0;
 };
 
 // One pass over `directory`. Only its two-hex-digit folders (`ab/`) and, in them, names made of
 // a hex stem and `.kc`, `.kc.tmp.*` or `.kc.lock` are kcache's: anything else is left alone.
-// Skipped (ran == false) when another process is cleaning. kIoError when the directory cannot be
-// listed or the cleanup lock cannot be opened.
-Result<CleanupReport> clean_directory(const std::string& directory, const CleanupRequest& request,
-                                      util::Files& files);
+// Nothing is followed out of the directory. Skipped (ran == false) when another process is
+// cleaning. kIoError when the directory cannot be listed or the cleanup lock cannot be opened.
+Result<CleanupReport> clean_directory(const CacheDirectory& directory,
+                                      const CleanupRequest& request);
+
+// What a name inside an entry folder is: `<hex>.kc`, `<hex>.kc.tmp.<host>.<pid>.<random>` (see
+// util::Files::write_atomic) or `<hex>.kc.lock` (DiskStore::lock).
+enum class NameKind { kEntry, kTemporary, kLock, kForeign };
+NameKind classify(std::string_view name);
 
 }  // namespace kcache::store

@@ -1,8 +1,5 @@
 #include "store/disk_store.hpp"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -39,36 +36,17 @@ Result<std::unique_ptr<DiskStore>> DiskStore::open(const DiskOptions& options) {
         directory = *found;
     }
     util::Files& files = options.files != nullptr ? *options.files : util::real_files();
-    // Looked at first, made only when missing: a new process opens a cache that is there, and a
-    // mkdir of an existing directory costs as much as the look.
-    struct stat info {};
-    if (lstat(directory.c_str(), &info) != 0) {
-        if (errno != ENOENT) return util::io_error("stat", directory, errno);
-        if (auto made = files.make_directories(directory, 0700); !made) return made.error();
-        if (lstat(directory.c_str(), &info) != 0) return util::io_error("stat", directory, errno);
-    }
-    if (!S_ISDIR(info.st_mode)) {
-        return Error(Errc::kIoError, "cache directory " + directory + " is not a directory");
-    }
-    if (info.st_uid != geteuid() && !options.allow_shared_directory) {
-        return Error(Errc::kIoError, "refusing cache directory " + directory +
-                                         ": it belongs to another user (uid " +
-                                         std::to_string(info.st_uid) +
-                                         "), who could plant kernels in it");
-    }
-    if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !options.allow_shared_directory) {
-        char mode[8];
-        std::snprintf(mode, sizeof mode, "%04o", info.st_mode & 07777);
-        return Error(Errc::kIoError, "refusing cache directory " + directory +
-                                         ": it is group- or world-writable "
-                                         "(mode " +
-                                         mode +
-                                         "), so another user could plant kernels in it; run "
-                                         "`chmod go-w " +
-                                         directory + "` or allow a shared directory explicitly");
-    }
-    return std::unique_ptr<DiskStore>(new DiskStore(std::move(directory), files, options.max_bytes,
-                                                    options.max_files, info.st_dev, info.st_ino));
+    DirectoryPolicy policy;
+    policy.allow_shared = options.allow_shared_directory;
+    policy.read_only = options.read_only;
+    auto opened = CacheDirectory::open(std::move(directory), policy, files);
+    if (!opened) return opened.error();
+    return over(std::move(*opened), options.max_bytes, options.max_files);
+}
+
+std::unique_ptr<DiskStore> DiskStore::over(std::shared_ptr<CacheDirectory> directory,
+                                           std::uint64_t max_bytes, std::uint64_t max_files) {
+    return std::unique_ptr<DiskStore>(new DiskStore(std::move(directory), max_bytes, max_files));
 }
 
 std::string DiskStore::relative_path_of(const util::Fingerprint& fingerprint) {
@@ -82,49 +60,50 @@ std::string DiskStore::relative_path_of(const util::Fingerprint& fingerprint) {
 }
 
 std::string DiskStore::path_of(const util::Fingerprint& fingerprint) const {
-    return directory_ + "/" + relative_path_of(fingerprint);
+    return directory_->path_of(relative_path_of(fingerprint));
 }
 
 std::optional<util::FileLock> DiskStore::lock(const util::Fingerprint& fingerprint,
                                               std::chrono::milliseconds patience) {
-    const std::string path = path_of(fingerprint);
-    if (!files_.make_directories(path.substr(0, path.rfind('/')), 0700)) return std::nullopt;
-    return util::FileLock::acquire(path + ".lock", patience);
+    return directory_->lock(relative_path_of(fingerprint) + ".lock", patience);
 }
 
 std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fingerprint,
                                                    Reading reading) {
     const bool lookup = reading == Reading::kLookup;
     const std::string relative = relative_path_of(fingerprint);
+    // Read and, if bad, removed below the same directory: one replaced meanwhile keeps its
+    // good entry of the same name.
+    const util::OpenDirectory& held = directory_->held();
+    util::Files& files = directory_->files();
     // Reading refreshes the recency stamp that eviction goes by, when it is older than the
     // granularity LRU needs: a hot entry is then stamped once in a while, not on every hit.
-    const bool held = reading_held();
-    auto bytes = held ? files_.read_and_stamp_below(held_, relative, kStampGranularity)
-                      : files_.read_and_stamp(directory_ + "/" + relative, kStampGranularity);
-    if (!bytes) {
+    auto bytes = files.read(held, relative, kMaxEntryBytes,
+                            directory_->read_only() ? util::kNeverStamp : kStampGranularity);
+    if (!bytes && bytes.error().code() != Errc::kCorruptEntry) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         util::log_line(util::LogLevel::kInfo, "disk read failed: " + bytes.error().message());
     }
-    if (!bytes || !*bytes) {
+    if (bytes && !*bytes) {
         if (lookup) misses_.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
     }
     // Decoded in place: the file's bytes become the entry's, payload included.
-    auto entry = DecodedEntry::decode(std::move(**bytes));
+    auto entry = bytes ? DecodedEntry::decode(std::move(**bytes))
+                       : Result<std::shared_ptr<const DecodedEntry>>(bytes.error());
     if (!entry) {
-        corrupt_.fetch_add(1, std::memory_order_relaxed);
         if (lookup) misses_.fetch_add(1, std::memory_order_relaxed);
-        const std::string path = directory_ + "/" + relative;
-        // Removed by path: only if the path still names the directory it was read from, or the
-        // removal could take a good entry of the same name in a directory made in its place.
-        if (held) check_held();
-        if (held && !reading_held()) {
-            util::log_line(util::LogLevel::kInfo, path + ": " + entry.error().message() +
-                                                      " in a cache directory since replaced");
+        if (entry.error().code() != Errc::kCorruptEntry) return nullptr;  // I/O, counted above
+        // Not an entry (it failed its checks, or is no regular file of a plausible size): a miss,
+        // counted, and removed so that the next write can put a good one in its place.
+        corrupt_.fetch_add(1, std::memory_order_relaxed);
+        const std::string why = entry.error().message();
+        if (directory_->read_only()) {
+            util::log_line(util::LogLevel::kInfo, held.path_of(relative) + ": " + why);
             return nullptr;
         }
-        util::log_line(util::LogLevel::kInfo, path + ": " + entry.error().message() + "; removed");
-        if (auto removed = files_.remove(path); !removed) {
+        util::log_line(util::LogLevel::kInfo, held.path_of(relative) + ": " + why + "; removed");
+        if (auto removed = files.remove(held, relative); !removed) {
             errors_.fetch_add(1, std::memory_order_relaxed);
         }
         return nullptr;
@@ -135,14 +114,19 @@ std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fing
 
 Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
                             Cleaning cleaning) {
-    const std::string path = path_of(fingerprint);
-    const std::string folder = path.substr(0, path.rfind('/'));
+    if (directory_->read_only()) return directory_->read_only_error();
     const std::string bytes = encode(entry);
-    auto written = files_.make_directories(folder, 0700);
-    if (written) written = files_.write_atomic(path, bytes);
+    const std::string relative = relative_path_of(fingerprint);
+    auto written = directory_->write_atomic(relative, bytes);
     // A write follows a compile, so a stat here is cheap beside it; a hit never pays it. Checked
-    // whether the write worked or not: a directory that cannot be written still gets lookups.
-    check_held();
+    // whether the write worked or not: a directory that cannot be written still gets lookups. A
+    // directory removed under the process (an rm -rf) is made again, as the first write made it.
+    if (directory_->check_replaced(/*make=*/!written)) {
+        util::log_line(util::LogLevel::kInfo, "cache directory " + directory_->path() +
+                                                  " was replaced since it was opened; using the "
+                                                  "new one");
+        if (!written) written = directory_->write_atomic(relative, bytes);
+    }
     if (!written) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         util::log_line(util::LogLevel::kInfo, "disk write failed: " + written.error().message());
@@ -157,14 +141,6 @@ Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const StoredEn
         }
     }
     return ok();
-}
-
-void DiskStore::check_held() {
-    if (!reading_held() || held_.still_at_its_path()) return;
-    held_replaced_.store(true, std::memory_order_relaxed);
-    util::log_line(util::LogLevel::kInfo, "cache directory " + directory_ +
-                                              " was replaced since it was opened; reading it by "
-                                              "path from now on");
 }
 
 void DiskStore::run_pending_cleanup() {
@@ -212,7 +188,8 @@ CleanupRequest DiskStore::budget_request() const {
 }
 
 Result<CleanupReport> DiskStore::cleanup(const CleanupRequest& request) {
-    auto report = clean_directory(directory_, request, files_);
+    if (directory_->read_only()) return CleanupReport{};
+    auto report = clean_directory(*directory_, request);
     if (!report) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         util::log_line(util::LogLevel::kInfo, "disk cleanup failed: " + report.error().message());

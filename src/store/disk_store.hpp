@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kcache/result.hpp"
+#include "store/cache_directory.hpp"
 #include "store/disk_cleaner.hpp"
 #include "store/entry_format.hpp"
 #include "util/file_lock.hpp"
@@ -35,6 +36,7 @@ inline constexpr std::chrono::seconds kStampGranularity{600};
 struct DiskOptions {
     std::string directory;                // empty: default_directory()
     bool allow_shared_directory = false;  // accept a group- or world-writable directory
+    bool read_only = false;               // read from it, write nothing (see DirectoryPolicy)
     util::Files* files = nullptr;         // null: the real file system
     // Budgets for the entries in the directory, 0 for no limit. Kept by removing the least
     // recently used entries once a budget is exceeded (store/disk_cleaner.hpp).
@@ -59,7 +61,11 @@ class DiskStore {
 public:
     // Creates the directory (mode 0700) if needed. A group- or world-writable directory is
     // refused, with the reason, unless allowed: anyone who can write there could plant a kernel.
+    // See CacheDirectory::open for every check.
     static Result<std::unique_ptr<DiskStore>> open(const DiskOptions& options);
+    // A store over a directory already accepted.
+    static std::unique_ptr<DiskStore> over(std::shared_ptr<CacheDirectory> directory,
+                                           std::uint64_t max_bytes, std::uint64_t max_files);
 
     // Why an entry is read: a lookup counts as a hit or miss; a read-back (the bytes of code
     // already loaded, for another context) counts neither, only errors and corrupt entries.
@@ -80,7 +86,8 @@ public:
     void run_pending_cleanup();
 
     // One cleanup pass, as asked (see store/disk_cleaner.hpp); skipped, never waited for, while
-    // another process cleans. Removals are counted in stats() (not those of a dry run).
+    // another process cleans, and in read-only mode. Removals are counted in stats() (not those
+    // of a dry run).
     Result<CleanupReport> cleanup(const CleanupRequest& request);
     // A request for this store's own budgets.
     CleanupRequest budget_request() const;
@@ -92,37 +99,23 @@ public:
     // nullopt when the lock cannot be had within `patience`: the caller compiles privately.
     std::optional<util::FileLock> lock(const util::Fingerprint& fingerprint,
                                        std::chrono::milliseconds patience);
-    const std::string& directory() const noexcept { return directory_; }
+    const std::string& directory() const noexcept { return directory_->path(); }
+    const std::shared_ptr<CacheDirectory>& cache_directory() const noexcept { return directory_; }
+    bool read_only() const noexcept { return directory_->read_only(); }
     DiskStats stats() const;
 
 private:
-    // `device` and `inode`: the directory as open() checked it.
-    DiskStore(std::string directory, util::Files& files, std::uint64_t max_bytes,
-              std::uint64_t max_files, dev_t device, ino_t inode)
-        : directory_(std::move(directory)),
-          files_(files),
-          held_(files.open_directory(directory_)),
-          held_replaced_(!held_.holds(device, inode)),
-          max_bytes_(max_bytes),
-          max_files_(max_files) {}
-
-    // Whether lookups still go below held_: false once its path names another directory.
-    bool reading_held() const noexcept { return !held_replaced_.load(std::memory_order_relaxed); }
-    // Checks that held_'s path still names it; if not, lookups go by path from now on.
-    void check_held();
+    DiskStore(std::shared_ptr<CacheDirectory> directory, std::uint64_t max_bytes,
+              std::uint64_t max_files)
+        : directory_(std::move(directory)), max_bytes_(max_bytes), max_files_(max_files) {}
 
     // Counts a write; true when a cleanup is due (see put()).
     bool cleanup_due(std::uint64_t bytes_written);
     void run_due_cleanup();
 
-    const std::string directory_;
-    util::Files& files_;
-    // Lookups open entries below this, the directory open() checked (opened again after the
-    // check, and compared with it). Writes go by path; if a write finds the directory replaced
-    // (removed and made again), or open() found another one, lookups go by path too, rather than
-    // keep reading the removed one.
-    const util::OpenDirectory held_;
-    std::atomic<bool> held_replaced_{false};
+    // Every file is reached below the directory it holds; a write that finds the directory
+    // replaced at its path (removed and made again) moves lookups to the new one.
+    const std::shared_ptr<CacheDirectory> directory_;
     const std::uint64_t max_bytes_;
     const std::uint64_t max_files_;
     std::atomic<std::uint64_t> hits_{0}, misses_{0}, writes_{0}, errors_{0}, corrupt_{0};

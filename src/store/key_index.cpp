@@ -59,28 +59,30 @@ std::optional<util::Fingerprint> parse_fingerprint(std::string_view hex) {
     return util::Fingerprint{*high, *low};
 }
 
-KeyIndex KeyIndex::at(std::string directory, util::Files& files) {
-    return KeyIndex(std::move(directory), files);
+KeyIndex KeyIndex::at(std::shared_ptr<const CacheDirectory> directory) {
+    return KeyIndex(std::move(directory));
+}
+
+std::string KeyIndex::relative_path_of(std::string_view caller_key) {
+    util::FingerprintBuilder builder;
+    const std::string hex = builder.add(caller_key).finish().hex();
+    return "keys/" + hex.substr(0, 2) + "/" + hex.substr(2);
 }
 
 std::string KeyIndex::path_of(std::string_view caller_key) const {
-    util::FingerprintBuilder builder;
-    const std::string hex = builder.add(caller_key).finish().hex();
-    return directory_ + "/keys/" + hex.substr(0, 2) + "/" + hex.substr(2);
+    return directory_->path_of(relative_path_of(caller_key));
 }
 
 void KeyIndex::record(std::string_view caller_key, const util::Fingerprint& fingerprint) {
-    const std::string path = path_of(caller_key);
-    auto written = files_.make_directories(path.substr(0, path.rfind('/')), 0700);
-    if (written) {
-        std::string text = fingerprint.hex();
-        text += '\n';
-        text += caller_key;
-        text += '\n';
-        // Unsynced: a record lost in a crash only costs a later miss its explanation, while an
-        // fsync would cost every compile a second wait for the disk.
-        written = files_.write_atomic(path, text, util::Durability::kUnsynced);
-    }
+    if (directory_->read_only()) return;
+    std::string text = fingerprint.hex();
+    text += '\n';
+    text += caller_key;
+    text += '\n';
+    // Unsynced: a record lost in a crash only costs a later miss its explanation, while an
+    // fsync would cost every compile a second wait for the disk.
+    auto written =
+        directory_->write_atomic(relative_path_of(caller_key), text, util::Durability::kUnsynced);
     // Ignored on purpose: the entry itself is stored (or not) regardless, and a missing record
     // only costs a later miss its explanation. Logged so that a broken index is not invisible.
     if (!written && util::log_enabled(util::LogLevel::kInfo)) {
@@ -91,8 +93,9 @@ void KeyIndex::record(std::string_view caller_key, const util::Fingerprint& fing
 }
 
 std::optional<util::Fingerprint> KeyIndex::last_stored(std::string_view caller_key) {
-    const std::string path = path_of(caller_key);
-    auto bytes = files_.read(path);
+    const std::string relative = relative_path_of(caller_key);
+    const std::string path = directory_->path_of(relative);
+    auto bytes = directory_->read(relative, kMaxSmallFileBytes);
     if (!bytes) {
         util::log_line(util::LogLevel::kInfo, "key index unreadable: " + bytes.error().message());
         return std::nullopt;
@@ -105,7 +108,8 @@ std::optional<util::Fingerprint> KeyIndex::last_stored(std::string_view caller_k
         // the way. (Removing it can race with a concurrent record() and
         // take the new file instead; that loses one explanation, nothing more.)
         util::log_line(util::LogLevel::kInfo, path + ": malformed key index record; removed");
-        if (auto removed = files_.remove(path); !removed) {
+        if (directory_->read_only()) return std::nullopt;
+        if (auto removed = directory_->remove(relative); !removed) {
             util::log_line(util::LogLevel::kInfo, removed.error().message());
         }
         return std::nullopt;

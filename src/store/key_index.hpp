@@ -9,8 +9,8 @@
 #include <string_view>
 #include <utility>
 
+#include "store/cache_directory.hpp"
 #include "store/entry_format.hpp"
-#include "util/files.hpp"
 #include "util/fingerprint.hpp"
 
 namespace kcache::store {
@@ -24,8 +24,9 @@ namespace kcache::store {
 // recording the same key race; the last rename wins, and either fingerprint is a fair "last".
 class KeyIndex {
 public:
-    // Creates nothing yet: keys/ appears with the first record().
-    static KeyIndex at(std::string directory, util::Files& files = util::real_files());
+    // Creates nothing yet: keys/ appears with the first record(). Records nothing in a
+    // read-only directory.
+    static KeyIndex at(std::shared_ptr<const CacheDirectory> directory);
 
     // Remembers `fingerprint` as the entry last stored under `caller_key`. Never fails the
     // caller: the index only makes miss explanations better, so a write that fails is logged and
@@ -36,16 +37,16 @@ public:
     // or if it belongs to another key. A malformed index file is removed.
     std::optional<util::Fingerprint> last_stored(std::string_view caller_key);
 
-    // Where `caller_key`'s record lives.
+    // Where `caller_key`'s record lives: "keys/ab/cdef…" below the cache directory.
+    static std::string relative_path_of(std::string_view caller_key);
     std::string path_of(std::string_view caller_key) const;
-    const std::string& directory() const noexcept { return directory_; }
+    const std::string& directory() const noexcept { return directory_->path(); }
 
 private:
-    KeyIndex(std::string directory, util::Files& files)
-        : directory_(std::move(directory)), files_(files) {}
+    explicit KeyIndex(std::shared_ptr<const CacheDirectory> directory)
+        : directory_(std::move(directory)) {}
 
-    std::string directory_;  // the cache directory; records live under directory_/keys
-    util::Files& files_;
+    std::shared_ptr<const CacheDirectory> directory_;  // records live under keys/
 };
 
 // The inverse of Fingerprint::hex(): exactly 32 lowercase hex digits, high word first; nullopt for

@@ -20,7 +20,7 @@ constexpr std::string_view kHeader = "kcache-stats ";
 constexpr std::string_view kZeroedAt = "zeroed_at";
 constexpr char kHexDigits[] = "0123456789abcdef";
 
-constexpr std::array<StatsField, 16> kFields{{
+constexpr std::array<StatsField, 17> kFields{{
     {"hits", &StatsCounters::hits},
     {"misses", &StatsCounters::misses},
     {"waits", &StatsCounters::waits},
@@ -37,6 +37,7 @@ constexpr std::array<StatsField, 16> kFields{{
     {"disk_corrupt", &StatsCounters::disk_corrupt},
     {"disk_evicted", &StatsCounters::disk_evicted},
     {"disk_evicted_bytes", &StatsCounters::disk_evicted_bytes},
+    {"config_errors", &StatsCounters::config_errors},
 }};
 // Every counter must be listed, or it would silently never reach the file.
 static_assert(sizeof(StatsCounters) == (kFields.size() + 1) * sizeof(std::uint64_t));
@@ -120,8 +121,13 @@ std::string format(const Shard& shard) {
 }
 
 // A missing shard is an empty one; a corrupt one is logged and taken as empty.
-Result<Shard> load(util::Files& files, const std::string& path) {
-    auto text = files.read(path);
+Result<Shard> load(const CacheDirectory& directory, const std::string& relative) {
+    const std::string path = directory.path_of(relative);
+    auto text = directory.read(relative, kMaxSmallFileBytes);
+    if (!text && text.error().code() == Errc::kCorruptEntry) {
+        util::log_line(util::LogLevel::kInfo, text.error().message() + ": counted as zeros");
+        return Shard{};
+    }
     if (!text) return text.error();
     if (!*text) return Shard{};
     if (auto shard = parse(**text)) return std::move(*shard);
@@ -155,8 +161,8 @@ std::span<const StatsField> stats_fields() noexcept {
     return kFields;
 }
 
-PersistentStats PersistentStats::at(std::string directory, util::Files& files) {
-    return PersistentStats(std::move(directory), files);
+PersistentStats PersistentStats::at(std::shared_ptr<const CacheDirectory> directory) {
+    return PersistentStats(std::move(directory));
 }
 
 PersistentStats PersistentStats::on_shard(unsigned shard) const {
@@ -165,8 +171,12 @@ PersistentStats PersistentStats::on_shard(unsigned shard) const {
     return copy;
 }
 
+std::string PersistentStats::shard_relative_path(unsigned shard) {
+    return std::string("stats/") + kHexDigits[shard % kShards];
+}
+
 std::string PersistentStats::shard_path(unsigned shard) const {
-    return directory_ + "/stats/" + kHexDigits[shard % kShards];
+    return directory_->path_of(shard_relative_path(shard));
 }
 
 unsigned PersistentStats::my_shard() const {
@@ -176,26 +186,24 @@ unsigned PersistentStats::my_shard() const {
 
 Result<void> PersistentStats::add(const StatsCounters& delta,
                                   std::chrono::milliseconds patience) const {
-    if (auto made = files_->make_directories(directory_ + "/stats", 0700); !made) {
-        return made.error();
-    }
-    const std::string path = shard_path(my_shard());
+    if (directory_->read_only()) return directory_->read_only_error();
+    const std::string relative = shard_relative_path(my_shard());
     // The lock is a file of its own: the shard itself is replaced by rename, and a lock on the
     // replaced inode would exclude nobody.
-    const auto lock = util::FileLock::acquire(path + ".lock", patience);
-    if (!lock) return lock_error(path, patience);
-    auto shard = load(*files_, path);
+    const auto lock = directory_->lock(relative + ".lock", patience);
+    if (!lock) return lock_error(directory_->path_of(relative), patience);
+    auto shard = load(*directory_, relative);
     if (!shard) return shard.error();
     StatsCounters addend = delta;
     addend.zeroed_at = 0;
     shard->counters += addend;
-    return files_->write_atomic(path, format(*shard));
+    return directory_->write_atomic(relative, format(*shard));
 }
 
 Result<StatsCounters> PersistentStats::read() const {
     StatsCounters sum;
     for (unsigned i = 0; i < kShards; ++i) {
-        auto shard = load(*files_, shard_path(i));
+        auto shard = load(*directory_, shard_relative_path(i));
         if (!shard) return shard.error();
         sum += shard->counters;
     }
@@ -203,20 +211,18 @@ Result<StatsCounters> PersistentStats::read() const {
 }
 
 Result<void> PersistentStats::zero(std::chrono::milliseconds patience) const {
-    if (auto made = files_->make_directories(directory_ + "/stats", 0700); !made) {
-        return made.error();
-    }
+    if (directory_->read_only()) return directory_->read_only_error();
     Shard zeroed;
     zeroed.counters.zeroed_at = seconds_since_epoch();
     // Counters of newer versions are dropped with the rest: an absent name reads as zero.
     const std::string text = format(zeroed);
     std::optional<Error> first_error;
     for (unsigned i = 0; i < kShards; ++i) {
-        const std::string path = shard_path(i);
+        const std::string relative = shard_relative_path(i);
         Result<void> written = [&]() -> Result<void> {
-            const auto lock = util::FileLock::acquire(path + ".lock", patience);
-            if (!lock) return lock_error(path, patience);
-            return files_->write_atomic(path, text);
+            const auto lock = directory_->lock(relative + ".lock", patience);
+            if (!lock) return lock_error(directory_->path_of(relative), patience);
+            return directory_->write_atomic(relative, text);
         }();
         if (!written && !first_error) first_error = written.error();
     }

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "kcache/result.hpp"
-#include "util/files.hpp"
+#include "store/cache_directory.hpp"
 
 namespace kcache::store {
 
@@ -36,6 +36,7 @@ struct StatsCounters {
     std::uint64_t disk_corrupt = 0;
     std::uint64_t disk_evicted = 0;
     std::uint64_t disk_evicted_bytes = 0;
+    std::uint64_t config_errors = 0;  // settings a process could not use
     // Seconds since the Unix epoch of the last zero(); 0: never zeroed. A time, not a counter:
     // += keeps the later of the two.
     std::uint64_t zeroed_at = 0;
@@ -77,8 +78,9 @@ public:
     // ignore (and keep when they rewrite the file), so adding one needs no new version.
     static constexpr unsigned kFormatVersion = 1;
 
-    // No I/O: the stats folder is created by the first add() or zero().
-    static PersistentStats at(std::string directory, util::Files& files = util::real_files());
+    // No I/O: the stats folder is created by the first add() or zero(). In a read-only
+    // directory, add() and zero() fail without touching it.
+    static PersistentStats at(std::shared_ptr<const CacheDirectory> directory);
 
     // Adds `delta` to this process's shard (zeroed_at in `delta` is ignored). kIoError when the
     // shard's lock cannot be had within `patience` or the file cannot be read or written; then
@@ -101,16 +103,17 @@ public:
     // that need many processes on one file and one lock.
     PersistentStats on_shard(unsigned shard) const;
 
-    const std::string& directory() const noexcept { return directory_; }
+    const std::string& directory() const noexcept { return directory_->path(); }
     std::string shard_path(unsigned shard) const;
+    // "stats/<hex digit>" below the cache directory.
+    static std::string shard_relative_path(unsigned shard);
 
 private:
-    PersistentStats(std::string directory, util::Files& files)
-        : directory_(std::move(directory)), files_(&files) {}
+    explicit PersistentStats(std::shared_ptr<const CacheDirectory> directory)
+        : directory_(std::move(directory)) {}
     unsigned my_shard() const;
 
-    std::string directory_;
-    util::Files* files_;                   // never null; outlives this object
+    std::shared_ptr<const CacheDirectory> directory_;  // never null
     std::optional<unsigned> fixed_shard_;  // nullopt: the calling process's pid picks the shard
 };
 

@@ -6,13 +6,11 @@
 #include <array>
 #include <cctype>
 #include <charconv>
-#include <chrono>
 #include <optional>
 #include <utility>
 
 #include "util/env.hpp"
-#include "util/file_lock.hpp"
-#include "util/files.hpp"
+#include "util/log.hpp"
 #include "util/size.hpp"
 
 namespace kcache::util {
@@ -21,25 +19,43 @@ namespace {
 // The meanings are the README's: settings_markdown_table() prints them, and a test holds the
 // README to that table.
 constexpr std::array kSettings = {
-    Setting{"log", "KCACHE_LOG", SettingType::kString, SettingScope::kAnywhere, "0", "`0` (silent)",
-            "`1`/`info`: one line per miss, compile, eviction on stderr; `debug`: more; a path "
-            "containing `/`: append to that file"},
-    Setting{"verify", "KCACHE_VERIFY", SettingType::kBool, SettingScope::kAnywhere, "0", "`0`",
+    Setting{"log", "KCACHE_LOG", SettingType::kLog, SettingScope::kAnywhere, "warn",
+            "`warn` (each warning once, on stderr)",
+            "`off`/`0`: nothing; `info`/`1`: also one line per miss, compile, eviction; "
+            "`debug`/`2`: more; a path containing `/`: append every line to that file"},
+    Setting{"verify",
+            "KCACHE_VERIFY",
+            SettingType::kBool,
+            SettingScope::kAnywhere,
+            "0",
+            "`0`",
             "`1`: on every hit, run the generator again and compare fingerprints; a key reused "
-            "for different source is a `key-conflict` error naming the key"},
+            "for different source is a `key-conflict` error naming the key (a bad value turns it "
+            "on)",
+            {},
+            "1"},
     Setting{"max_entries", "KCACHE_MAX_ENTRIES", SettingType::kUnsigned, SettingScope::kAnywhere,
             "1024", "`1024`",
             "loaded (key, arch) entries kept; least recently used evicted beyond it"},
     Setting{"dir", "KCACHE_DIR", SettingType::kPath, SettingScope::kNotInFile, "",
             "`$XDG_CACHE_HOME/kcache`, else `$HOME/.cache/kcache`",
             "the disk tier: one file per compiled artifact; created mode 0700; holds "
-            "`kcache.conf`, so it is set by `-d` or `KCACHE_DIR`, never in that file"},
+            "`kcache.conf`, so it is set by `-d` or `KCACHE_DIR`, never in that file",
+            "kcache.conf lives in it"},
     Setting{"disk", "KCACHE_DISK", SettingType::kBool, SettingScope::kAnywhere, "1", "`1`",
             "`0`: no disk tier (memory only)"},
     Setting{"allow_shared_dir", "KCACHE_ALLOW_SHARED_DIR", SettingType::kBool,
-            SettingScope::kAnywhere, "0", "`0`",
-            "`1`: accept a group- or world-writable cache directory (refused otherwise: anyone "
-            "who can write there could plant kernels)"},
+            SettingScope::kNotInFile, "0", "`0`",
+            "`1`: accept a group- or world-writable cache directory, or another user's (refused "
+            "otherwise: anyone who can write there could plant kernels); environment or command "
+            "line only",
+            "it relaxes a check of the directory that holds the file", "0"},
+    Setting{"read_only", "KCACHE_READ_ONLY", SettingType::kBool, SettingScope::kNotInFile, "0",
+            "`0`",
+            "`1`: read the disk tier, write nothing to it (no entries, stamps, statistics or "
+            "cleanups), and accept a directory owned by root that others cannot write (a cache "
+            "baked into an image); environment or command line only",
+            "it relaxes a check of the directory that holds the file", "1"},
     Setting{"max_size", "KCACHE_MAX_SIZE", SettingType::kSize, SettingScope::kAnywhere, "4Gi",
             "`4Gi`",
             "byte budget of the disk directory (units as ccache: `k M G T`, `Ki Mi Gi Ti`; a bare "
@@ -52,10 +68,11 @@ constexpr std::array kSettings = {
             SettingScope::kAnywhere, "0", "`0`",
             "compile CUDA C++ in this many worker processes (NVRTC serialises inside one "
             "process; see below); `0`: in this process"},
-    Setting{"compile_worker", "KCACHE_COMPILE_WORKER", SettingType::kPath, SettingScope::kAnywhere,
+    Setting{"compile_worker", "KCACHE_COMPILE_WORKER", SettingType::kPath, SettingScope::kNotInFile,
             "", "a `kcache` beside the program",
             "the worker command (`kcache compile-worker`); unusable workers leave compiles in the "
-            "process"},
+            "process; environment or command line only",
+            "it names a program to run"},
     Setting{"nvrtc_library", "KCACHE_NVRTC_LIBRARY", SettingType::kPath,
             SettingScope::kEnvironmentOnly, "", "searched",
             "the NVRTC library to use; otherwise one already loaded, then `LD_LIBRARY_PATH`, "
@@ -68,14 +85,22 @@ constexpr std::array kSettings = {
 
 constexpr std::string_view kDirKey = "dir";
 constexpr std::string_view kWhitespace = " \t\r\v\f";
-// Long enough for any writer: a set holds the lock for one small read and one small write.
-constexpr std::chrono::seconds kLockPatience{10};
 
 std::string_view trim(std::string_view text) {
     const auto first = text.find_first_not_of(kWhitespace);
     if (first == std::string_view::npos) return {};
     const auto last = text.find_last_not_of(kWhitespace);
     return text.substr(first, last - first + 1);
+}
+
+// Untrusted text in a message: control bytes shown as '?', at most 80 bytes.
+std::string printable_text(std::string_view text) {
+    std::string out(text.substr(0, 80));
+    for (char& c : out) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+    if (text.size() > 80) out += "...";
+    return out;
 }
 
 Error invalid(std::string message) {
@@ -153,41 +178,59 @@ ConfigEntry make_entry(const Setting& setting, std::string value, Origin origin,
     return entry;
 }
 
-// Applies kcache.conf's lines to `entries`; the first bad line is the error.
-Result<void> apply_file(std::string_view path, std::string_view text,
-                        std::vector<ConfigEntry>& entries) {
+// A value from a source that could not be used: the setting keeps what it had (a lower source's,
+// or the default), unless it guards something, where it takes its safe value.
+void fall_back(const Setting& setting, std::vector<ConfigEntry>& entries, Origin origin,
+               std::string_view config_file) {
+    if (setting.safe_value.empty()) return;
+    entries[index_of(setting)] =
+        make_entry(setting, std::string(setting.safe_value), origin, config_file);
+    entries[index_of(setting)].origin_name +=
+        " (a bad value, taken as " + std::string(setting.safe_value) + ")";
+}
+
+}  // namespace
+
+ParsedConfigFile parse_config_file(std::string_view text, std::string_view path) {
+    ParsedConfigFile parsed;
     const std::vector<std::string_view> lines = split_lines(text);
     for (std::size_t number = 1; number <= lines.size(); ++number) {
         const ConfigLine line = split_line(lines[number - 1]);
         const std::string where = std::string(path) + ":" + std::to_string(number);
         if (line.malformed) {
-            return invalid(where + ": expected 'key = value', got '" +
-                           std::string(trim(lines[number - 1])) + "'");
+            parsed.problems.push_back(where + ": expected 'key = value', got '" +
+                                      printable_text(trim(lines[number - 1])) + "'");
+            continue;
         }
         if (!line.is_setting) continue;
         const Setting* setting = find_setting(line.key);
-        if (setting == nullptr) return unknown_key(where, line.key);
+        if (setting == nullptr) {
+            parsed.problems.push_back(unknown_key(where, printable_text(line.key)).message());
+            continue;
+        }
         if (setting->scope == SettingScope::kNotInFile) {
-            return invalid(where + ": " + std::string(setting->key) +
-                           " cannot be set in kcache.conf, which lives in it; use -d or " +
-                           std::string(setting->environment));
+            parsed.problems.push_back(where + ": " + std::string(setting->key) +
+                                      " cannot be set in kcache.conf (" +
+                                      std::string(setting->not_in_file_because) + "); use " +
+                                      (setting->key == kDirKey ? "-d or " : "-o or ") +
+                                      std::string(setting->environment));
+            continue;
         }
         if (setting->scope == SettingScope::kEnvironmentOnly) {
-            return invalid(where + ": " + std::string(setting->key) +
-                           " can only be set in the environment (" +
-                           std::string(setting->environment) + ")");
+            parsed.problems.push_back(where + ": " + std::string(setting->key) +
+                                      " can only be set in the environment (" +
+                                      std::string(setting->environment) + ")");
+            continue;
         }
         if (auto checked = check_value(*setting, line.value); !checked) {
-            return invalid(where + ": " + std::string(setting->key) + ": " +
-                           checked.error().message());
+            parsed.problems.push_back(where + ": " + std::string(setting->key) + ": " +
+                                      checked.error().message());
+            continue;
         }
-        entries[index_of(*setting)] =
-            make_entry(*setting, std::string(line.value), Origin::kConfigFile, path);
+        parsed.settings.push_back(FileSetting{setting, std::string(line.value), number});
     }
-    return ok();
+    return parsed;
 }
-
-}  // namespace
 
 std::span<const Setting> settings() {
     return kSettings;
@@ -220,7 +263,8 @@ Result<bool> parse_bool(std::string_view text) {
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
     if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
-    return invalid("expected 1/0, true/false, yes/no or on/off, got '" + std::string(text) + "'");
+    return invalid("expected 1/0, true/false, yes/no or on/off, got '" + printable_text(text) +
+                   "'");
 }
 
 Result<std::uint64_t> parse_unsigned(std::string_view text) {
@@ -228,7 +272,7 @@ Result<std::uint64_t> parse_unsigned(std::string_view text) {
     const char* end = text.data() + text.size();
     const auto [ptr, ec] = std::from_chars(text.data(), end, value);
     if (text.empty() || ec != std::errc() || ptr != end) {
-        return invalid("expected a non-negative integer, got '" + std::string(text) + "'");
+        return invalid("expected a non-negative integer, got '" + printable_text(text) + "'");
     }
     return value;
 }
@@ -250,6 +294,14 @@ Result<void> check_value(const Setting& setting, std::string_view text) {
             break;
         case SettingType::kPath:
             if (text.empty()) return invalid("expected a path, got nothing");
+            break;
+        case SettingType::kLog:
+            if (!is_log_setting(text)) {
+                return invalid(
+                    "expected off, warn, info, debug (or 0, 1, 2) or a path with a "
+                    "'/', got '" +
+                    printable_text(text) + "'");
+            }
             break;
         case SettingType::kString:
             break;
@@ -304,7 +356,8 @@ Result<ConfigEntry> config_directory(
 }
 
 Result<Config> load_config(std::string_view directory,
-                           const std::map<std::string, std::string>& command_line_overrides) {
+                           const std::map<std::string, std::string>& command_line_overrides,
+                           const ConfigFile* file) {
     Config config;
     config.entries_.reserve(kSettings.size());
     for (const Setting& setting : kSettings) {
@@ -327,16 +380,20 @@ Result<Config> load_config(std::string_view directory,
         config.entries_[config.dir_index_] =
             make_entry(dir, std::string(directory), Origin::kCommandLine, {});
     }
+    if (!config.directory().empty()) {
+        config.config_file_ = join_path(config.directory(), kConfigFileName);
+    }
 
-    const std::string& chosen = config.directory();
-    if (!chosen.empty()) {
-        config.config_file_ = join_path(chosen, kConfigFileName);
-        auto text = real_files().read(config.config_file_);
-        if (!text) return std::move(text).error();
-        if (*text) {
-            if (auto applied = apply_file(config.config_file_, **text, config.entries_); !applied) {
-                return std::move(applied).error();
+    if (file != nullptr) {
+        if (file->error) config.problems_.push_back(*file->error);
+        if (file->text) {
+            ParsedConfigFile parsed = parse_config_file(*file->text, file->path);
+            for (FileSetting& line : parsed.settings) {
+                config.entries_[index_of(*line.setting)] = make_entry(
+                    *line.setting, std::move(line.value), Origin::kConfigFile, file->path);
             }
+            config.problems_.insert(config.problems_.end(), parsed.problems.begin(),
+                                    parsed.problems.end());
         }
     }
 
@@ -346,7 +403,9 @@ Result<Config> load_config(std::string_view directory,
         auto value = env_string(name.c_str());
         if (!value) continue;
         if (auto checked = check_value(setting, *value); !checked) {
-            return invalid(name + ": " + checked.error().message());
+            config.problems_.push_back(name + ": " + checked.error().message());
+            fall_back(setting, config.entries_, Origin::kEnvironment, {});
+            continue;
         }
         config.entries_[index_of(setting)] =
             make_entry(setting, std::move(*value), Origin::kEnvironment, {});
@@ -368,40 +427,9 @@ Result<Config> load_config(std::string_view directory,
     return config;
 }
 
-Result<void> set_config_value(std::string_view directory, std::string_view key,
-                              std::string_view value) {
-    const Setting* setting = find_setting(key);
-    if (setting == nullptr) return unknown_key({}, key);
-    if (setting->scope != SettingScope::kAnywhere) {
-        return invalid(std::string(key) + " cannot be set in kcache.conf; use " +
-                       (setting->scope == SettingScope::kNotInFile ? "-d or " : "") +
-                       std::string(setting->environment));
-    }
-    const std::string_view trimmed = trim(value);
-    if (auto checked = check_value(*setting, trimmed); !checked) {
-        return invalid(std::string(key) + ": " + checked.error().message());
-    }
-    if (directory.empty()) return invalid("no cache directory to write kcache.conf in");
-
-    Files& files = real_files();
-    const std::string folder(directory);
-    if (auto made = files.make_directories(folder, 0700); !made) return made.error();
-    // Without the lock, two processes setting different keys would each write the file they
-    // read, and the later rename would drop the other's key.
-    const std::string lock_path = join_path(folder, std::string(kConfigFileName) + ".lock");
-    const std::optional<FileLock> lock = FileLock::acquire(lock_path, kLockPatience);
-    if (!lock) {
-        return Error(Errc::kIoError, "could not lock " + lock_path +
-                                         " (it cannot be opened, or another kcache held it for " +
-                                         std::to_string(kLockPatience.count()) + " s)");
-    }
-
-    const std::string path = join_path(folder, kConfigFileName);
-    auto old_text = files.read(path);
-    if (!old_text) return std::move(old_text).error();
-    const std::string old = old_text->value_or("");
-
-    const std::string new_line = std::string(key) + " = " + std::string(trimmed);
+std::string updated_config_text(std::string_view old, std::string_view key,
+                                std::string_view value) {
+    const std::string new_line = std::string(key) + " = " + std::string(trim(value));
     std::string updated;
     updated.reserve(old.size() + new_line.size() + 1);
     bool replaced = false;
@@ -418,7 +446,21 @@ Result<void> set_config_value(std::string_view directory, std::string_view key,
         updated += '\n';
     }
     if (!replaced) updated += new_line + '\n';
-    return files.write_atomic(path, updated);
+    return updated;
+}
+
+Result<void> check_file_setting(std::string_view key, std::string_view value) {
+    const Setting* setting = find_setting(key);
+    if (setting == nullptr) return unknown_key({}, key);
+    if (setting->scope != SettingScope::kAnywhere) {
+        return invalid(std::string(key) + " cannot be set in kcache.conf; use " +
+                       (setting->scope == SettingScope::kNotInFile ? "the command line or " : "") +
+                       std::string(setting->environment));
+    }
+    if (auto checked = check_value(*setting, trim(value)); !checked) {
+        return invalid(std::string(key) + ": " + checked.error().message());
+    }
+    return ok();
 }
 
 std::string settings_markdown_table() {

@@ -1,12 +1,18 @@
+// The real file system below a held directory: every level opened with openat() from the held
+// descriptor, no symbolic link followed, only regular files of a bounded size read.
 #include "util/files.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <random>
 #include <utility>
 
@@ -16,11 +22,18 @@
 namespace kcache::util {
 namespace {
 
-std::string temporary_name(const std::string& path) {
+std::string temporary_name(std::string_view name) {
     char host[64] = "host";
     (void)gethostname(host, sizeof host - 1);
     thread_local std::mt19937_64 random(std::random_device{}());
-    return path + ".tmp." + host + "." + std::to_string(getpid()) + "." + std::to_string(random());
+    std::string temp(name);
+    temp += ".tmp.";
+    temp += host;
+    temp += '.';
+    temp += std::to_string(getpid());
+    temp += '.';
+    temp += std::to_string(random());
+    return temp;
 }
 
 std::chrono::system_clock::time_point modified_time(const struct stat& info) {
@@ -30,60 +43,196 @@ std::chrono::system_clock::time_point modified_time(const struct stat& info) {
             std::chrono::nanoseconds(info.st_mtim.tv_nsec)));
 }
 
-bool is_directory(const std::string& path) {
-    struct stat info {};
-    return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+FileStatus status_of(const struct stat& info) {
+    FileStatus out;
+    out.kind = S_ISREG(info.st_mode)   ? FileKind::kRegular
+               : S_ISDIR(info.st_mode) ? FileKind::kDirectory
+                                       : FileKind::kOther;
+    out.size = static_cast<std::uint64_t>(info.st_size);
+    out.modified = modified_time(info);
+    out.owner = info.st_uid;
+    out.mode = info.st_mode;
+    return out;
+}
+
+const char* kind_word(mode_t mode) {
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISLNK(mode)) return "a symbolic link";
+    if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+Error invalid_relative(std::string_view relative) {
+    return Error(Errc::kInvalidArgument,
+                 "'" + std::string(relative) + "' is not a path below the cache directory");
+}
+
+// openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS does the walk in one call (a lookup's
+// only system call but the read); where the kernel lacks it, each level is opened in turn.
+std::atomic<bool> g_no_openat2{false};
+
+int open_beneath(int base, const std::string& relative, int flags) {
+    if (!g_no_openat2.load(std::memory_order_relaxed)) {
+        open_how how{};
+        how.flags = static_cast<std::uint64_t>(flags) | O_NOFOLLOW | O_CLOEXEC;
+        how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+        const long fd = syscall(SYS_openat2, base, relative.c_str(), &how, sizeof how);
+        if (fd >= 0) return static_cast<int>(fd);
+        // ENOSYS: an older kernel; EPERM: a seccomp filter that does not know the call.
+        if (errno != ENOSYS && errno != EPERM) return -1;
+        g_no_openat2.store(true, std::memory_order_relaxed);
+    }
+    int fd = base;
+    std::size_t start = 0;
+    for (;;) {
+        const std::size_t slash = relative.find('/', start);
+        const bool last = slash == std::string::npos;
+        const std::string part = relative.substr(start, last ? std::string::npos : slash - start);
+        const int next = openat(
+            fd, part.c_str(),
+            last ? flags | O_NOFOLLOW | O_CLOEXEC : O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        const int saved = errno;
+        if (fd != base) close(fd);
+        if (next < 0) {
+            errno = saved;
+            return -1;
+        }
+        if (last) return next;
+        fd = next;
+        start = slash + 1;
+    }
+}
+
+// The folder holding `relative`'s last part, held, and that part's name. The folder is `base`
+// itself (not owned: fd borrowed) for a name directly below it.
+struct Parent {
+    int fd = -1;
+    bool owned = false;
+    std::string name;
+    Parent() = default;
+    Parent(const Parent&) = delete;
+    Parent& operator=(const Parent&) = delete;
+    ~Parent() {
+        if (owned && fd >= 0) close(fd);
+    }
+};
+
+// Errors for what lies on the way: ELOOP and ENOTDIR there mean a link or a file where a folder
+// should be, which a path walked with links followed would have gone through.
+Error walk_error(const std::string& what, const std::string& path, int error_number) {
+    if (error_number == ELOOP || error_number == EXDEV) {
+        return Error(Errc::kIoError, what + " " + path +
+                                         ": a symbolic link on the way, which kcache does not "
+                                         "follow below its directory");
+    }
+    return io_error(what, path, error_number);
+}
+
+// 0, or the errno of the failure (EINVAL: `relative` is not a path below `base`).
+int open_parent(const OpenDirectory& base, std::string_view relative, Parent& parent) {
+    if (!is_relative_below(relative)) return EINVAL;
+    const std::size_t slash = relative.rfind('/');
+    parent.name =
+        std::string(slash == std::string_view::npos ? relative : relative.substr(slash + 1));
+    if (slash == std::string_view::npos) {
+        parent.fd = base.fd();
+        return 0;
+    }
+    parent.fd =
+        open_beneath(base.fd(), std::string(relative.substr(0, slash)), O_PATH | O_DIRECTORY);
+    if (parent.fd < 0) return errno;
+    parent.owned = true;
+    return 0;
+}
+
+Error parent_error(const OpenDirectory& base, std::string_view relative, int error_number) {
+    if (error_number == EINVAL) return invalid_relative(relative);
+    return walk_error("open", base.path_of(relative.substr(0, relative.rfind('/'))), error_number);
+}
+
+// Removes what `fd`'s `name` is, a directory with everything below it, never through a link.
+Result<void> remove_at(int fd, const std::string& name, const std::string& shown) {
+    if (unlinkat(fd, name.c_str(), 0) == 0 || errno == ENOENT) return ok();
+    if (errno != EISDIR && errno != EPERM) return io_error("remove", shown, errno);
+    const int folder = openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (folder < 0) return io_error("remove", shown, errno);
+    DIR* dir = fdopendir(folder);
+    if (dir == nullptr) {
+        const int saved = errno;
+        close(folder);
+        return io_error("remove", shown, saved);
+    }
+    std::vector<std::string> names;
+    while (const dirent* item = readdir(dir)) {
+        const std::string_view entry = item->d_name;
+        if (entry != "." && entry != "..") names.emplace_back(entry);
+    }
+    Result<void> result = ok();
+    for (const std::string& entry : names) {
+        if (auto removed = remove_at(dirfd(dir), entry, shown + "/" + entry); !removed && result) {
+            result = removed;
+        }
+    }
+    closedir(dir);
+    if (!result) return result;
+    if (unlinkat(fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+        return io_error("remove", shown, errno);
+    }
+    return ok();
 }
 
 class RealFiles final : public Files {
 public:
-    Result<std::optional<std::string>> read(const std::string& path) override {
-        return read_and_stamp(path, std::chrono::seconds(-1));
-    }
-
-    // A negative `stale_after` never stamps.
-    Result<std::optional<std::string>> read_and_stamp(const std::string& path,
-                                                      std::chrono::seconds stale_after) override {
-        const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0 && errno == ENOENT) return std::optional<std::string>();
+    Result<OpenDirectory> open_directory(const std::string& path) override {
+        // O_PATH: the directory is only ever a base for openat(), never read itself.
+        const int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0) return io_error("open", path, errno);
-        return read_open_file(
-            fd, [&] { return path; }, stale_after);
-    }
-
-    OpenDirectory open_directory(const std::string& path) override {
-        // O_PATH: the directory is only ever a base for openat(), never read itself. Not through a
-        // symbolic link, as DiskStore::open checks it with lstat.
-        const int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         return OpenDirectory(path, fd);
     }
 
-    Result<std::optional<std::string>> read_and_stamp_below(
-        const OpenDirectory& directory, const std::string& relative,
-        std::chrono::seconds stale_after) override {
-        if (directory.fd() < 0) {
-            return Files::read_and_stamp_below(directory, relative, stale_after);
-        }
-        const auto whole = [&] { return directory.path() + "/" + relative; };
-        const int fd = openat(directory.fd(), relative.c_str(), O_RDONLY | O_CLOEXEC);
+    Result<std::optional<std::string>> read(const OpenDirectory& base, std::string_view relative,
+                                            std::uint64_t max_bytes,
+                                            std::chrono::seconds stamp_after) override {
+        if (!is_relative_below(relative)) return invalid_relative(relative);
+        // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+        const int fd =
+            open_beneath(base.fd(), std::string(relative), O_RDONLY | O_NONBLOCK | O_NOCTTY);
         if (fd < 0) {
-            const int saved = errno;  // before whole() allocates
+            const int saved = errno;  // before path_of allocates
             if (saved == ENOENT) return std::optional<std::string>();
-            return io_error("open", whole(), saved);
+            if (saved == ELOOP) {
+                return Error(Errc::kCorruptEntry, base.path_of(relative) +
+                                                      " is or passes through a symbolic link, "
+                                                      "which kcache does not follow");
+            }
+            return walk_error("open", base.path_of(relative), saved);
         }
-        return read_open_file(fd, whole, stale_after);
+        return read_open_file(fd, base, relative, max_bytes, stamp_after);
     }
 
-    Result<void> write_atomic(const std::string& path, std::string_view bytes,
-                              Durability durability) override {
-        const std::string temp = temporary_name(path);
-        const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) return io_error("create", temp, errno);
+    Result<void> write_atomic(const OpenDirectory& base, std::string_view relative,
+                              std::string_view bytes, Durability durability) override {
+        Parent parent;
+        if (const int failed = open_parent(base, relative, parent)) {
+            return parent_error(base, relative, failed);
+        }
+        const std::string temp = temporary_name(parent.name);
+        const int fd = openat(parent.fd, temp.c_str(),
+                              O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        const auto shown_temp = [&] {
+            const std::size_t slash = relative.rfind('/');
+            return base.path_of(slash == std::string_view::npos
+                                    ? temp
+                                    : std::string(relative.substr(0, slash + 1)) + temp);
+        };
+        if (fd < 0) return io_error("create", shown_temp(), errno);
         auto fail = [&](const char* what) {
             const int saved = errno;
             close(fd);
-            unlink(temp.c_str());
-            return io_error(what, temp, saved);
+            unlinkat(parent.fd, temp.c_str(), 0);
+            return io_error(what, shown_temp(), saved);
         };
         std::size_t done = 0;
         while (done < bytes.size()) {
@@ -97,43 +246,80 @@ public:
         if (durability == Durability::kSynced && fsync(fd) != 0) return fail("fsync");
         if (close(fd) != 0) {
             const int saved = errno;
-            unlink(temp.c_str());
-            return io_error("close", temp, saved);
+            unlinkat(parent.fd, temp.c_str(), 0);
+            return io_error("close", shown_temp(), saved);
         }
-        if (rename(temp.c_str(), path.c_str()) != 0) {
+        // renameat replaces a link at the name itself, never what it points to.
+        if (renameat(parent.fd, temp.c_str(), parent.fd, parent.name.c_str()) != 0) {
             const int saved = errno;
-            unlink(temp.c_str());
-            return io_error("rename", path, saved);
+            unlinkat(parent.fd, temp.c_str(), 0);
+            return io_error("rename", base.path_of(relative), saved);
         }
         return ok();
     }
 
-    Result<void> remove(const std::string& path) override {
-        if (unlink(path.c_str()) != 0 && errno != ENOENT) return io_error("remove", path, errno);
-        return ok();
+    Result<void> remove(const OpenDirectory& base, std::string_view relative) override {
+        Parent parent;
+        if (const int failed = open_parent(base, relative, parent)) {
+            // A folder on the way that is not there: nothing to remove below it.
+            if (failed == ENOENT) return ok();
+            return parent_error(base, relative, failed);
+        }
+        return remove_at(parent.fd, parent.name, base.path_of(relative));
     }
 
-    Result<void> make_directories(const std::string& path, mode_t mode) override {
-        // The whole path first: usually it is there, or only its last level is missing (an
-        // entry's folder), and then one call does, where a call per level cost every store's
-        // opening and every write a system call per component of the cache directory's path.
-        if (mkdir(path.c_str(), mode) == 0) return ok();
-        const int whole = errno;
-        if (whole == EEXIST && is_directory(path)) return ok();
-        if (whole != ENOENT && whole != EEXIST) return io_error("mkdir", path, whole);
-        for (std::size_t pos = 1; pos <= path.size(); ++pos) {
-            if (pos != path.size() && path[pos] != '/') continue;
-            const std::string prefix = path.substr(0, pos);
-            if (mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
-                return io_error("mkdir", prefix, errno);
+    Result<void> make_directories(const OpenDirectory& base, std::string_view relative,
+                                  mode_t mode) override {
+        if (!is_relative_below(relative)) return invalid_relative(relative);
+        int fd = base.fd();
+        const auto release = [&] {
+            if (fd != base.fd()) close(fd);
+        };
+        std::size_t start = 0;
+        for (;;) {
+            const std::size_t slash = relative.find('/', start);
+            const std::string part(relative.substr(
+                start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+            const std::string shown = base.path_of(
+                relative.substr(0, slash == std::string_view::npos ? relative.size() : slash));
+            if (mkdirat(fd, part.c_str(), mode) != 0 && errno != EEXIST) {
+                const int saved = errno;
+                release();
+                return io_error("mkdir", shown, saved);
             }
+            const int next =
+                openat(fd, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            const int saved = errno;
+            release();
+            if (next < 0) {
+                if (saved == ENOTDIR || saved == ELOOP) {
+                    return Error(Errc::kIoError, shown +
+                                                     " is not a directory (a symbolic link or a "
+                                                     "file is in its place)");
+                }
+                return io_error("open", shown, saved);
+            }
+            fd = next;
+            if (slash == std::string_view::npos) break;
+            start = slash + 1;
         }
+        release();
         return ok();
     }
 
-    Result<std::vector<std::string>> list_directory(const std::string& path) override {
-        DIR* dir = opendir(path.c_str());
-        if (dir == nullptr) return io_error("list", path, errno);
+    Result<std::vector<std::string>> list_directory(const OpenDirectory& base,
+                                                    std::string_view relative) override {
+        const int fd = relative.empty() ? openat(base.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                       : is_relative_below(relative)
+                           ? open_beneath(base.fd(), std::string(relative), O_RDONLY | O_DIRECTORY)
+                           : (errno = EINVAL, -1);
+        if (fd < 0) return walk_error("list", base.path_of(relative), errno);
+        DIR* dir = fdopendir(fd);
+        if (dir == nullptr) {
+            const int saved = errno;
+            close(fd);
+            return io_error("list", base.path_of(relative), saved);
+        }
         std::vector<std::string> names;
         for (;;) {
             // readdir signals an error only through errno, so it is cleared before each call.
@@ -145,74 +331,104 @@ public:
         }
         const int saved = errno;
         closedir(dir);
-        if (saved != 0) return io_error("list", path, saved);
+        if (saved != 0) return io_error("list", base.path_of(relative), saved);
         return names;
     }
 
-    Result<std::optional<FileStatus>> status(const std::string& path) override {
-        struct stat info {};
-        if (lstat(path.c_str(), &info) != 0) {
-            if (errno == ENOENT) return std::optional<FileStatus>();
-            return io_error("stat", path, errno);
+    Result<std::optional<FileStatus>> status(const OpenDirectory& base,
+                                             std::string_view relative) override {
+        Parent parent;
+        if (const int failed = open_parent(base, relative, parent)) {
+            if (failed == ENOENT) return std::optional<FileStatus>();
+            return parent_error(base, relative, failed);
         }
-        FileStatus out;
-        out.kind = S_ISREG(info.st_mode)   ? FileKind::kRegular
-                   : S_ISDIR(info.st_mode) ? FileKind::kDirectory
-                                           : FileKind::kOther;
-        out.size = static_cast<std::uint64_t>(info.st_size);
-        out.modified = modified_time(info);
-        return std::optional<FileStatus>(out);
+        struct stat info {};
+        if (fstatat(parent.fd, parent.name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno == ENOENT) return std::optional<FileStatus>();
+            return io_error("stat", base.path_of(relative), errno);
+        }
+        return std::optional<FileStatus>(status_of(info));
     }
 
-    Result<void> touch(const std::string& path) override {
+    Result<void> touch(const OpenDirectory& base, std::string_view relative) override {
+        Parent parent;
+        if (const int failed = open_parent(base, relative, parent)) {
+            return parent_error(base, relative, failed);
+        }
         const timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-        if (utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
-            return io_error("touch", path, errno);
+        if (utimensat(parent.fd, parent.name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
+            return io_error("touch", base.path_of(relative), errno);
         }
         return ok();
     }
 
+    Result<OpenDirectory> open_below(const OpenDirectory& base,
+                                     std::string_view relative) override {
+        if (relative.empty()) {
+            const int fd = openat(base.fd(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (fd < 0) return io_error("open", base.path(), errno);
+            return OpenDirectory(base.path(), fd);
+        }
+        if (!is_relative_below(relative)) return invalid_relative(relative);
+        const int fd = open_beneath(base.fd(), std::string(relative), O_PATH | O_DIRECTORY);
+        if (fd < 0) return walk_error("open", base.path_of(relative), errno);
+        return OpenDirectory(base.path_of(relative), fd);
+    }
+
 private:
-    // Reads an opened file whole and closes it, stamping it as read_and_stamp() does.
-    // `path_of` names it in an error only, so that a hit builds no path.
-    template <class PathOf>
-    static Result<std::optional<std::string>> read_open_file(int fd, const PathOf& path_of,
-                                                             std::chrono::seconds stale_after) {
-        const ClosedOnExit closed{fd};  // an allocation that throws included
+    // Reads an opened file whole and closes it, stamping it as read() does. Checks its type and
+    // size before allocating anything.
+    static Result<std::optional<std::string>> read_open_file(int fd, const OpenDirectory& base,
+                                                             std::string_view relative,
+                                                             std::uint64_t max_bytes,
+                                                             std::chrono::seconds stamp_after) {
+        const ClosedOnExit closed{fd};
         struct stat info {};
         if (fstat(fd, &info) != 0) {
             const int saved = errno;
-            return io_error("stat", path_of(), saved);
+            return io_error("stat", base.path_of(relative), saved);
         }
-        // One read of the size fstat gave, into a string allocated once: entries are replaced by
-        // rename, never grown in place, so reading on to see EOF was a syscall per hit for
-        // nothing. A short read (a file cut meanwhile) still loops until that size or EOF. What
-        // reports no size (a pipe, /proc) is read to EOF instead.
-        const bool sized = S_ISREG(info.st_mode) && info.st_size > 0;
-        // Into this thread's spare buffer when it has one (see spare_buffer.hpp): a new process
-        // reading entry after entry between driver loads then faults no fresh pages in.
-        std::string out = take_spare_buffer();
-        out.resize(sized ? static_cast<std::size_t>(info.st_size) : std::size_t{4096});
+        if (!S_ISREG(info.st_mode)) {
+            return Error(Errc::kCorruptEntry, base.path_of(relative) + " is " +
+                                                  kind_word(info.st_mode) +
+                                                  ", not a regular file; not read");
+        }
+        const auto size = static_cast<std::uint64_t>(info.st_size);
+        if (size > max_bytes) {
+            return Error(Errc::kCorruptEntry, base.path_of(relative) + " holds " +
+                                                  std::to_string(size) + " bytes, more than the " +
+                                                  std::to_string(max_bytes) +
+                                                  " such a file may; not read");
+        }
+        // One read of the size fstat gave, into a string allocated once: files here are
+        // replaced by rename, never grown in place. A short read (a file cut meanwhile) loops
+        // until that size or EOF. Into this thread's spare buffer when it has one (see
+        // spare_buffer.hpp): a new process reading entry after entry between driver loads then
+        // faults no fresh pages in.
+        std::string out;
+        try {
+            out = take_spare_buffer();
+            out.resize(static_cast<std::size_t>(size));
+        } catch (const std::bad_alloc&) {
+            return Error(Errc::kIoError, "no memory to read " + std::to_string(size) +
+                                             " bytes of " + base.path_of(relative));
+        }
         std::size_t done = 0;
-        for (;;) {
-            if (done == out.size()) {
-                if (sized) break;
-                out.resize(out.size() * 2);
-            }
+        while (done < out.size()) {
             const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
             if (n < 0) {
                 if (errno == EINTR) continue;
                 const int saved = errno;
-                return io_error("read", path_of(), saved);
+                return io_error("read", base.path_of(relative), saved);
             }
             if (n == 0) break;
             done += static_cast<std::size_t>(n);
         }
         out.resize(done);
-        if (stale_after.count() >= 0 &&
-            std::chrono::system_clock::now() - modified_time(info) > stale_after) {
+        if (stamp_after.count() >= 0 &&
+            std::chrono::system_clock::now() - modified_time(info) > stamp_after) {
             const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-            (void)futimens(fd, times);  // ignored on purpose: see Files::read_and_stamp
+            (void)futimens(fd, times);  // ignored on purpose: see Files::read
         }
         return std::optional<std::string>(std::move(out));
     }
@@ -220,21 +436,18 @@ private:
 
 }  // namespace
 
-Result<std::optional<std::string>> Files::read_and_stamp(const std::string& path,
-                                                         std::chrono::seconds /*stale_after*/) {
-    auto bytes = read(path);
-    if (bytes && *bytes) (void)touch(path);  // ignored on purpose: see the declaration
-    return bytes;
-}
-
-Result<std::optional<std::string>> Files::read_and_stamp_below(const OpenDirectory& directory,
-                                                               const std::string& relative,
-                                                               std::chrono::seconds stale_after) {
-    return read_and_stamp(directory.path() + "/" + relative, stale_after);
-}
-
-OpenDirectory Files::open_directory(const std::string& path) {
-    return OpenDirectory(path, -1);
+bool is_relative_below(std::string_view relative) noexcept {
+    if (relative.empty() || relative.front() == '/' || relative.back() == '/') return false;
+    std::size_t start = 0;
+    for (;;) {
+        const std::size_t slash = relative.find('/', start);
+        const std::string_view part = relative.substr(
+            start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+        if (part.empty() || part == "." || part == "..") return false;
+        if (part.find('\0') != std::string_view::npos) return false;
+        if (slash == std::string_view::npos) return true;
+        start = slash + 1;
+    }
 }
 
 OpenDirectory::~OpenDirectory() {
@@ -253,14 +466,17 @@ OpenDirectory& OpenDirectory::operator=(OpenDirectory&& other) noexcept {
     return *this;
 }
 
-bool OpenDirectory::holds(dev_t device, ino_t inode) const noexcept {
-    if (fd_ < 0) return true;
-    struct stat held {};
-    return fstat(fd_, &held) == 0 && held.st_dev == device && held.st_ino == inode;
+std::string OpenDirectory::path_of(std::string_view relative) const {
+    std::string path = path_;
+    if (!relative.empty()) {
+        if (path.empty() || path.back() != '/') path += '/';
+        path.append(relative);
+    }
+    return path;
 }
 
 bool OpenDirectory::still_at_its_path() const noexcept {
-    if (fd_ < 0) return true;
+    if (fd_ < 0) return false;
     struct stat held {};
     struct stat named {};
     if (fstat(fd_, &held) != 0) return false;
@@ -271,6 +487,32 @@ bool OpenDirectory::still_at_its_path() const noexcept {
 Files& real_files() {
     static RealFiles files;
     return files;
+}
+
+Result<std::optional<std::string>> read_named_file(const std::string& path,
+                                                   std::uint64_t max_bytes) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        if (errno == ENOENT) return std::optional<std::string>();
+        return io_error("open", path, errno);
+    }
+    const ClosedOnExit closed{fd};
+    std::string out;
+    char chunk[65536];
+    for (;;) {
+        const ssize_t n = ::read(fd, chunk, sizeof chunk);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return io_error("read", path, errno);
+        }
+        if (n == 0) break;
+        if (out.size() + static_cast<std::size_t>(n) > max_bytes) {
+            return Error(Errc::kIoError, path + " is larger than " + std::to_string(max_bytes) +
+                                             " bytes; not read");
+        }
+        out.append(chunk, static_cast<std::size_t>(n));
+    }
+    return std::optional<std::string>(std::move(out));
 }
 
 Error io_error(const std::string& what, const std::string& path, int error_number) {

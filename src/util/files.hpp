@@ -1,5 +1,6 @@
-// The file operations the stores need, behind an interface so that tests can make them fail the
-// way real disks do (full, read-only) without needing such a disk.
+// The file operations the stores need, each below a directory held open and never following a
+// symbolic link, behind an interface so that tests can make them fail the way real disks do
+// (full, read-only) without needing such a disk.
 #pragma once
 
 #include <sys/types.h>
@@ -15,14 +16,15 @@
 
 namespace kcache::util {
 
-// Symbolic links are kOther: status() does not follow them, so that a link planted in the cache
-// directory cannot lead the cleaner to delete files outside it.
+// What a name below a held directory is. A symbolic link is kOther: nothing here follows one.
 enum class FileKind : std::uint8_t { kRegular, kDirectory, kOther };
 
 struct FileStatus {
     FileKind kind = FileKind::kOther;
     std::uint64_t size = 0;
     std::chrono::system_clock::time_point modified;
+    uid_t owner = 0;
+    mode_t mode = 0;  // permission bits and file type, as stat gives them
 };
 
 // Whether an atomic replace waits for the disk: kSynced fsyncs before the rename (a cache entry:
@@ -30,10 +32,13 @@ struct FileStatus {
 // loss costs nothing but a note (the key index), sparing every compile a second fsync.
 enum class Durability { kSynced, kUnsynced };
 
-// A directory held open, so that a file below it is reached by walking only the path below it:
-// a warm start reads one entry per kernel, and walking the cache directory's own path each time
-// showed in its profile. Move-only; closes what it holds. It holds nothing (fd -1) where the file
-// system cannot hold one (a test's fake): reads below it then go by the joined path.
+// A read that never refreshes the file's modification time.
+inline constexpr std::chrono::seconds kNeverStamp{-1};
+
+// A directory held open (O_PATH), the base every operation below it starts from, so that a file
+// below it is reached without walking the directory's own path again, and so that a directory
+// renamed or replaced meanwhile cannot redirect what kcache reads or deletes. Move-only; closes
+// what it holds. fd -1: holds nothing.
 class OpenDirectory {
 public:
     OpenDirectory() = default;
@@ -44,60 +49,83 @@ public:
     OpenDirectory(const OpenDirectory&) = delete;
     OpenDirectory& operator=(const OpenDirectory&) = delete;
 
+    // The path it was opened by, for messages: "<path>/<relative>".
     const std::string& path() const noexcept { return path_; }
     int fd() const noexcept { return fd_; }
+    std::string path_of(std::string_view relative) const;
     // Whether its path still names the directory held, not one made in its place after it was
-    // removed (one stat). True when it holds nothing.
+    // removed (one stat).
     bool still_at_its_path() const noexcept;
-    // Whether what it holds is the file `device` and `inode` (one fstat). True when it holds
-    // nothing.
-    bool holds(dev_t device, ino_t inode) const noexcept;
 
 private:
     std::string path_;
     int fd_ = -1;
 };
 
+// Every `relative` is a path below `base` such as "ab/cdef.kc" or "stats/0": not empty, no
+// leading '/', no "." or ".." part (kInvalidArgument otherwise). No symbolic link is followed at
+// any level: a link on the way is an error; a link at the last level is reported as kOther by
+// status() and removed itself by remove().
 class Files {
 public:
     virtual ~Files() = default;
-    // Whole-file read; nullopt if the file does not exist, kIoError for any other failure.
-    virtual Result<std::optional<std::string>> read(const std::string& path) = 0;
-    // Atomic replace: writes a uniquely named temporary (host, pid, random) in the same folder,
-    // fsyncs it (kSynced) and renames it over `path`. Readers see the old file or the new one,
-    // never a part. The temporary is removed on any failure.
-    virtual Result<void> write_atomic(const std::string& path, std::string_view bytes,
-                                      Durability durability = Durability::kSynced) = 0;
-    virtual Result<void> remove(const std::string& path) = 0;
-    // mkdir -p with `mode` for what it creates.
-    virtual Result<void> make_directories(const std::string& path, mode_t mode) = 0;
-    // The names in a directory, without "." and "..", in no particular order.
-    virtual Result<std::vector<std::string>> list_directory(const std::string& path) = 0;
-    // lstat: nullopt if the path does not exist (a file that vanished between a listing and this
-    // call is normal where other processes write and clean), kIoError for any other failure.
-    virtual Result<std::optional<FileStatus>> status(const std::string& path) = 0;
+
+    // Holds `path`, which must be a directory. A symbolic link as its last part is followed (the
+    // caller has looked at it first: see store::CacheDirectory); kIoError if it is not a
+    // directory or cannot be opened.
+    virtual Result<OpenDirectory> open_directory(const std::string& path) = 0;
+
+    // Whole-file read: nullopt if nothing is there; kCorruptEntry if what is there is not a
+    // regular file (a FIFO, a device, a directory, a link) or is larger than `max_bytes`, which
+    // is checked before anything is read or allocated; kIoError for any other failure, an
+    // allocation that fails included. With `stamp_after` >= 0 the file's modification time is
+    // set to now if it is older than that (ignored if that fails: a directory we may read but
+    // not change still serves hits).
+    virtual Result<std::optional<std::string>> read(const OpenDirectory& base,
+                                                    std::string_view relative,
+                                                    std::uint64_t max_bytes,
+                                                    std::chrono::seconds stamp_after) = 0;
+    // Atomic replace: writes a uniquely named temporary (`<name>.tmp.<host>.<pid>.<random>`) in
+    // the same folder, fsyncs it (kSynced) and renames it over `relative`. Readers see the old
+    // file or the new one, never a part. The temporary is removed on any failure.
+    virtual Result<void> write_atomic(const OpenDirectory& base, std::string_view relative,
+                                      std::string_view bytes, Durability durability) = 0;
+    // Removes what is at `relative` (nothing there is no error). A directory goes with everything
+    // in it, walked without following links.
+    virtual Result<void> remove(const OpenDirectory& base, std::string_view relative) = 0;
+    // mkdir -p below `base` with `mode` for what it creates; an existing part that is not a
+    // directory (a link included) is kIoError.
+    virtual Result<void> make_directories(const OpenDirectory& base, std::string_view relative,
+                                          mode_t mode) = 0;
+    // The names in the directory at `relative` ("" for `base` itself), without "." and "..", in
+    // no particular order.
+    virtual Result<std::vector<std::string>> list_directory(const OpenDirectory& base,
+                                                            std::string_view relative) = 0;
+    // lstat: nullopt if nothing is there (a file that vanished between a listing and this call
+    // is normal where other processes write and clean), kIoError for any other failure.
+    virtual Result<std::optional<FileStatus>> status(const OpenDirectory& base,
+                                                     std::string_view relative) = 0;
     // Sets the file's modification time to now, leaving its access time alone. The mtime is
     // kcache's recency stamp: atime cannot be relied on (noatime and relatime mounts).
-    virtual Result<void> touch(const std::string& path) = 0;
-    // read(), then a touch() when the stamp is older than `stale_after`; a failed touch is
-    // ignored (a directory we may read but not change still serves hits). The real file system
-    // does both on one open file and skips fresh stamps: a warm start reads many entries, and a
-    // path walk plus a metadata write per entry showed in its profile.
-    virtual Result<std::optional<std::string>> read_and_stamp(const std::string& path,
-                                                              std::chrono::seconds stale_after);
-    // Holds `path`, a directory, open for read_and_stamp_below(); a directory that cannot be
-    // opened gives one that holds nothing. The real file system's is the only one held.
-    virtual OpenDirectory open_directory(const std::string& path);
-    // read_and_stamp() of `relative` below `directory`; errors name the whole path.
-    virtual Result<std::optional<std::string>> read_and_stamp_below(
-        const OpenDirectory& directory, const std::string& relative,
-        std::chrono::seconds stale_after);
+    virtual Result<void> touch(const OpenDirectory& base, std::string_view relative) = 0;
+    // Holds the directory at `relative` ("" for `base` itself), as a base for further calls or
+    // for a lock file's descriptor.
+    virtual Result<OpenDirectory> open_below(const OpenDirectory& base,
+                                             std::string_view relative) = 0;
 };
 
 // The real file system.
 Files& real_files();
 
+// A file the user named (a source to compile, say), read whole by its path as given, links
+// followed. nullopt if it does not exist; kIoError if it is larger than `max_bytes` or unreadable.
+Result<std::optional<std::string>> read_named_file(const std::string& path,
+                                                   std::uint64_t max_bytes);
+
 // errno as a kIoError: "<what> <path>: <strerror>".
 Error io_error(const std::string& what, const std::string& path, int error_number);
+
+// Whether `relative` is a path Files accepts (see above).
+bool is_relative_below(std::string_view relative) noexcept;
 
 }  // namespace kcache::util

@@ -4,56 +4,56 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <set>
 #include <string>
 
 namespace kcache::util {
 namespace {
 
 struct LogConfig {
-    LogLevel level = LogLevel::kOff;
+    LogLevel level = LogLevel::kWarn;
     std::string path;  // empty: stderr
 };
 
 std::mutex g_write_mutex;
-std::atomic<int> g_level{-1};  // -1: not read yet
-LogConfig g_config;            // written under g_write_mutex
+std::atomic<int> g_level{-1};    // -1: not read yet
+LogConfig g_config;              // written under g_write_mutex
+std::set<std::string> g_warned;  // topics warned of; guarded by g_write_mutex
 
-void load_config() {
-    std::lock_guard lock(g_write_mutex);
-    const char* value = std::getenv("KCACHE_LOG");
-    std::string text = value != nullptr ? value : "";
-    g_config = {};
-    if (text.empty() || text == "0" || text == "off") {
-        g_config.level = LogLevel::kOff;
-    } else if (text == "debug" || text == "2") {
-        g_config.level = LogLevel::kDebug;
-    } else if (text.find('/') != std::string::npos) {
-        g_config.level = LogLevel::kDebug;
-        g_config.path = text;
+// False: not a log setting.
+bool parse(std::string_view text, LogConfig& out) {
+    out = {};
+    if (text.empty() || text == "warn" || text == "warning") {
+        out.level = LogLevel::kWarn;
+    } else if (text == "0" || text == "off") {
+        out.level = LogLevel::kOff;
+    } else if (text == "1" || text == "info") {
+        out.level = LogLevel::kInfo;
+    } else if (text == "2" || text == "debug") {
+        out.level = LogLevel::kDebug;
+    } else if (text.find('/') != std::string_view::npos) {
+        out.level = LogLevel::kDebug;
+        out.path = std::string(text);
     } else {
-        g_config.level = LogLevel::kInfo;
+        return false;
     }
+    return true;
+}
+
+void apply(std::string_view text) {
+    LogConfig config;
+    if (!parse(text, config)) config = {};  // a bad value keeps warnings on, never silences them
+    std::lock_guard lock(g_write_mutex);
+    g_config = std::move(config);
     g_level.store(static_cast<int>(g_config.level), std::memory_order_release);
 }
 
-}  // namespace
-
-LogLevel log_level() noexcept {
-    int level = g_level.load(std::memory_order_acquire);
-    if (level < 0) {
-        load_config();
-        level = g_level.load(std::memory_order_acquire);
-    }
-    return static_cast<LogLevel>(level);
+void load_from_environment() {
+    const char* value = std::getenv("KCACHE_LOG");
+    apply(value != nullptr ? value : "");
 }
 
-void reload_log_config() {
-    load_config();
-}
-
-void log_line(LogLevel level, std::string_view line) {
-    if (!log_enabled(level)) return;
-    std::lock_guard lock(g_write_mutex);
+void write(std::string_view line) {
     FILE* out = stderr;
     if (!g_config.path.empty()) {
         out = std::fopen(g_config.path.c_str(), "a");
@@ -61,6 +61,45 @@ void log_line(LogLevel level, std::string_view line) {
     }
     std::fprintf(out, "kcache: %.*s\n", static_cast<int>(line.size()), line.data());
     if (out != stderr) std::fclose(out);
+}
+
+}  // namespace
+
+LogLevel log_level() noexcept {
+    int level = g_level.load(std::memory_order_acquire);
+    if (level < 0) {
+        load_from_environment();
+        level = g_level.load(std::memory_order_acquire);
+    }
+    return static_cast<LogLevel>(level);
+}
+
+bool is_log_setting(std::string_view value) noexcept {
+    LogConfig ignored;
+    return parse(value, ignored);
+}
+
+void set_log_setting(std::string_view value) {
+    apply(value);
+}
+
+void reload_log_config() {
+    load_from_environment();
+    std::lock_guard lock(g_write_mutex);
+    g_warned.clear();
+}
+
+void log_line(LogLevel level, std::string_view line) {
+    if (!log_enabled(level)) return;
+    std::lock_guard lock(g_write_mutex);
+    write(line);
+}
+
+void warn_once(std::string_view topic, std::string_view line) {
+    if (!log_enabled(LogLevel::kWarn)) return;
+    std::lock_guard lock(g_write_mutex);
+    if (!g_warned.emplace(topic).second) return;
+    write(line);
 }
 
 }  // namespace kcache::util

@@ -1,23 +1,34 @@
-// kcache is silent unless KCACHE_LOG asks: "1"/"info" for one line per miss, compile and
-// eviction on stderr, "debug" for more, or a path (containing '/') to append to a file.
+// kcache is quiet until something is wrong: warnings (each once per process) on stderr by
+// default; KCACHE_LOG (or `log` in kcache.conf, or -o log=…) asks for more or for nothing:
+// "off"/"0", "warn", "info"/"1" (one line per miss, compile and eviction), "debug"/"2", or a path
+// (containing '/') to append every line, debug included, to that file.
 #pragma once
 
 #include <string_view>
 
 namespace kcache::util {
 
-enum class LogLevel { kOff = 0, kInfo = 1, kDebug = 2 };
+enum class LogLevel { kOff = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 
-// Read once from KCACHE_LOG on first use.
+// Read from KCACHE_LOG on first use, unless set_log_setting() came first.
 LogLevel log_level() noexcept;
 inline bool log_enabled(LogLevel level) noexcept {
     return log_level() >= level;
 }
 
+// Whether `value` is a log setting that set_log_setting() understands.
+bool is_log_setting(std::string_view value) noexcept;
+// Applies a log setting (as KCACHE_LOG takes them) from wherever the configuration found it.
+void set_log_setting(std::string_view value);
+
 // Writes "kcache: <line>\n" atomically with respect to other kcache log lines.
 void log_line(LogLevel level, std::string_view line);
 
-// For tests: re-read KCACHE_LOG.
+// A warning, written the first time its `topic` is warned of in this process only: a library
+// says what is wrong once, not at every call that meets it.
+void warn_once(std::string_view topic, std::string_view line);
+
+// For tests: re-read KCACHE_LOG, and forget which topics were warned of.
 void reload_log_config();
 
 }  // namespace kcache::util

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cache/options_from_config.hpp"
+#include "cache/settings.hpp"
 #include "test_support.hpp"
 
 namespace kcache::util {
@@ -80,8 +81,9 @@ protected:
         env_.set("KCACHE_DIR", dir_.path());
     }
     std::string conf() const { return dir_.path() + "/kcache.conf"; }
+    // As a program loads them: kcache.conf read through the accepted directory.
     Config load(const Overrides& overrides = {}) {
-        auto config = load_config(dir_.path(), overrides);
+        auto config = cache::load_settings(overrides);
         EXPECT_TRUE(config.ok()) << config.error().describe();
         return config.ok() ? std::move(config).value() : Config{};
     }
@@ -90,10 +92,12 @@ protected:
         EXPECT_TRUE(found.ok()) << found.error().describe();
         return found.ok() ? *found : ConfigEntry{};
     }
+    // The error (a bad command line), or else the first problem (every other source).
     std::string load_error(const Overrides& overrides = {}) {
-        auto config = load_config(dir_.path(), overrides);
-        EXPECT_FALSE(config.ok());
-        return config.ok() ? "" : config.error().message();
+        auto config = cache::load_settings(overrides);
+        if (!config) return config.error().message();
+        EXPECT_FALSE(config->problems().empty());
+        return config->problems().empty() ? "" : config->problems().front();
     }
 
     test::TempDir dir_;
@@ -267,7 +271,7 @@ TEST_F(ConfigTest, DirectoryComesFromCommandLineThenEnvironmentThenXdgThenHome) 
 
 TEST_F(ConfigTest, LoadWithoutDirectoryReadsTheFileOfTheResolvedOne) {
     write_text(conf(), "max_files = 3\n");
-    auto config = load_config("", {});
+    auto config = cache::load_settings({});
     ASSERT_TRUE(config.ok()) << config.error().describe();
     EXPECT_EQ(config->directory(), dir_.path());
     EXPECT_EQ(entry(*config, "dir").origin, Origin::kEnvironment);
@@ -275,7 +279,7 @@ TEST_F(ConfigTest, LoadWithoutDirectoryReadsTheFileOfTheResolvedOne) {
 
     test::TempDir other;
     write_text(other.path() + "/kcache.conf", "max_files = 8\n");
-    auto chosen = load_config("", {{"dir", other.path()}});
+    auto chosen = cache::load_settings({{"dir", other.path()}});
     ASSERT_TRUE(chosen.ok()) << chosen.error().describe();
     EXPECT_EQ(entry(*chosen, "dir").origin, Origin::kCommandLine);
     EXPECT_EQ(entry(*chosen, "max_files").value, "8");
@@ -301,7 +305,7 @@ TEST_F(ConfigTest, SetReplacesTheKeysLineKeepingCommentsAndOtherLines) {
                "\n"
                "# checks\n"
                "verify = 1\n");
-    auto set = set_config_value(dir_.path(), "max_size", "10Gi");
+    auto set = cache::set_config_value(dir_.path(), {}, "max_size", "10Gi");
     ASSERT_TRUE(set.ok()) << set.error().describe();
     EXPECT_EQ(read_text(conf()),
               "# budgets\n"
@@ -314,13 +318,13 @@ TEST_F(ConfigTest, SetReplacesTheKeysLineKeepingCommentsAndOtherLines) {
 
 TEST_F(ConfigTest, SetAppendsAKeyNotInTheFile) {
     write_text(conf(), "# only a comment\nverify = 1");  // no final newline
-    ASSERT_TRUE(set_config_value(dir_.path(), "max_files", "5").ok());
+    ASSERT_TRUE(cache::set_config_value(dir_.path(), {}, "max_files", "5").ok());
     EXPECT_EQ(read_text(conf()), "# only a comment\nverify = 1\nmax_files = 5\n");
 }
 
 TEST_F(ConfigTest, SetCreatesTheDirectoryAndTheFile) {
     const std::string fresh = dir_.path() + "/new/cache";
-    auto set = set_config_value(fresh, "compile_workers", " 4 ");
+    auto set = cache::set_config_value(fresh, {}, "compile_workers", " 4 ");
     ASSERT_TRUE(set.ok()) << set.error().describe();
     EXPECT_EQ(read_text(fresh + "/kcache.conf"), "compile_workers = 4\n");
     struct stat info {};
@@ -330,7 +334,7 @@ TEST_F(ConfigTest, SetCreatesTheDirectoryAndTheFile) {
 
 TEST_F(ConfigTest, SetLeavesOneLinePerKey) {
     write_text(conf(), "verify = 0\nmax_files = 1\nverify = 1\n");
-    ASSERT_TRUE(set_config_value(dir_.path(), "verify", "yes").ok());
+    ASSERT_TRUE(cache::set_config_value(dir_.path(), {}, "verify", "yes").ok());
     EXPECT_EQ(read_text(conf()), "verify = yes\nmax_files = 1\n");
 }
 
@@ -340,14 +344,14 @@ TEST_F(ConfigTest, SetRefusesBadInputWithoutTouchingTheFile) {
     struct stat before {};
     ASSERT_EQ(stat(conf().c_str(), &before), 0);
 
-    auto bad_size = set_config_value(dir_.path(), "max_size", "lots");
+    auto bad_size = cache::set_config_value(dir_.path(), {}, "max_size", "lots");
     ASSERT_FALSE(bad_size.ok());
     EXPECT_EQ(bad_size.error().message().rfind("max_size: bad size 'lots'", 0), 0u)
         << bad_size.error().message();
-    EXPECT_FALSE(set_config_value(dir_.path(), "max_sise", "1G").ok());
-    EXPECT_FALSE(set_config_value(dir_.path(), "dir", "/elsewhere").ok());
-    EXPECT_FALSE(set_config_value(dir_.path(), "nvrtc_library", "/x.so").ok());
-    EXPECT_FALSE(set_config_value(dir_.path(), "log", "1\nverify = 1").ok());
+    EXPECT_FALSE(cache::set_config_value(dir_.path(), {}, "max_sise", "1G").ok());
+    EXPECT_FALSE(cache::set_config_value(dir_.path(), {}, "dir", "/elsewhere").ok());
+    EXPECT_FALSE(cache::set_config_value(dir_.path(), {}, "nvrtc_library", "/x.so").ok());
+    EXPECT_FALSE(cache::set_config_value(dir_.path(), {}, "log", "1\nverify = 1").ok());
 
     struct stat after {};
     ASSERT_EQ(stat(conf().c_str(), &after), 0);
@@ -370,7 +374,7 @@ TEST_F(ConfigTest, ConcurrentSetsFromFourProcessesAllLand) {
             (void)!read(go[0], &byte, 1);  // returns when the parent closes its end: all start
             for (int round = 0; round < kRounds; ++round) {
                 const std::string value = std::to_string(100 * (k + 1) + round);
-                if (!set_config_value(dir_.path(), keys[k], value).ok()) _exit(1);
+                if (!cache::set_config_value(dir_.path(), {}, keys[k], value).ok()) _exit(1);
             }
             _exit(0);
         }
@@ -393,14 +397,105 @@ TEST_F(ConfigTest, ConcurrentSetsFromFourProcessesAllLand) {
     EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4) << text;
 }
 
+TEST_F(ConfigTest, AFileInTheDirectoryCannotRelaxItsChecksOrNameAProgram) {
+    write_text(conf(),
+               "allow_shared_dir = 1\n"
+               "read_only = 1\n"
+               "compile_worker = /tmp/evil.sh\n"
+               "max_files = 4\n");
+    const Config config = load();
+    EXPECT_EQ(entry(config, "allow_shared_dir").origin, Origin::kDefault);
+    EXPECT_EQ(entry(config, "read_only").origin, Origin::kDefault);
+    EXPECT_EQ(entry(config, "compile_worker").value, "");
+    EXPECT_EQ(entry(config, "max_files").value, "4") << "the good line still applies";
+    ASSERT_EQ(config.problems().size(), 3u);
+    EXPECT_NE(config.problems()[0].find(conf() + ":1: allow_shared_dir cannot be set in "
+                                                 "kcache.conf (it relaxes a check"),
+              std::string::npos)
+        << config.problems()[0];
+    EXPECT_NE(config.problems()[2].find("names a program to run"), std::string::npos)
+        << config.problems()[2];
+    // Nor may `kcache -o` write them there.
+    EXPECT_FALSE(cache::set_config_value(dir_.path(), {}, "compile_worker", "/tmp/evil.sh").ok());
+    EXPECT_FALSE(cache::set_config_value(dir_.path(), {}, "allow_shared_dir", "1").ok());
+}
+
+TEST_F(ConfigTest, NothingIsReadFromADirectoryThatIsRefused) {
+    write_text(conf(), "max_files = 4\ncompile_workers = 9\n");
+    ASSERT_EQ(chmod(dir_.path().c_str(), 0777), 0);  // anyone could have written that file
+    const Config config = load();
+    EXPECT_EQ(entry(config, "max_files").origin, Origin::kDefault);
+    EXPECT_EQ(entry(config, "compile_workers").origin, Origin::kDefault);
+    ASSERT_EQ(config.problems().size(), 1u);
+    EXPECT_NE(config.problems()[0].find("not read: refusing cache directory"), std::string::npos)
+        << config.problems()[0];
+    // Allowed from outside the directory, it is read.
+    env_.set("KCACHE_ALLOW_SHARED_DIR", "1");
+    EXPECT_EQ(entry(load(), "max_files").value, "4");
+}
+
+TEST_F(ConfigTest, AConfigFileThatIsAFifoOrHugeIsAProblemNotAHang) {
+    ASSERT_EQ(mkfifo(conf().c_str(), 0600), 0);
+    env_.set("KCACHE_MAX_FILES", "6");
+    const Config config = load();  // a blocking open would wait here for a writer forever
+    EXPECT_EQ(entry(config, "max_files").value, "6");
+    ASSERT_EQ(config.problems().size(), 1u);
+    EXPECT_NE(config.problems()[0].find("FIFO"), std::string::npos) << config.problems()[0];
+    std::filesystem::remove(conf());
+    ASSERT_EQ(truncate((write_text(conf(), ""), conf()).c_str(), off_t{1} << 32), 0);
+    ASSERT_EQ(load().problems().size(), 1u);
+    std::filesystem::remove(conf());
+    std::filesystem::create_symlink("/dev/zero", conf());
+    ASSERT_EQ(load().problems().size(), 1u);
+}
+
+TEST_F(ConfigTest, OneBadSettingKeepsEveryOtherAndNeverTurnsOffASafetyOption) {
+    write_text(conf(), "max_entries = 12\nmax_files = lots\n");
+    env_.set("KCACHE_MAX_SIZE", "bogus");
+    env_.set("KCACHE_VERIFY", "please");
+    env_.set("KCACHE_READ_ONLY", "sure");
+    env_.set("KCACHE_COMPILE_WORKERS", "2");
+    const Config config = load();
+    EXPECT_EQ(config.problems().size(), 4u);
+    EXPECT_EQ(entry(config, "max_entries").value, "12");
+    EXPECT_EQ(entry(config, "compile_workers").value, "2");
+    EXPECT_EQ(entry(config, "max_size").value, "4Gi") << "the default, below the bad value";
+    EXPECT_EQ(*config.get_bool("verify"), true) << "verification was asked for";
+    EXPECT_EQ(*config.get_bool("read_only"), true) << "a read-only cache was asked for";
+    EXPECT_EQ(config.directory(), dir_.path()) << "the disk tier is kept";
+}
+
+TEST_F(ConfigTest, TheLenientOptionsKeepTheDiskAndCountTheProblems) {
+    env_.set("KCACHE_MAX_SIZE", "bogus");
+    write_text(conf(), "max_entries = 12\n");
+    const CacheOptions options = CacheOptions::from_env_lenient();
+    EXPECT_EQ(options.disk_directory, dir_.path());
+    EXPECT_EQ(options.max_entries, 12u);
+    ASSERT_EQ(options.configuration_problems.size(), 1u);
+    EXPECT_NE(options.configuration_problems[0].find("KCACHE_MAX_SIZE"), std::string::npos);
+    EXPECT_FALSE(CacheOptions::from_env().ok()) << "the strict one refuses";
+}
+
+TEST_F(ConfigTest, LogLevelsAreCheckedWhereverTheyComeFrom) {
+    const std::string file = dir_.path() + "/log";
+    for (const std::string good : {"off", "0", "warn", "info", "1", "debug", "2", file.c_str()}) {
+        EXPECT_EQ(entry(load({{"log", good}}), "log").value, good);
+    }
+    EXPECT_FALSE(cache::load_settings({{"log", "loud"}}).ok());
+    write_text(conf(), "log = loud\n");
+    EXPECT_EQ(load().problems().size(), 1u);
+    reload_log_config();
+}
+
 TEST_F(ConfigTest, CacheOptionsTakeEverySettingThatHasAField) {
     write_text(conf(),
                "max_entries = 7\n"
                "verify = yes\n"
-               "allow_shared_dir = on\n"
-               "compile_workers = 3\n"
-               "compile_worker = /opt/bin/kcache\n");
+               "compile_workers = 3\n");
     env_.set("KCACHE_MAX_SIZE", "2Mi");
+    env_.set("KCACHE_ALLOW_SHARED_DIR", "on");
+    env_.set("KCACHE_COMPILE_WORKER", "/opt/bin/kcache");
+    env_.set("KCACHE_READ_ONLY", "1");
     auto options = cache::to_cache_options(load({{"max_files", "9"}}));
     ASSERT_TRUE(options.ok()) << options.error().describe();
     EXPECT_EQ(options->max_entries, 7u);
@@ -411,6 +506,7 @@ TEST_F(ConfigTest, CacheOptionsTakeEverySettingThatHasAField) {
     EXPECT_EQ(options->disk_max_bytes, 2u << 20);
     EXPECT_EQ(options->disk_max_files, 9u);
     EXPECT_EQ(options->disk_directory, dir_.path());
+    EXPECT_TRUE(options->read_only);
 
     auto no_disk = cache::to_cache_options(load({{"disk", "off"}}));
     ASSERT_TRUE(no_disk.ok());
@@ -424,6 +520,7 @@ TEST_F(ConfigTest, DefaultsAreCacheOptionsDefaults) {
     EXPECT_EQ(options->max_entries, defaults.max_entries);
     EXPECT_EQ(options->verify, defaults.verify);
     EXPECT_EQ(options->allow_shared_directory, defaults.allow_shared_directory);
+    EXPECT_EQ(options->read_only, defaults.read_only);
     EXPECT_EQ(options->compile_workers, defaults.compile_workers);
     EXPECT_EQ(options->compile_worker_command, defaults.compile_worker_command);
     EXPECT_EQ(options->disk_max_bytes, defaults.disk_max_bytes);

@@ -50,7 +50,7 @@ protected:
 TEST_F(DiskCatalogTest, ListsEveryEntryWithItsKeyMaterialSortedByFingerprint) {
     put(0xbb, "softmax:2");
     put(0xaa, "softmax:1");
-    auto entries = list_entries(dir_.path());
+    auto entries = list_entries(*test::cache_directory(dir_.path()));
     ASSERT_TRUE(entries.ok()) << entries.error().describe();
     ASSERT_EQ(entries->size(), 2u);
     EXPECT_EQ((*entries)[0].fingerprint, (util::Fingerprint{0xaa, 0xaa}.hex()));
@@ -67,7 +67,7 @@ TEST_F(DiskCatalogTest, ForeignFilesAreNotListed) {
     fs::create_directories(dir_.path() + "/keys/ab");
     std::ofstream(dir_.path() + "/keys/ab/cd") << "x";
     std::ofstream(store_->path_of(util::Fingerprint{0xaa, 0xaa}) + ".lock");
-    auto entries = list_entries(dir_.path());
+    auto entries = list_entries(*test::cache_directory(dir_.path()));
     ASSERT_TRUE(entries.ok());
     EXPECT_EQ(entries->size(), 1u);
 }
@@ -75,7 +75,7 @@ TEST_F(DiskCatalogTest, ForeignFilesAreNotListed) {
 TEST_F(DiskCatalogTest, ABadEntryIsListedWithItsProblem) {
     put(0xaa, "softmax:1");
     std::ofstream(store_->path_of(util::Fingerprint{0xaa, 0xaa}), std::ios::app) << "junk";
-    auto entries = list_entries(dir_.path());
+    auto entries = list_entries(*test::cache_directory(dir_.path()));
     ASSERT_TRUE(entries.ok());
     ASSERT_EQ(entries->size(), 1u);
     EXPECT_NE((*entries)[0].problem.find("corrupt"), std::string::npos) << (*entries)[0].problem;
@@ -84,7 +84,7 @@ TEST_F(DiskCatalogTest, ABadEntryIsListedWithItsProblem) {
 TEST_F(DiskCatalogTest, FindsAnEntryByAUniquePrefix) {
     put(0xaa00000000000000ull, "a");
     put(0xbb00000000000000ull, "b");
-    auto found = find_entry(dir_.path(), "bb00");
+    auto found = find_entry(*test::cache_directory(dir_.path()), "bb00");
     ASSERT_TRUE(found.ok()) << found.error().describe();
     EXPECT_EQ(found->key.caller_key, "b");
 }
@@ -92,10 +92,14 @@ TEST_F(DiskCatalogTest, FindsAnEntryByAUniquePrefix) {
 TEST_F(DiskCatalogTest, AnAmbiguousShortOrUnknownPrefixIsAnError) {
     put(0xaa00000000000000ull, "a");
     put(0xaa00000000000001ull, "b");
-    EXPECT_EQ(find_entry(dir_.path(), "aa00").error().code(), Errc::kInvalidArgument);
-    EXPECT_EQ(find_entry(dir_.path(), "aa").error().code(), Errc::kInvalidArgument);
-    EXPECT_EQ(find_entry(dir_.path(), "XYZW").error().code(), Errc::kInvalidArgument);
-    EXPECT_EQ(find_entry(dir_.path(), "cccc").error().code(), Errc::kIoError);
+    EXPECT_EQ(find_entry(*test::cache_directory(dir_.path()), "aa00").error().code(),
+              Errc::kInvalidArgument);
+    EXPECT_EQ(find_entry(*test::cache_directory(dir_.path()), "aa").error().code(),
+              Errc::kInvalidArgument);
+    EXPECT_EQ(find_entry(*test::cache_directory(dir_.path()), "XYZW").error().code(),
+              Errc::kInvalidArgument);
+    EXPECT_EQ(find_entry(*test::cache_directory(dir_.path()), "cccc").error().code(),
+              Errc::kIoError);
 }
 
 TEST_F(DiskCatalogTest, VerifyReportsBadEntriesAndRemovesThemOnlyWhenRepairing) {
@@ -107,7 +111,7 @@ TEST_F(DiskCatalogTest, VerifyReportsBadEntriesAndRemovesThemOnlyWhenRepairing) 
         file.seekp(40);
         file.put('!');
     }
-    auto report = verify_entries(dir_.path(), false);
+    auto report = verify_entries(*test::cache_directory(dir_.path()), false);
     ASSERT_TRUE(report.ok()) << report.error().describe();
     EXPECT_EQ(report->checked, 2u);
     EXPECT_EQ(report->bad, 1u);
@@ -116,7 +120,7 @@ TEST_F(DiskCatalogTest, VerifyReportsBadEntriesAndRemovesThemOnlyWhenRepairing) 
     EXPECT_NE(report->problems[0].find(bad), std::string::npos);
     EXPECT_TRUE(fs::exists(bad));
 
-    auto repaired = verify_entries(dir_.path(), true);
+    auto repaired = verify_entries(*test::cache_directory(dir_.path()), true);
     ASSERT_TRUE(repaired.ok());
     EXPECT_EQ(repaired->removed, 1u);
     EXPECT_FALSE(fs::exists(bad));
@@ -124,8 +128,9 @@ TEST_F(DiskCatalogTest, VerifyReportsBadEntriesAndRemovesThemOnlyWhenRepairing) 
 }
 
 TEST_F(DiskCatalogTest, AMissingDirectoryIsAnError) {
-    EXPECT_FALSE(list_entries(dir_.path() + "/nope").ok());
-    EXPECT_FALSE(verify_entries(dir_.path() + "/nope", false).ok());
+    // A directory that is not there is not accepted, so nothing can be listed in it.
+    EXPECT_FALSE(
+        CacheDirectory::open(dir_.path() + "/nope", DirectoryPolicy{false, false, false}).ok());
 }
 
 }  // namespace

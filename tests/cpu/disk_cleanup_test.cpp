@@ -78,7 +78,7 @@ std::vector<bool> which_exist(const std::string& dir, unsigned count) {
 }
 
 Result<CleanupReport> clean(const std::string& dir, const CleanupRequest& request) {
-    return clean_directory(dir, request, util::real_files());
+    return clean_directory(*test::cache_directory(dir), request);
 }
 
 CleanupRequest budget(std::uint64_t max_bytes, std::uint64_t max_files) {
@@ -230,7 +230,7 @@ TEST(DiskCleaner, ForeignFilesAndFoldersUntouched) {
     make_entries(root, 1, 100);  // kcache's own, to be evicted
     const std::vector<std::string> foreign = {
         root + "/kcache.conf",
-        root + "/stats",
+        root + "/statistics",
         root + "/keys/0123456789abcdef0123456789abcd.kc",  // not a two-hex-digit folder
         root + "/AB/0123456789abcdef0123456789abcd.kc",    // upper case is not ours
         root + "/abc/0123456789abcdef0123456789abcd.kc",
@@ -243,8 +243,9 @@ TEST(DiskCleaner, ForeignFilesAndFoldersUntouched) {
         root + "/01/0123.kc.lock.bak",
     };
     for (const std::string& path : foreign) make_file(path, 100, 10h);
-    // A plain file where a folder would be, and links that lead out of the cache.
+    // Plain files where kcache's folders would be, and links that lead out of the cache.
     make_file(root + "/cd", 100, 10h);
+    make_file(root + "/stats", 100, 10h);
     const std::string victim = outside.path() + "/0123456789abcdef0123456789abcd.kc";
     make_file(victim, 100, 10h);
     fs::create_directory_symlink(outside.path(), root + "/ef");
@@ -259,9 +260,15 @@ TEST(DiskCleaner, ForeignFilesAndFoldersUntouched) {
     EXPECT_EQ(report->temps_swept + report->locks_removed, 0u);
     EXPECT_FALSE(fs::exists(entry_path(root, 0)));
     for (const std::string& path : foreign) EXPECT_TRUE(fs::exists(path)) << path;
-    EXPECT_TRUE(fs::exists(root + "/cd"));
+    // What stood at kcache's own names is removed, never followed: the links themselves go, and
+    // what they led to stays.
+    EXPECT_EQ(report->strays_removed, 4u);
+    EXPECT_FALSE(fs::exists(fs::symlink_status(root + "/cd")));
+    EXPECT_FALSE(fs::exists(fs::symlink_status(root + "/stats")));
+    EXPECT_FALSE(fs::exists(fs::symlink_status(root + "/ef")));
+    EXPECT_FALSE(fs::exists(fs::symlink_status(root + "/01/fedcba9876543210fedcba98765432.kc")));
     EXPECT_TRUE(fs::exists(victim));
-    EXPECT_TRUE(fs::is_symlink(root + "/01/fedcba9876543210fedcba98765432.kc"));
+    EXPECT_EQ(std::distance(fs::directory_iterator(outside.path()), fs::directory_iterator()), 1);
 }
 
 // --- Through the disk store ---
@@ -380,19 +387,19 @@ TEST(DiskStoreCleanup, PutTriggersCleanupWhenOverBudget) {
 
 TEST(DiskCleaner, OldKeyIndexRecordsGoAndFreshOnesStay) {
     TempDir dir;
-    const std::string old_record = dir.path() + "/keys/ab/old";
-    const std::string fresh_record = dir.path() + "/keys/ab/fresh";
+    const std::string old_record = dir.path() + "/keys/ab/0123";
+    const std::string fresh_record = dir.path() + "/keys/ab/4567";
     const std::string dead_temp = dir.path() + "/keys/ab/x.tmp.host.1.2";
     make_file(old_record, 40, std::chrono::hours(24 * 31));
     make_file(fresh_record, 40, std::chrono::hours(24));
     make_file(dead_temp, 40, std::chrono::hours(2));
     CleanupRequest request;
     request.dry_run = true;
-    auto dry = clean_directory(dir.path(), request, util::real_files());
+    auto dry = clean_directory(*test::cache_directory(dir.path()), request);
     ASSERT_TRUE(dry.ok()) << dry.error().describe();
     EXPECT_EQ(dry->index_records_removed, 2u);
     EXPECT_TRUE(fs::exists(old_record));
-    auto report = clean_directory(dir.path(), CleanupRequest{}, util::real_files());
+    auto report = clean_directory(*test::cache_directory(dir.path()), CleanupRequest{});
     ASSERT_TRUE(report.ok());
     EXPECT_EQ(report->index_records_removed, 2u);
     EXPECT_FALSE(fs::exists(old_record));
@@ -434,9 +441,10 @@ TEST(DiskStoreCleanup, WritesKeepTheDirectoryWithinBudget) {
 class CountingFiles final : public ForwardingFiles {
 public:
     explicit CountingFiles(std::string directory) : directory_(std::move(directory)) {}
-    Result<std::vector<std::string>> list_directory(const std::string& path) override {
-        if (path == directory_) ++scans;
-        return ForwardingFiles::list_directory(path);
+    Result<std::vector<std::string>> list_directory(const util::OpenDirectory& base,
+                                                    std::string_view relative) override {
+        if (base.path_of(relative) == directory_) ++scans;
+        return ForwardingFiles::list_directory(base, relative);
     }
     int scans = 0;
 
@@ -470,14 +478,16 @@ class StuckFiles final : public ForwardingFiles {
 public:
     bool fail_list = false;
     int listings = 0;
-    Result<void> remove(const std::string& path) override {
-        if (path.ends_with(".kc")) return util::io_error("remove", path, EACCES);
-        return ForwardingFiles::remove(path);
+    Result<void> remove(const util::OpenDirectory& base, std::string_view relative) override {
+        if (relative.ends_with(".kc"))
+            return util::io_error("remove", base.path_of(relative), EACCES);
+        return ForwardingFiles::remove(base, relative);
     }
-    Result<std::vector<std::string>> list_directory(const std::string& path) override {
+    Result<std::vector<std::string>> list_directory(const util::OpenDirectory& base,
+                                                    std::string_view relative) override {
         ++listings;
-        if (fail_list) return util::io_error("list", path, EIO);
-        return ForwardingFiles::list_directory(path);
+        if (fail_list) return util::io_error("list", base.path_of(relative), EIO);
+        return ForwardingFiles::list_directory(base, relative);
     }
 };
 
@@ -550,59 +560,6 @@ TEST(FileLock, TryAcquireSaysWhenTheLockFileCannotBeOpened) {
     auto lock = FileLock::try_acquire("/nonexistent-dir/cleanup.lock");
     ASSERT_FALSE(lock.ok());
     EXPECT_EQ(lock.error().code(), Errc::kIoError);
-}
-
-TEST(RealFiles, StatusGivesKindSizeAndModifiedTime) {
-    test::TempDir dir;
-    const std::string path = dir.path() + "/file";
-    ASSERT_TRUE(real_files().write_atomic(path, "12345").ok());
-    auto status = real_files().status(path);
-    ASSERT_TRUE(status.ok() && status->has_value());
-    EXPECT_EQ((*status)->kind, FileKind::kRegular);
-    EXPECT_EQ((*status)->size, 5u);
-    EXPECT_LT(std::chrono::system_clock::now() - (*status)->modified, 1min);
-    auto folder = real_files().status(dir.path());
-    ASSERT_TRUE(folder.ok() && folder->has_value());
-    EXPECT_EQ((*folder)->kind, FileKind::kDirectory);
-}
-
-TEST(RealFiles, StatusOfAMissingFileIsNothingNotAnError) {
-    auto status = real_files().status("/nonexistent-dir/file");
-    ASSERT_TRUE(status.ok());
-    EXPECT_FALSE(status->has_value());
-}
-
-TEST(RealFiles, StatusDoesNotFollowSymbolicLinks) {
-    test::TempDir dir;
-    std::filesystem::create_directory_symlink(dir.path(), dir.path() + "/link");
-    auto status = real_files().status(dir.path() + "/link");
-    ASSERT_TRUE(status.ok() && status->has_value());
-    EXPECT_EQ((*status)->kind, FileKind::kOther);
-}
-
-TEST(RealFiles, ListDirectoryNamesEverythingButTheDots) {
-    test::TempDir dir;
-    ASSERT_TRUE(real_files().write_atomic(dir.path() + "/a", "").ok());
-    ASSERT_TRUE(real_files().make_directories(dir.path() + "/b", 0700).ok());
-    auto names = real_files().list_directory(dir.path());
-    ASSERT_TRUE(names.ok());
-    std::sort(names->begin(), names->end());
-    EXPECT_EQ(*names, std::vector<std::string>({"a", "b"}));
-    EXPECT_FALSE(real_files().list_directory(dir.path() + "/missing").ok());
-}
-
-TEST(RealFiles, TouchSetsTheModifiedTimeToNowAndLeavesTheAccessTime) {
-    test::TempDir dir;
-    const std::string path = dir.path() + "/file";
-    ASSERT_TRUE(real_files().write_atomic(path, "x").ok());
-    const timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};
-    ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), long_ago, 0), 0);
-    ASSERT_TRUE(real_files().touch(path).ok());
-    struct stat info {};
-    ASSERT_EQ(stat(path.c_str(), &info), 0);
-    EXPECT_GT(info.st_mtim.tv_sec, 1000000000 + 3600);
-    EXPECT_EQ(info.st_atim.tv_sec, 1000000000);
-    EXPECT_FALSE(real_files().touch(dir.path() + "/missing").ok());
 }
 
 }  // namespace

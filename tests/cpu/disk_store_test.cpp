@@ -26,18 +26,10 @@ using test::TempDir;
 class FaultyFiles final : public test::ForwardingFiles {
 public:
     int write_errno = 0;
-    util::OpenDirectory open_directory(const std::string& path) override {
-        return util::real_files().open_directory(path);
-    }
-    Result<std::optional<std::string>> read_and_stamp_below(
-        const util::OpenDirectory& directory, const std::string& relative,
-        std::chrono::seconds stale_after) override {
-        return util::real_files().read_and_stamp_below(directory, relative, stale_after);
-    }
-    Result<void> write_atomic(const std::string& path, std::string_view bytes,
-                              util::Durability durability) override {
-        if (write_errno != 0) return util::io_error("write", path, write_errno);
-        return ForwardingFiles::write_atomic(path, bytes, durability);
+    Result<void> write_atomic(const util::OpenDirectory& base, std::string_view relative,
+                              std::string_view bytes, util::Durability durability) override {
+        if (write_errno != 0) return util::io_error("write", base.path_of(relative), write_errno);
+        return ForwardingFiles::write_atomic(base, relative, bytes, durability);
     }
 };
 
@@ -95,82 +87,6 @@ TEST(DiskStore, MissingEntryIsAMissNotAnError) {
     EXPECT_EQ(store->stats().errors, 0u);
 }
 
-TEST(RealFiles, ReadsAFileThatReportsNoSizeToItsEnd) {
-    // /proc files stat as empty; a read trusting st_size would return nothing.
-    auto bytes = util::real_files().read("/proc/self/status");
-    ASSERT_TRUE(bytes.ok()) << bytes.error().describe();
-    ASSERT_TRUE(bytes->has_value());
-    EXPECT_NE((*bytes)->find("Name:"), std::string::npos);
-    EXPECT_NE((*bytes)->find("Pid:"), std::string::npos);
-}
-
-TEST(RealFiles, ReadsAWholeFileLargerThanOneBuffer) {
-    TempDir dir;
-    std::string text;
-    for (int i = 0; i < 100000; ++i) text += std::to_string(i) + ",";
-    const std::string path = dir.path() + "/big";
-    ASSERT_TRUE(util::real_files().write_atomic(path, text).ok());
-    auto bytes = util::real_files().read_and_stamp(path, std::chrono::seconds(600));
-    ASSERT_TRUE(bytes.ok() && bytes->has_value());
-    EXPECT_EQ(**bytes, text);
-}
-
-TEST(RealFiles, ReadsBelowAnOpenDirectoryAndNamesTheWholePathInErrors) {
-    TempDir dir;
-    fs::create_directories(dir.path() + "/ab/cd");
-    ASSERT_TRUE(util::real_files().write_atomic(dir.path() + "/ab/entry", "bytes").ok());
-    const util::OpenDirectory held = util::real_files().open_directory(dir.path() + "/ab");
-    ASSERT_GE(held.fd(), 0);
-
-    auto bytes = util::real_files().read_and_stamp_below(held, "entry", std::chrono::seconds(600));
-    ASSERT_TRUE(bytes.ok() && bytes->has_value());
-    EXPECT_EQ(**bytes, "bytes");
-    auto missing = util::real_files().read_and_stamp_below(held, "none", std::chrono::seconds(-1));
-    ASSERT_TRUE(missing.ok());
-    EXPECT_FALSE(missing->has_value());
-    auto folder = util::real_files().read_and_stamp_below(held, "cd", std::chrono::seconds(-1));
-    ASSERT_FALSE(folder.ok());  // a directory cannot be read as a file
-    EXPECT_NE(folder.error().message().find(dir.path() + "/ab/cd"), std::string::npos)
-        << folder.error().message();
-}
-
-TEST(RealFiles, AHeldDirectoryKnowsWhenItsPathNamesAnotherOne) {
-    TempDir dir;
-    const std::string path = dir.path() + "/held";
-    fs::create_directories(path);
-    const util::OpenDirectory held = util::real_files().open_directory(path);
-    ASSERT_GE(held.fd(), 0);
-    EXPECT_TRUE(held.still_at_its_path());
-    struct stat info {};
-    ASSERT_EQ(stat(path.c_str(), &info), 0);
-    EXPECT_TRUE(held.holds(info.st_dev, info.st_ino));
-    ASSERT_EQ(stat(dir.path().c_str(), &info), 0);
-    EXPECT_FALSE(held.holds(info.st_dev, info.st_ino));
-    fs::remove(path);
-    EXPECT_FALSE(held.still_at_its_path());
-    fs::create_directories(path);
-    EXPECT_FALSE(held.still_at_its_path());
-}
-
-TEST(RealFiles, ASymbolicLinkIsNotHeldAsADirectory) {
-    TempDir dir;
-    fs::create_directories(dir.path() + "/real");
-    fs::create_directory_symlink(dir.path() + "/real", dir.path() + "/link");
-    EXPECT_LT(util::real_files().open_directory(dir.path() + "/link").fd(), 0);
-}
-
-TEST(RealFiles, MakeDirectoriesMakesEveryMissingLevelAndAcceptsThoseThere) {
-    TempDir dir;
-    const std::string deep = dir.path() + "/a/b/c";
-    ASSERT_TRUE(util::real_files().make_directories(deep, 0700).ok());
-    EXPECT_TRUE(fs::is_directory(deep));
-    ASSERT_TRUE(util::real_files().make_directories(deep, 0700).ok());  // all there already
-    ASSERT_TRUE(util::real_files().make_directories(dir.path() + "/a/d", 0700).ok());
-    EXPECT_TRUE(fs::is_directory(dir.path() + "/a/d"));
-    ASSERT_TRUE(util::real_files().write_atomic(dir.path() + "/file", "x").ok());
-    EXPECT_FALSE(util::real_files().make_directories(dir.path() + "/file/e", 0700).ok());
-}
-
 TEST(DiskStore, LookupsFollowADirectoryRemovedAndMadeAgainOnceAWriteFindsIt) {
     // Lookups open entries below the directory the store opened. Removed (kcache -C by hand, an
     // rm -rf) and made again by the next write, it must not keep them reading the removed one.
@@ -218,9 +134,9 @@ TEST(DiskStore, ACorruptEntryInADirectorySinceReplacedLeavesTheNewOnesEntryAlone
     auto replacing = open_store(path);
     ASSERT_TRUE(replacing->put(kPrint, sample("new")).ok());
     const std::string old_entry = dir.path() + "/old/" + DiskStore::relative_path_of(kPrint);
-    std::string bytes = *util::real_files().read(old_entry).value();
+    std::string bytes = *util::read_named_file(old_entry, std::uint64_t{1} << 30).value();
     bytes[bytes.size() / 2] ^= 0x40;
-    ASSERT_TRUE(util::real_files().write_atomic(old_entry, bytes).ok());
+    ASSERT_TRUE(test::replace_file(old_entry, bytes));
 
     EXPECT_EQ(store->get(kPrint), nullptr);
     EXPECT_EQ(store->stats().corrupt, 1u);
@@ -270,11 +186,11 @@ TEST(DiskStore, CorruptEntryIsAMissAndIsRemoved) {
     ASSERT_TRUE(store->put(kPrint, sample()).ok());
     const std::string path = store->path_of(kPrint);
     {
-        auto bytes = util::real_files().read(path);
+        auto bytes = util::read_named_file(path, std::uint64_t{1} << 30);
         ASSERT_TRUE(bytes.ok() && bytes->has_value());
         std::string damaged = **bytes;
         damaged[damaged.size() / 2] ^= 0x20;
-        ASSERT_TRUE(util::real_files().write_atomic(path, damaged).ok());
+        ASSERT_TRUE(test::replace_file(path, damaged));
     }
     EXPECT_EQ(store->get(kPrint), nullptr);
     EXPECT_EQ(store->stats().corrupt, 1u);
@@ -311,20 +227,6 @@ TEST(DiskStore, ReadOnlyDirectoryIsACountedError) {
     files.write_errno = EROFS;
     EXPECT_FALSE(store->put(kPrint, sample()).ok());
     EXPECT_EQ(store->stats().errors, 1u);
-}
-
-TEST(AtomicWrite, LeavesNoTemporaryFileBehind) {
-    TempDir dir;
-    const std::string path = dir.path() + "/file";
-    ASSERT_TRUE(util::real_files().write_atomic(path, "one").ok());
-    ASSERT_TRUE(util::real_files().write_atomic(path, "two").ok());
-    int files = 0;
-    for (const auto& item : fs::directory_iterator(dir.path())) {
-        (void)item;
-        ++files;
-    }
-    EXPECT_EQ(files, 1);
-    EXPECT_EQ(**util::real_files().read(path), "two");
 }
 
 TEST(DefaultDirectory, FollowsKcacheDirThenXdgThenHome) {

@@ -34,25 +34,25 @@ using test::LogToFile;
 
 TEST(KeyIndex, RecordThenLastStoredReturnsFingerprint) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     index.record("softmax", kFirst);
     EXPECT_EQ(index.last_stored("softmax"), kFirst);
 }
 
 TEST(KeyIndex, RecordIsReadableTextUnderKeys) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     index.record("softmax", kFirst);
     const std::string path = index.path_of("softmax");
     EXPECT_EQ(path.rfind(dir.path() + "/keys/", 0), 0u) << path;
     EXPECT_EQ(fs::path(path).parent_path().filename().string().size(), 2u) << path;
-    EXPECT_EQ(**util::real_files().read(path), kFirst.hex() + "\nsoftmax\n");
+    EXPECT_EQ(**util::read_named_file(path, std::uint64_t{1} << 30), kFirst.hex() + "\nsoftmax\n");
 }
 
 TEST(KeyIndex, RecordsAreWrittenWithoutWaitingForTheDisk) {
     TempDir dir;
     test::DurabilityLog files;
-    KeyIndex index = KeyIndex::at(dir.path(), files);
+    KeyIndex index = test::index_at(dir.path(), files);
     index.record("softmax", kFirst);
     ASSERT_EQ(files.writes.count(index.path_of("softmax")), 1u);
     EXPECT_EQ(files.writes.at(index.path_of("softmax")), util::Durability::kUnsynced);
@@ -61,7 +61,7 @@ TEST(KeyIndex, RecordsAreWrittenWithoutWaitingForTheDisk) {
 
 TEST(KeyIndex, LaterRecordReplacesEarlier) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     index.record("softmax", kFirst);
     index.record("softmax", kSecond);
     EXPECT_EQ(index.last_stored("softmax"), kSecond);
@@ -69,7 +69,7 @@ TEST(KeyIndex, LaterRecordReplacesEarlier) {
 
 TEST(KeyIndex, KeysAreKeptApart) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     index.record("softmax", kFirst);
     index.record("gelu", kSecond);
     EXPECT_EQ(index.last_stored("softmax"), kFirst);
@@ -78,7 +78,7 @@ TEST(KeyIndex, KeysAreKeptApart) {
 
 TEST(KeyIndex, UnknownKeyHasNoEntry) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     EXPECT_EQ(index.last_stored("softmax"), std::nullopt);  // no keys/ folder yet
     index.record("gelu", kFirst);
     EXPECT_EQ(index.last_stored("softmax"), std::nullopt);
@@ -86,7 +86,7 @@ TEST(KeyIndex, UnknownKeyHasNoEntry) {
 
 TEST(KeyIndex, CorruptIndexFileIsNoEntryAndRemoved) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     const std::string path = index.path_of("softmax");
     const std::string good = kFirst.hex() + "\nsoftmax\n";
     const std::string garbages[] = {
@@ -106,7 +106,7 @@ TEST(KeyIndex, CorruptIndexFileIsNoEntryAndRemoved) {
 
 TEST(KeyIndex, CallerKeyCollisionIsDetected) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     // As if "other" hashed to softmax's file name: a valid record, but for another key.
     const std::string path = index.path_of("softmax");
     write_file(path, kFirst.hex() + "\nother\n");
@@ -116,7 +116,7 @@ TEST(KeyIndex, CallerKeyCollisionIsDetected) {
 
 TEST(KeyIndex, KeysWithNewlinesAndSlashesWork) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     const std::string odd = "a/b\n../c\n";
     index.record(odd, kFirst);
     index.record("a/b", kSecond);
@@ -134,18 +134,18 @@ TEST(KeyIndex, KeysWithNewlinesAndSlashesWork) {
 
 TEST(KeyIndex, UnwritableDirectoryDoesNotThrow) {
     TempDir dir;
-    // A regular file where the cache directory should be: every mkdir under it fails, even for
+    // A regular file where the index's folder should be: every mkdir under it fails, even for
     // root, whom chmod would not stop.
-    write_file(dir.path() + "/file", "x");
-    KeyIndex index = KeyIndex::at(dir.path() + "/file/cache");
+    write_file(dir.path() + "/keys", "x");
+    KeyIndex index = test::index_at(dir.path());
     EXPECT_NO_THROW(index.record("softmax", kFirst));
     EXPECT_EQ(index.last_stored("softmax"), std::nullopt);
 }
 
 TEST(KeyIndex, FailedRecordIsLogged) {
     TempDir dir;
-    write_file(dir.path() + "/file", "x");
-    KeyIndex index = KeyIndex::at(dir.path() + "/file/cache");
+    write_file(dir.path() + "/keys", "x");
+    KeyIndex index = test::index_at(dir.path());
     LogToFile log(dir.path() + "/kcache.log");
     index.record("softmax", kFirst);
     EXPECT_NE(log.text().find("key index not updated"), std::string::npos) << log.text();
@@ -195,7 +195,7 @@ struct StoredMaterial {
 
 TEST(KeyIndex, ExplainMissNamesTheDifferingPart) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     StoredMaterial stored;
     stored.by_hex[kFirst.hex()] = softmax_material("-O3 -DN=4");
     index.record("softmax", kFirst);
@@ -207,7 +207,7 @@ TEST(KeyIndex, ExplainMissNamesTheDifferingPart) {
 
 TEST(KeyIndex, ExplainMissSaysNothingWithoutNearestEntry) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     StoredMaterial stored;
     stored.by_hex[kFirst.hex()] = softmax_material("-O3 -DN=4");
     index.record("gelu", kFirst);  // another key's entry is no neighbour
@@ -217,7 +217,7 @@ TEST(KeyIndex, ExplainMissSaysNothingWithoutNearestEntry) {
 
 TEST(KeyIndex, ExplainMissSaysNothingWhenTheNearestIsTheWantedEntry) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     StoredMaterial stored;
     stored.by_hex[kFirst.hex()] = softmax_material("-O3 -DN=4");
     index.record("softmax", kFirst);
@@ -226,7 +226,7 @@ TEST(KeyIndex, ExplainMissSaysNothingWhenTheNearestIsTheWantedEntry) {
 
 TEST(KeyIndex, ExplainMissSaysWhenTheNearestEntryIsGone) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     StoredMaterial stored;  // holds nothing: evicted, cleared or damaged
     index.record("softmax", kFirst);
     const std::string line =
@@ -238,7 +238,7 @@ TEST(KeyIndex, ExplainMissSaysWhenTheNearestEntryIsGone) {
 
 TEST(KeyIndex, ExplainMissSaysWhenTheMaterialIsTheSame) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     StoredMaterial stored;
     stored.by_hex[kFirst.hex()] = softmax_material("-O3");
     index.record("softmax", kFirst);
@@ -248,7 +248,7 @@ TEST(KeyIndex, ExplainMissSaysWhenTheMaterialIsTheSame) {
 
 TEST(KeyIndex, ExplainMissKeepsAnOddKeyOnOneLine) {
     TempDir dir;
-    KeyIndex index = KeyIndex::at(dir.path());
+    KeyIndex index = test::index_at(dir.path());
     StoredMaterial stored;
     KeyMaterial wanted = softmax_material("-O3");
     wanted.caller_key = "soft\nmax";

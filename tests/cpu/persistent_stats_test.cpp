@@ -31,13 +31,12 @@ StatsCounters distinct_counters() {
 }
 
 std::string read_text(const std::string& path) {
-    auto text = util::real_files().read(path);
+    auto text = util::read_named_file(path, std::uint64_t{1} << 30);
     return text && *text ? **text : std::string();
 }
 
 void write_text(const std::string& path, const std::string& text) {
-    ASSERT_TRUE(util::real_files().make_directories(path.substr(0, path.rfind('/')), 0700).ok());
-    ASSERT_TRUE(util::real_files().write_atomic(path, text).ok());
+    ASSERT_TRUE(test::replace_file(path, text));
 }
 
 // Starts `kProcesses` children that wait on a pipe, so that they all start together, then run
@@ -86,7 +85,7 @@ bool add_many(const PersistentStats& stats, int count = kAddsPerProcess) {
 
 TEST(PersistentStats, MissingDirectoryReadsAsZeros) {
     TempDir dir;
-    auto stats = PersistentStats::at(dir.path() + "/never-created");
+    auto stats = test::stats_at(dir.path() + "/never-created");
     auto read = stats.read();
     ASSERT_TRUE(read.ok()) << read.error().describe();
     EXPECT_EQ(*read, StatsCounters{});
@@ -94,7 +93,7 @@ TEST(PersistentStats, MissingDirectoryReadsAsZeros) {
 
 TEST(PersistentStats, AddThenReadRoundTripsEveryCounter) {
     TempDir dir;
-    auto stats = PersistentStats::at(dir.path());
+    auto stats = test::stats_at(dir.path());
     const StatsCounters written = distinct_counters();
     ASSERT_TRUE(stats.add(written).ok());
     auto read = stats.read();
@@ -104,7 +103,7 @@ TEST(PersistentStats, AddThenReadRoundTripsEveryCounter) {
 
 TEST(PersistentStats, AddsAccumulate) {
     TempDir dir;
-    auto stats = PersistentStats::at(dir.path());
+    auto stats = test::stats_at(dir.path());
     StatsCounters a;
     a.hits = 5;
     a.disk_writes = 2;
@@ -122,7 +121,7 @@ TEST(PersistentStats, AddsAccumulate) {
 
 TEST(PersistentStats, ReadSumsEveryShard) {
     TempDir dir;
-    auto stats = PersistentStats::at(dir.path());
+    auto stats = test::stats_at(dir.path());
     StatsCounters one;
     one.compiles = 1;
     for (unsigned shard = 0; shard < PersistentStats::kShards; ++shard) {
@@ -135,7 +134,7 @@ TEST(PersistentStats, ReadSumsEveryShard) {
 
 TEST(PersistentStats, ShardFileIsReadableTextWithAVersionHeader) {
     TempDir dir;
-    auto stats = PersistentStats::at(dir.path()).on_shard(3);
+    auto stats = test::stats_at(dir.path()).on_shard(3);
     StatsCounters c;
     c.disk_hits = 42;
     ASSERT_TRUE(stats.add(c).ok());
@@ -148,7 +147,7 @@ TEST(PersistentStats, ShardFileIsReadableTextWithAVersionHeader) {
 
 TEST(PersistentStats, UnknownNamesAreIgnoredAndKeptOnRewrite) {
     TempDir dir;
-    auto stats = PersistentStats::at(dir.path()).on_shard(0);
+    auto stats = test::stats_at(dir.path()).on_shard(0);
     // As a newer kcache might write it: a later version and a counter this one does not know.
     write_text(stats.shard_path(0), "kcache-stats 2\nhits 4\nremote_hits 9\n");
     auto read = stats.read();
@@ -164,7 +163,7 @@ TEST(PersistentStats, UnknownNamesAreIgnoredAndKeptOnRewrite) {
 TEST(PersistentStats, CorruptFileReadsAsZerosWithALogLine) {
     TempDir dir;
     test::LogToFile log(dir.path() + "/log.txt");
-    auto stats = PersistentStats::at(dir.path()).on_shard(5);
+    auto stats = test::stats_at(dir.path()).on_shard(5);
     ASSERT_TRUE(stats.on_shard(6).add(distinct_counters()).ok());  // a healthy shard beside it
     write_text(stats.shard_path(5), "kcache-stats 1\nhits 12\x01garbage");
     auto read = stats.read();
@@ -175,7 +174,7 @@ TEST(PersistentStats, CorruptFileReadsAsZerosWithALogLine) {
 
 TEST(PersistentStats, FileCutShortIsCorrupt) {
     TempDir dir;
-    auto stats = PersistentStats::at(dir.path()).on_shard(0);
+    auto stats = test::stats_at(dir.path()).on_shard(0);
     write_text(stats.shard_path(0), "kcache-stats 1\nhits 12");  // no final newline
     EXPECT_EQ(stats.read()->hits, 0u);
     write_text(stats.shard_path(0), "hits 12\n");  // no header
@@ -184,7 +183,7 @@ TEST(PersistentStats, FileCutShortIsCorrupt) {
 
 TEST(PersistentStats, CorruptFileIsRewrittenByTheNextAdd) {
     TempDir dir;
-    auto stats = PersistentStats::at(dir.path()).on_shard(5);
+    auto stats = test::stats_at(dir.path()).on_shard(5);
     write_text(stats.shard_path(5),
                "\x7f"
                "ELF not a stats file");
@@ -199,7 +198,7 @@ TEST(PersistentStats, CorruptFileIsRewrittenByTheNextAdd) {
 
 TEST(PersistentStats, ZeroThenReadIsZerosAndKeepsZeroedAt) {
     TempDir dir;
-    auto stats = PersistentStats::at(dir.path());
+    auto stats = test::stats_at(dir.path());
     for (unsigned shard = 0; shard < PersistentStats::kShards; shard += 5) {
         ASSERT_TRUE(stats.on_shard(shard).add(distinct_counters()).ok());
     }
@@ -227,7 +226,7 @@ TEST(PersistentStats, ZeroThenReadIsZerosAndKeepsZeroedAt) {
 
 TEST(PersistentStats, AddGivesUpOnAHeldLockAndAddsNothing) {
     TempDir dir;
-    auto stats = PersistentStats::at(dir.path()).on_shard(2);
+    auto stats = test::stats_at(dir.path()).on_shard(2);
     StatsCounters one;
     one.hits = 1;
     ASSERT_TRUE(stats.add(one).ok());  // creates the folder
@@ -241,7 +240,7 @@ TEST(PersistentStats, AddGivesUpOnAHeldLockAndAddsNothing) {
 
 TEST(PersistentStats, EightProcessesAddingConcurrentlySumExactly) {
     TempDir dir;
-    const auto stats = PersistentStats::at(dir.path());
+    const auto stats = test::stats_at(dir.path());
     int go = -1;
     auto children = start_children([&] { return add_many(stats); }, go);
     close(go);
@@ -256,7 +255,7 @@ TEST(PersistentStats, EightProcessesAddingConcurrentlySumExactly) {
 // they queue on the lock one fsync at a time.
 TEST(PersistentStats, EightProcessesOnOneShardSumExactly) {
     TempDir dir;
-    const auto stats = PersistentStats::at(dir.path()).on_shard(7);
+    const auto stats = test::stats_at(dir.path()).on_shard(7);
     constexpr int kAdds = 100;
     int go = -1;
     auto children = start_children([&] { return add_many(stats, kAdds); }, go);
@@ -270,7 +269,7 @@ TEST(PersistentStats, EightProcessesOnOneShardSumExactly) {
 TEST(PersistentStats, ReaderConcurrentWithWritersNeverSeesAFailedParse) {
     TempDir dir;
     test::LogToFile log(dir.path() + "/log.txt");
-    const auto stats = PersistentStats::at(dir.path()).on_shard(1);
+    const auto stats = test::stats_at(dir.path()).on_shard(1);
     // Fewer adds than above: what matters here is how many reads overlap a rename, and the
     // reader's loop already competes with the writers for the CPUs.
     constexpr int kAdds = 100;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "store/cache_directory.hpp"
 #include "store/entry_format.hpp"
 #include "test_support.hpp"
 #include "util/files.hpp"
@@ -66,16 +67,18 @@ TEST(SpareBufferTest, AFileReadTakesTheBytesADroppedEntryGaveBack) {
     const std::string encoded = store::encode(stored);
     const std::string path = dir.path() + "/entry.kc";
     std::ofstream(path, std::ios::binary) << encoded;
+    auto held = real_files().open_directory(dir.path());
+    ASSERT_TRUE(held);
 
     (void)take_spare_buffer();
-    auto first = real_files().read(path);
+    auto first = real_files().read(*held, "entry.kc", store::kMaxEntryBytes, kNeverStamp);
     ASSERT_TRUE(first && *first);
     auto entry = store::DecodedEntry::decode(std::move(**first));
     ASSERT_TRUE(entry);
     const char* storage = (*entry)->payload().data();
     entry->reset();  // dropped, as a loaded disk hit is
 
-    auto second = real_files().read(path);
+    auto second = real_files().read(*held, "entry.kc", store::kMaxEntryBytes, kNeverStamp);
     ASSERT_TRUE(second && *second);
     EXPECT_EQ(**second, encoded);
     auto again = store::DecodedEntry::decode(std::move(**second));

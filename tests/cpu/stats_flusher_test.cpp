@@ -23,10 +23,10 @@ using test::TempDir;
 class FlakyFiles final : public test::ForwardingFiles {
 public:
     bool fail_writes = false;
-    Result<void> write_atomic(const std::string& path, std::string_view bytes,
-                              util::Durability durability) override {
-        if (fail_writes) return util::io_error("write", path, ENOSPC);
-        return ForwardingFiles::write_atomic(path, bytes, durability);
+    Result<void> write_atomic(const util::OpenDirectory& base, std::string_view relative,
+                              std::string_view bytes, util::Durability durability) override {
+        if (fail_writes) return util::io_error("write", base.path_of(relative), ENOSPC);
+        return ForwardingFiles::write_atomic(base, relative, bytes, durability);
     }
 };
 
@@ -38,7 +38,7 @@ std::uint64_t stored_hits(const PersistentStats& stats) {
 
 TEST(StatsFlusher, TwoFlushesSendOnlyTheGrowth) {
     TempDir dir;
-    const auto target = PersistentStats::at(dir.path());
+    const auto target = test::stats_at(dir.path());
     CacheStats cumulative;
     StatsFlusher flusher([&] { return cumulative; }, target);
     cumulative.hits = 3;
@@ -58,7 +58,7 @@ TEST(StatsFlusher, TwoFlushesSendOnlyTheGrowth) {
 
 TEST(StatsFlusher, MaybeFlushWithinTheIntervalWritesNothing) {
     TempDir dir;
-    const auto target = PersistentStats::at(dir.path());
+    const auto target = test::stats_at(dir.path());
     CacheStats cumulative;
     StatsFlusher flusher([&] { return cumulative; }, target, std::chrono::seconds(1));
     cumulative.hits = 1;
@@ -70,7 +70,7 @@ TEST(StatsFlusher, MaybeFlushWithinTheIntervalWritesNothing) {
 
 TEST(StatsFlusher, MaybeFlushRightAfterConstructionWritesNothing) {
     TempDir dir;
-    const auto target = PersistentStats::at(dir.path());
+    const auto target = test::stats_at(dir.path());
     CacheStats cumulative;
     cumulative.misses = 1;
     StatsFlusher flusher([&] { return cumulative; }, target, std::chrono::seconds(1));
@@ -80,7 +80,7 @@ TEST(StatsFlusher, MaybeFlushRightAfterConstructionWritesNothing) {
 
 TEST(StatsFlusher, MaybeFlushOnceTheIntervalHasPassedWrites) {
     TempDir dir;
-    const auto target = PersistentStats::at(dir.path());
+    const auto target = test::stats_at(dir.path());
     CacheStats cumulative;
     StatsFlusher flusher([&] { return cumulative; }, target, std::chrono::milliseconds(10));
     cumulative.hits = 4;
@@ -91,7 +91,7 @@ TEST(StatsFlusher, MaybeFlushOnceTheIntervalHasPassedWrites) {
 
 TEST(StatsFlusher, DestructionFlushesWhatIsLeft) {
     TempDir dir;
-    const auto target = PersistentStats::at(dir.path());
+    const auto target = test::stats_at(dir.path());
     CacheStats cumulative;
     {
         StatsFlusher flusher([&] { return cumulative; }, target);
@@ -104,7 +104,7 @@ TEST(StatsFlusher, DestructionFlushesWhatIsLeft) {
 
 TEST(StatsFlusher, NothingNewWritesNoFile) {
     TempDir dir;
-    const auto target = PersistentStats::at(dir.path() + "/cache");
+    const auto target = test::stats_at(dir.path() + "/cache");
     CacheStats cumulative;
     cumulative.entries = 5;  // a gauge, never sent
     cumulative.disk_enabled = true;
@@ -112,13 +112,13 @@ TEST(StatsFlusher, NothingNewWritesNoFile) {
         StatsFlusher flusher([&] { return cumulative; }, target);
         ASSERT_TRUE(flusher.flush().ok());
     }
-    EXPECT_FALSE(util::real_files().status(dir.path() + "/cache")->has_value());
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/cache/stats"));
 }
 
 TEST(StatsFlusher, AFailedFlushKeepsItsGrowthForTheNext) {
     TempDir dir;
     FlakyFiles files;
-    const auto target = PersistentStats::at(dir.path(), files);
+    const auto target = test::stats_at(dir.path(), files);
     CacheStats cumulative;
     StatsFlusher flusher([&] { return cumulative; }, target);
     cumulative.hits = 3;
@@ -149,7 +149,7 @@ TEST(StatsFlusher, CountersThatRestartFromZeroCountWhole) {
 // Many threads on the miss path, each finding a flush due: every count lands exactly once.
 TEST(StatsFlusher, ConcurrentMaybeFlushesSendEachCountOnce) {
     TempDir dir;
-    const auto target = PersistentStats::at(dir.path());
+    const auto target = test::stats_at(dir.path());
     std::atomic<std::uint64_t> misses{0};
     constexpr int kThreads = 8;
     constexpr int kMissesPerThread = 300;

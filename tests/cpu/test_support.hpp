@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,6 +26,9 @@
 #include "driver/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
+#include "store/cache_directory.hpp"
+#include "store/key_index.hpp"
+#include "store/persistent_stats.hpp"
 #include "util/files.hpp"
 #include "util/log.hpp"
 
@@ -103,6 +107,20 @@ inline void write_file(const std::string& path, const std::string& bytes) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+// Replaces a file as kcache's writers do (a temporary renamed over it), making its folders.
+inline bool replace_file(const std::string& path, const std::string& bytes) {
+    std::error_code error;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), error);
+    const std::string temp = path + ".test-temporary";
+    {
+        std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+        out << bytes;
+        if (!out) return false;
+    }
+    std::filesystem::rename(temp, path, error);
+    return !error;
+}
+
 // The kcache command, for tests that start it (compile workers): the one beside this test binary
 // when there is one (binaries copied to another machine together), else the one this build made.
 inline std::string tool_path() {
@@ -121,38 +139,76 @@ inline std::string tool_path() {
 // override only the calls they make fail or count.
 class ForwardingFiles : public util::Files {
 public:
-    Result<std::optional<std::string>> read(const std::string& path) override {
-        return util::real_files().read(path);
+    Result<util::OpenDirectory> open_directory(const std::string& path) override {
+        return util::real_files().open_directory(path);
     }
-    Result<void> write_atomic(const std::string& path, std::string_view bytes,
-                              util::Durability durability) override {
-        return util::real_files().write_atomic(path, bytes, durability);
+    Result<std::optional<std::string>> read(const util::OpenDirectory& base,
+                                            std::string_view relative, std::uint64_t max_bytes,
+                                            std::chrono::seconds stamp_after) override {
+        return util::real_files().read(base, relative, max_bytes, stamp_after);
     }
-    Result<void> remove(const std::string& path) override {
-        return util::real_files().remove(path);
+    Result<void> write_atomic(const util::OpenDirectory& base, std::string_view relative,
+                              std::string_view bytes, util::Durability durability) override {
+        return util::real_files().write_atomic(base, relative, bytes, durability);
     }
-    Result<void> make_directories(const std::string& path, mode_t mode) override {
-        return util::real_files().make_directories(path, mode);
+    Result<void> remove(const util::OpenDirectory& base, std::string_view relative) override {
+        return util::real_files().remove(base, relative);
     }
-    Result<std::vector<std::string>> list_directory(const std::string& path) override {
-        return util::real_files().list_directory(path);
+    Result<void> make_directories(const util::OpenDirectory& base, std::string_view relative,
+                                  mode_t mode) override {
+        return util::real_files().make_directories(base, relative, mode);
     }
-    Result<std::optional<util::FileStatus>> status(const std::string& path) override {
-        return util::real_files().status(path);
+    Result<std::vector<std::string>> list_directory(const util::OpenDirectory& base,
+                                                    std::string_view relative) override {
+        return util::real_files().list_directory(base, relative);
     }
-    Result<void> touch(const std::string& path) override { return util::real_files().touch(path); }
+    Result<std::optional<util::FileStatus>> status(const util::OpenDirectory& base,
+                                                   std::string_view relative) override {
+        return util::real_files().status(base, relative);
+    }
+    Result<void> touch(const util::OpenDirectory& base, std::string_view relative) override {
+        return util::real_files().touch(base, relative);
+    }
+    Result<util::OpenDirectory> open_below(const util::OpenDirectory& base,
+                                           std::string_view relative) override {
+        return util::real_files().open_below(base, relative);
+    }
 };
 
-// The real file system, noting the durability each atomic write asked for, by path.
+// The real file system, noting the durability each atomic write asked for, by whole path.
 class DurabilityLog final : public ForwardingFiles {
 public:
     std::map<std::string, util::Durability> writes;
-    Result<void> write_atomic(const std::string& path, std::string_view bytes,
-                              util::Durability durability) override {
-        writes[path] = durability;
-        return ForwardingFiles::write_atomic(path, bytes, durability);
+    Result<void> write_atomic(const util::OpenDirectory& base, std::string_view relative,
+                              std::string_view bytes, util::Durability durability) override {
+        writes[base.path_of(relative)] = durability;
+        return ForwardingFiles::write_atomic(base, relative, bytes, durability);
     }
 };
+
+// A directory accepted as the library accepts one (the test's own, mode 0700), for the stores
+// that take one.
+inline std::shared_ptr<store::CacheDirectory> cache_directory(
+    const std::string& path, util::Files& files = util::real_files()) {
+    auto opened = store::CacheDirectory::open(path, store::DirectoryPolicy{}, files);
+    if (!opened) throw std::runtime_error(opened.error().message());
+    return std::move(*opened);
+}
+
+// The stores over a test's directory, as they were made from a path before they took one.
+inline store::PersistentStats stats_at(const std::string& path,
+                                       util::Files& files = util::real_files()) {
+    return store::PersistentStats::at(cache_directory(path, files));
+}
+inline store::KeyIndex index_at(const std::string& path, util::Files& files = util::real_files()) {
+    return store::KeyIndex::at(cache_directory(path, files));
+}
+// A file below a test's directory, read as the stores read it.
+inline Result<std::optional<std::string>> read_below(const std::string& directory,
+                                                     std::string_view relative,
+                                                     util::Files& files = util::real_files()) {
+    return cache_directory(directory, files)->read(relative, store::kMaxEntryBytes);
+}
 
 // Sends kcache's log to a file for one test, and back to what it was after.
 class LogToFile {
@@ -172,7 +228,9 @@ public:
     }
     LogToFile(const LogToFile&) = delete;
     LogToFile& operator=(const LogToFile&) = delete;
-    std::string text() const { return util::real_files().read(path_)->value_or(""); }
+    std::string text() const {
+        return util::read_named_file(path_, std::uint64_t{1} << 30)->value_or("");
+    }
 
 private:
     std::string path_;

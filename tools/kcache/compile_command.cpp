@@ -9,6 +9,7 @@
 
 #include "driver/driver.hpp"
 #include "kcache/kernel_cache.hpp"
+#include "store/cache_directory.hpp"
 #include "util/files.hpp"
 
 namespace kcache::tool {
@@ -80,7 +81,7 @@ int run_compile(const CompileOptions& options) {
     // Read every file first: a missing one is a usage error, and nothing is compiled.
     std::vector<Source> sources;
     for (const auto& file : options.files) {
-        auto text = util::real_files().read(file);
+        auto text = util::read_named_file(file, store::kMaxEntryBytes);
         if (!text || !*text) {
             std::fprintf(stderr, "kcache: cannot read %s%s\n", file.c_str(),
                          text ? "" : (": " + text.error().message()).c_str());

@@ -6,7 +6,9 @@
 #include <map>
 
 #include "cache/options_from_config.hpp"
+#include "cache/settings.hpp"
 #include "compile/worker_main.hpp"
+#include "store/disk_catalog.hpp"
 #include "tools/kcache/compile_command.hpp"
 #include "tools/kcache/demo.hpp"
 #include "tools/kcache/maintenance.hpp"
@@ -115,8 +117,12 @@ int run(int argc, char** argv) {
 
     std::map<std::string, std::string> overrides;
     if (!directory.empty()) overrides["dir"] = directory;
-    auto config = kcache::util::load_config("", overrides);
+    auto config = kcache::cache::load_settings(overrides);
     if (!config) return usage_error(config.error().message());
+    // What could not be used is said, and the rest applies, as in the library.
+    for (const auto& problem : config->problems()) {
+        std::fprintf(stderr, "kcache: setting not used: %s\n", problem.c_str());
+    }
     const std::string dir = config->directory();
     if (dir.empty()) return usage_error("no cache directory: give -d DIR or set KCACHE_DIR");
     max_files_given = max_files_opt->count() > 0;
@@ -143,23 +149,35 @@ int run(int argc, char** argv) {
     if (max_size_opt->count() > 0) writes.emplace_back("max_size", max_size_text);
     if (max_files_given) writes.emplace_back("max_files", std::to_string(max_files));
     for (const auto& [key, value] : writes) {
-        const auto* setting = kcache::util::find_setting(key);
-        if (setting == nullptr) return usage_error("unknown setting '" + key + "'");
-        if (auto checked = kcache::util::check_value(*setting, value); !checked) {
-            return usage_error(key + ": " + checked.error().message());
+        if (auto allowed = kcache::util::check_file_setting(key, value); !allowed) {
+            return usage_error(allowed.error().message());
         }
     }
     for (const auto& [key, value] : writes) {
-        if (auto written = kcache::util::set_config_value(dir, key, value); !written) {
+        if (auto written = kcache::cache::set_config_value(
+                dir, kcache::cache::directory_policy(*config), key, value);
+            !written) {
             std::fprintf(stderr, "kcache: %s\n", written.error().message().c_str());
             return written.error().code() == kcache::Errc::kInvalidArgument ? 2 : 1;
         }
         std::printf("%s = %s (in %s/kcache.conf)\n", key.c_str(), value.c_str(), dir.c_str());
     }
     if (!writes.empty()) {
-        config = kcache::util::load_config("", overrides);  // what the settings are now
+        config = kcache::cache::load_settings(overrides);  // what the settings are now
         if (!config) return usage_error(config.error().message());
     }
+    // The directory as the library would accept it; the commands below work through it only.
+    const auto open_directory = [&](bool create =
+                                        false) -> std::shared_ptr<kcache::store::CacheDirectory> {
+        kcache::store::DirectoryPolicy policy = kcache::cache::directory_policy(*config);
+        policy.create = create;
+        auto opened = kcache::store::CacheDirectory::open(dir, policy);
+        if (!opened) {
+            std::fprintf(stderr, "kcache: %s\n", opened.error().message().c_str());
+            return nullptr;
+        }
+        return std::move(*opened);
+    };
 
     if (*compile_cmd) {
         compile.directory = dir;
@@ -167,14 +185,30 @@ int run(int argc, char** argv) {
         compile.worker_command = std::filesystem::read_symlink("/proc/self/exe", ignored).string();
         return kcache::tool::run_compile(compile);
     }
-    if (*ls_cmd) return kcache::tool::list_cache(dir, json);
-    if (*inspect_cmd) return kcache::tool::inspect_entry(dir, fingerprint, json);
-    if (*verify_cmd) return kcache::tool::verify_cache(dir, repair, json);
+    if (*ls_cmd || *inspect_cmd || *verify_cmd) {
+        if (*inspect_cmd) {
+            if (auto checked = kcache::store::check_fingerprint_prefix(fingerprint); !checked) {
+                return usage_error(checked.error().message());
+            }
+        }
+        const auto opened = open_directory();
+        if (!opened) return 1;
+        if (*ls_cmd) return kcache::tool::list_cache(*opened, json);
+        if (*inspect_cmd) return kcache::tool::inspect_entry(*opened, fingerprint, json);
+        return kcache::tool::verify_cache(*opened, repair, json);
+    }
     int status = 0;
-    if (zero_stats) status = kcache::tool::zero_stats(dir);
+    std::shared_ptr<kcache::store::CacheDirectory> opened;
+    if (maintenance && !std::filesystem::is_directory(dir)) {
+        return usage_error("no cache directory at " + dir);
+    }
+    if (zero_stats || maintenance || show_stats) {
+        opened = open_directory(/*create=*/!maintenance);
+        if (!opened) return 1;
+    }
+    if (zero_stats) status = kcache::tool::zero_stats(opened);
     if (maintenance && status == 0) {
-        if (!std::filesystem::is_directory(dir)) return usage_error("no cache directory at " + dir);
-        if (clear) status = kcache::tool::clear_cache(dir, dry_run);
+        if (clear) status = kcache::tool::clear_cache(*opened, dry_run);
         if (status == 0 && (cleanup || !evict_older_text.empty())) {
             std::optional<std::chrono::seconds> older_than;
             if (!evict_older_text.empty()) {
@@ -188,7 +222,7 @@ int run(int argc, char** argv) {
                 if (!options) return usage_error(options.error().message());
                 budgets = {options->disk_max_bytes, options->disk_max_files};
             }
-            status = kcache::tool::cleanup_cache(dir, budgets, older_than, dry_run);
+            status = kcache::tool::cleanup_cache(*opened, budgets, older_than, dry_run);
         }
     }
     if (show_config) {
@@ -205,7 +239,7 @@ int run(int argc, char** argv) {
     if (show_stats && status == 0) {
         auto options = kcache::cache::to_cache_options(*config);
         if (!options) return usage_error(options.error().message());
-        status = kcache::tool::show_stats(dir, options->disk_max_bytes, options->disk_max_files,
+        status = kcache::tool::show_stats(opened, options->disk_max_bytes, options->disk_max_files,
                                           stats_json);
     }
     if (maintenance || configuring || reporting) return status;

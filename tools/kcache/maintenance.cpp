@@ -47,12 +47,13 @@ int report_cleanup(const char* what, const Result<store::CleanupReport>& report)
         std::fprintf(stderr, "kcache: another process is cleaning this directory; try again\n");
         return 1;
     }
-    std::printf(
-        "%s%s: %" PRIu64 " entries (%s) removed, %" PRIu64 " stale temporary files, %" PRIu64
-        " unused lock files; %" PRIu64 " entries (%s) left\n",
-        what, report->dry_run ? " (dry run: nothing removed)" : "", report->entries_removed,
-        util::format_size(report->bytes_removed).c_str(), report->temps_swept,
-        report->locks_removed, report->files_after, util::format_size(report->bytes_after).c_str());
+    std::printf("%s%s: %" PRIu64 " entries (%s) removed, %" PRIu64
+                " stale temporary files, %" PRIu64 " unused lock files, %" PRIu64
+                " strays; %" PRIu64 " entries (%s) left\n",
+                what, report->dry_run ? " (dry run: nothing removed)" : "", report->entries_removed,
+                util::format_size(report->bytes_removed).c_str(), report->temps_swept,
+                report->locks_removed, report->strays_removed, report->files_after,
+                util::format_size(report->bytes_after).c_str());
     return report->errors == 0 ? 0 : 1;
 }
 
@@ -81,26 +82,26 @@ std::optional<std::chrono::seconds> parse_age(const std::string& text, std::stri
     return std::chrono::seconds(value * scale);
 }
 
-int clear_cache(const std::string& directory, bool dry_run) {
+int clear_cache(const store::CacheDirectory& directory, bool dry_run) {
     // Everything goes: an age of zero removes every entry, whatever the budgets.
     store::CleanupRequest request;
     request.evict_older_than = std::chrono::hours(-24 * 3650);  // stamps from the future too
+    request.all_temporaries = true;
     request.dry_run = dry_run;
-    return report_cleanup("clear", store::clean_directory(directory, request, util::real_files()));
+    return report_cleanup("clear", store::clean_directory(directory, request));
 }
 
-int cleanup_cache(const std::string& directory, const Budgets& budgets,
+int cleanup_cache(const store::CacheDirectory& directory, const Budgets& budgets,
                   std::optional<std::chrono::seconds> older_than, bool dry_run) {
     store::CleanupRequest request;
     request.max_bytes = budgets.max_bytes;
     request.max_files = budgets.max_files;
     request.evict_older_than = older_than;
     request.dry_run = dry_run;
-    return report_cleanup("cleanup",
-                          store::clean_directory(directory, request, util::real_files()));
+    return report_cleanup("cleanup", store::clean_directory(directory, request));
 }
 
-int list_cache(const std::string& directory, bool json) {
+int list_cache(const store::CacheDirectory& directory, bool json) {
     auto entries = store::list_entries(directory);
     if (!entries) {
         std::fprintf(stderr, "kcache: %s\n", entries.error().message().c_str());
@@ -145,11 +146,12 @@ int list_cache(const std::string& directory, bool json) {
                     ago(e.last_used).c_str(), e.key.arch.c_str(), e.key.source_kind.c_str(),
                     e.key.caller_key.c_str(), names.empty() ? "-" : names.c_str());
     }
-    std::printf("%zu entries in %s\n", entries->size(), directory.c_str());
+    std::printf("%zu entries in %s\n", entries->size(), directory.path().c_str());
     return 0;
 }
 
-int inspect_entry(const std::string& directory, const std::string& fingerprint, bool json) {
+int inspect_entry(const store::CacheDirectory& directory, const std::string& fingerprint,
+                  bool json) {
     auto entry = store::find_entry(directory, fingerprint);
     if (!entry) {
         std::fprintf(stderr, "kcache: %s\n", entry.error().message().c_str());
@@ -183,7 +185,7 @@ int inspect_entry(const std::string& directory, const std::string& fingerprint, 
     return 0;
 }
 
-int verify_cache(const std::string& directory, bool repair, bool json) {
+int verify_cache(const store::CacheDirectory& directory, bool repair, bool json) {
     auto report = store::verify_entries(directory, repair);
     if (!report) {
         std::fprintf(stderr, "kcache: %s\n", report.error().message().c_str());

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "store/cache_directory.hpp"
+
 namespace kcache::tool {
 
 struct Budgets {
@@ -14,12 +16,13 @@ struct Budgets {
     std::uint64_t max_files = 0;  // 0: none
 };
 
-int clear_cache(const std::string& directory, bool dry_run);
-int cleanup_cache(const std::string& directory, const Budgets& budgets,
+int clear_cache(const store::CacheDirectory& directory, bool dry_run);
+int cleanup_cache(const store::CacheDirectory& directory, const Budgets& budgets,
                   std::optional<std::chrono::seconds> older_than, bool dry_run);
-int list_cache(const std::string& directory, bool json);
-int inspect_entry(const std::string& directory, const std::string& fingerprint, bool json);
-int verify_cache(const std::string& directory, bool repair, bool json);
+int list_cache(const store::CacheDirectory& directory, bool json);
+int inspect_entry(const store::CacheDirectory& directory, const std::string& fingerprint,
+                  bool json);
+int verify_cache(const store::CacheDirectory& directory, bool repair, bool json);
 
 // "30d", "12h", "90m", "3600s", "7" (days, as ccache): kInvalidArgument-style message on error.
 std::optional<std::chrono::seconds> parse_age(const std::string& text, std::string& error);

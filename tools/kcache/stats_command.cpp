@@ -18,14 +18,15 @@ double percent(std::uint64_t part, std::uint64_t whole) {
 
 }  // namespace
 
-int show_stats(const std::string& directory, std::uint64_t max_bytes, std::uint64_t max_files,
-               bool json) {
-    auto counters = store::PersistentStats::at(directory).read();
+int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uint64_t max_bytes,
+               std::uint64_t max_files, bool json) {
+    const std::string& directory = dir->path();
+    auto counters = store::PersistentStats::at(dir).read();
     if (!counters) {
         std::fprintf(stderr, "kcache: %s\n", counters.error().message().c_str());
         return 1;
     }
-    auto size = store::measure_directory(directory);
+    auto size = store::measure_directory(*dir);
     const store::DirectorySize measured = size ? *size : store::DirectorySize{};
     const store::StatsCounters& c = *counters;
     const std::uint64_t lookups = c.hits + c.misses;
@@ -36,24 +37,30 @@ int show_stats(const std::string& directory, std::uint64_t max_bytes, std::uint6
                                      : compile_seconds / static_cast<double>(c.compiles) *
                                            static_cast<double>(c.memory_hits + c.disk_hits);
     if (json) {
-        std::printf("{\"directory\": %s, \"lookups\": %" PRIu64 ", \"hits\": %" PRIu64
-                    ", \"misses\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"memory_hits\": %" PRIu64
-                    ", \"compiles\": %" PRIu64 ", \"compile_failures\": %" PRIu64
-                    ", \"compile_seconds\": %.6f, \"saved_seconds\": %.6f, \"evictions\": %" PRIu64
-                    ", \"verify_failures\": %" PRIu64 ", \"disk\": {\"hits\": %" PRIu64
-                    ", \"misses\": %" PRIu64 ", \"writes\": %" PRIu64 ", \"errors\": %" PRIu64
-                    ", \"corrupt\": %" PRIu64 ", \"evicted\": %" PRIu64
-                    ", \"evicted_bytes\": %" PRIu64 "}, \"size_bytes\": %" PRIu64
-                    ", \"max_size_bytes\": %" PRIu64 ", \"entries\": %" PRIu64
-                    ", \"max_files\": %" PRIu64 ", \"zeroed_at\": %" PRIu64 "}\n",
-                    json_string(directory).c_str(), lookups, c.hits, c.misses, c.waits,
-                    c.memory_hits, c.compiles, c.compile_failures, compile_seconds, saved_seconds,
-                    c.evictions, c.verify_failures, c.disk_hits, c.disk_misses, c.disk_writes,
-                    c.disk_errors, c.disk_corrupt, c.disk_evicted, c.disk_evicted_bytes,
-                    measured.bytes, max_bytes, measured.entries, max_files, c.zeroed_at);
+        std::printf(
+            "{\"directory\": %s, \"lookups\": %" PRIu64 ", \"hits\": %" PRIu64
+            ", \"misses\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"memory_hits\": %" PRIu64
+            ", \"compiles\": %" PRIu64 ", \"compile_failures\": %" PRIu64
+            ", \"compile_seconds\": %.6f, \"saved_seconds\": %.6f, \"evictions\": %" PRIu64
+            ", \"verify_failures\": %" PRIu64 ", \"disk\": {\"hits\": %" PRIu64
+            ", \"misses\": %" PRIu64 ", \"writes\": %" PRIu64 ", \"errors\": %" PRIu64
+            ", \"corrupt\": %" PRIu64 ", \"evicted\": %" PRIu64 ", \"evicted_bytes\": %" PRIu64
+            "}, \"size_bytes\": %" PRIu64 ", \"max_size_bytes\": %" PRIu64 ", \"entries\": %" PRIu64
+            ", \"max_files\": %" PRIu64 ", \"temporaries\": %" PRIu64
+            ", \"temporary_bytes\": %" PRIu64 ", \"strays\": %" PRIu64
+            ", \"config_errors\": %" PRIu64 ", \"read_only\": %s, \"zeroed_at\": %" PRIu64 "}\n",
+            json_string(directory).c_str(), lookups, c.hits, c.misses, c.waits, c.memory_hits,
+            c.compiles, c.compile_failures, compile_seconds, saved_seconds, c.evictions,
+            c.verify_failures, c.disk_hits, c.disk_misses, c.disk_writes, c.disk_errors,
+            c.disk_corrupt, c.disk_evicted, c.disk_evicted_bytes, measured.bytes, max_bytes,
+            measured.entries, max_files, measured.temporaries, measured.temporary_bytes,
+            measured.strays, c.config_errors, dir->read_only() ? "true" : "false", c.zeroed_at);
         return 0;
     }
-    std::printf("Cache directory:                %s\n", directory.c_str());
+    std::printf("Cache directory:                %s%s\n", directory.c_str(),
+                dir->read_only() ? " (read-only: this command and the programs using it in "
+                                   "read-only mode write nothing to it)"
+                                 : "");
     if (c.zeroed_at != 0) {
         const std::time_t when = static_cast<std::time_t>(c.zeroed_at);
         char text[64];
@@ -84,10 +91,25 @@ int show_stats(const std::string& directory, std::uint64_t max_bytes, std::uint6
                 max_bytes == 0 ? "no limit" : util::format_size(max_bytes).c_str());
     std::printf("Entries:                        %10" PRIu64 " of %s\n", measured.entries,
                 max_files == 0 ? "no limit" : std::to_string(max_files).c_str());
+    if (measured.temporaries != 0) {
+        std::printf("Temporary files:                %10" PRIu64
+                    " (%s; writers at work, or left by writers that died: `kcache -C` removes "
+                    "them)\n",
+                    measured.temporaries, util::format_size(measured.temporary_bytes).c_str());
+    }
+    if (measured.strays != 0) {
+        std::printf("Strays:                         %10" PRIu64
+                    " (not what kcache keeps under their names: `kcache -c` removes them)\n",
+                    measured.strays);
+    }
+    if (c.config_errors != 0) {
+        std::printf("Settings not used:              %10" PRIu64 " (bad values; see `kcache -p`)\n",
+                    c.config_errors);
+    }
     return 0;
 }
 
-int zero_stats(const std::string& directory) {
+int zero_stats(const std::shared_ptr<const store::CacheDirectory>& directory) {
     if (auto zeroed = store::PersistentStats::at(directory).zero(); !zeroed) {
         std::fprintf(stderr, "kcache: %s\n", zeroed.error().message().c_str());
         return 1;

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "store/cache_directory.hpp"
 
 namespace kcache::tool {
 
-int show_stats(const std::string& directory, std::uint64_t max_bytes, std::uint64_t max_files,
-               bool json);
-int zero_stats(const std::string& directory);
+int show_stats(const std::shared_ptr<const store::CacheDirectory>& directory,
+               std::uint64_t max_bytes, std::uint64_t max_files, bool json);
+int zero_stats(const std::shared_ptr<const store::CacheDirectory>& directory);
 
 }  // namespace kcache::tool

@@ -1,0 +1,196 @@
+// Accepting the cache directory, and every file operation below it through the held descriptor.
+#include "store/cache_directory.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <utility>
+
+namespace kcache::store {
+namespace {
+
+std::string octal(mode_t mode) {
+    char text[8];
+    std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+    return text;
+}
+
+// mkdir -p of the user's own path, links in its parents followed as the user set them.
+Result<void> make_path(const std::string& path) {
+    for (std::size_t pos = 1; pos <= path.size(); ++pos) {
+        if (pos != path.size() && path[pos] != '/') continue;
+        const std::string prefix = path.substr(0, pos);
+        if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+            return util::io_error("mkdir", prefix, errno);
+        }
+    }
+    return ok();
+}
+
+}  // namespace
+
+std::optional<std::string> refusal(const std::string& path, uid_t owner, mode_t mode,
+                                   const DirectoryPolicy& policy, uid_t user) {
+    const bool owner_ok = owner == user || (policy.read_only && owner == 0) || policy.allow_shared;
+    if (!owner_ok) {
+        std::string why = "refusing cache directory " + path +
+                          ": it belongs to another user (uid " + std::to_string(owner) +
+                          "), who could plant kernels in it";
+        if (owner == 0) {
+            why += "; to read a cache that root prepared, use read-only mode (KCACHE_READ_ONLY=1)";
+        }
+        return why;
+    }
+    if ((mode & (S_IWGRP | S_IWOTH)) != 0 && !policy.allow_shared) {
+        return "refusing cache directory " + path + ": it is group- or world-writable (mode " +
+               octal(mode) + "), so another user could plant kernels in it; run `chmod go-w " +
+               path + "` or allow a shared directory explicitly (KCACHE_ALLOW_SHARED_DIR=1)";
+    }
+    return std::nullopt;
+}
+
+Result<std::shared_ptr<CacheDirectory>> CacheDirectory::open(std::string path,
+                                                             DirectoryPolicy policy,
+                                                             util::Files& files) {
+    if (path.empty()) return Error(Errc::kInvalidArgument, "no cache directory given");
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    struct stat named {};
+    if (lstat(path.c_str(), &named) != 0) {
+        if (errno != ENOENT) return util::io_error("stat", path, errno);
+        if (policy.read_only || !policy.create) {
+            return Error(Errc::kIoError, "no cache directory at " + path);
+        }
+        if (auto made = make_path(path); !made) return made.error();
+        if (lstat(path.c_str(), &named) != 0) return util::io_error("stat", path, errno);
+    }
+    const uid_t user = geteuid();
+    if (S_ISLNK(named.st_mode) && named.st_uid != user && named.st_uid != 0) {
+        // Whoever owns a link can point it anywhere, and the user did not set this one.
+        return Error(Errc::kIoError, "refusing cache directory " + path +
+                                         ": it is a symbolic link owned by another user (uid " +
+                                         std::to_string(named.st_uid) + ")");
+    }
+    auto opened = files.open_directory(path);
+    if (!opened) {
+        return Error(Errc::kIoError, "cache directory " + path +
+                                         " is not a directory: " + opened.error().message());
+    }
+    // The checks are made on what is held, so the directory cannot change between them and use.
+    struct stat info {};
+    if (fstat(opened->fd(), &info) != 0) return util::io_error("stat", path, errno);
+    if (!S_ISDIR(info.st_mode)) {
+        return Error(Errc::kIoError, "cache directory " + path + " is not a directory");
+    }
+    if (auto why = refusal(path, info.st_uid, info.st_mode, policy, user)) {
+        return Error(Errc::kIoError, std::move(*why));
+    }
+    auto held = std::make_unique<util::OpenDirectory>(std::move(*opened));
+    return std::shared_ptr<CacheDirectory>(
+        new CacheDirectory(std::move(path), policy, files, std::move(held)));
+}
+
+CacheDirectory::CacheDirectory(std::string path, DirectoryPolicy policy, util::Files& files,
+                               std::unique_ptr<util::OpenDirectory> held)
+    : path_(std::move(path)), policy_(policy), files_(files), current_(held.get()) {
+    held_.push_back(std::move(held));
+}
+
+Error CacheDirectory::read_only_error() const {
+    return Error(Errc::kIoError, "read-only cache directory " + path_ + ": nothing is written");
+}
+
+Result<std::optional<std::string>> CacheDirectory::read(std::string_view relative,
+                                                        std::uint64_t max_bytes,
+                                                        std::chrono::seconds stamp_after) const {
+    // A read-only cache keeps its stamps as they are: it may not change the files.
+    return files_.read(held(), relative, max_bytes,
+                       policy_.read_only ? util::kNeverStamp : stamp_after);
+}
+
+Result<void> CacheDirectory::write_atomic(std::string_view relative, std::string_view bytes,
+                                          util::Durability durability) const {
+    if (policy_.read_only) return read_only_error();
+    const util::OpenDirectory& dir = held();
+    if (const std::size_t slash = relative.rfind('/'); slash != std::string_view::npos) {
+        if (auto made = files_.make_directories(dir, relative.substr(0, slash), 0700); !made) {
+            return made;
+        }
+    }
+    return files_.write_atomic(dir, relative, bytes, durability);
+}
+
+Result<void> CacheDirectory::remove(std::string_view relative) const {
+    if (policy_.read_only) return read_only_error();
+    return files_.remove(held(), relative);
+}
+
+Result<void> CacheDirectory::make_directories(std::string_view relative) const {
+    if (policy_.read_only) return read_only_error();
+    return files_.make_directories(held(), relative, 0700);
+}
+
+Result<std::vector<std::string>> CacheDirectory::list(std::string_view relative) const {
+    return files_.list_directory(held(), relative);
+}
+
+Result<std::optional<util::FileStatus>> CacheDirectory::status(std::string_view relative) const {
+    return files_.status(held(), relative);
+}
+
+Result<void> CacheDirectory::touch(std::string_view relative) const {
+    if (policy_.read_only) return read_only_error();
+    return files_.touch(held(), relative);
+}
+
+Result<util::OpenDirectory> CacheDirectory::parent_of(std::string_view relative,
+                                                      std::string& name) const {
+    if (!util::is_relative_below(relative)) {
+        return Error(Errc::kInvalidArgument,
+                     "'" + std::string(relative) + "' is not below " + path_);
+    }
+    const std::size_t slash = relative.rfind('/');
+    name = std::string(slash == std::string_view::npos ? relative : relative.substr(slash + 1));
+    const std::string_view folder =
+        slash == std::string_view::npos ? std::string_view() : relative.substr(0, slash);
+    if (!folder.empty()) {
+        if (auto made = files_.make_directories(held(), folder, 0700); !made) return made.error();
+    }
+    return files_.open_below(held(), folder);
+}
+
+std::optional<util::FileLock> CacheDirectory::lock(std::string_view relative,
+                                                   std::chrono::milliseconds patience) const {
+    if (policy_.read_only) return std::nullopt;
+    std::string name;
+    auto parent = parent_of(relative, name);
+    if (!parent) return std::nullopt;
+    return util::FileLock::acquire_at(parent->fd(), name, patience);
+}
+
+Result<std::optional<util::FileLock>> CacheDirectory::try_lock(std::string_view relative) const {
+    if (policy_.read_only) return read_only_error();
+    std::string name;
+    auto parent = parent_of(relative, name);
+    if (!parent) return parent.error();
+    auto locked = util::FileLock::try_acquire_at(parent->fd(), name);
+    if (!locked)
+        return Error(locked.error().code(), path_of(relative) + ": " + locked.error().message());
+    return locked;
+}
+
+bool CacheDirectory::check_replaced(bool make) {
+    if (held().still_at_its_path()) return false;
+    auto again =
+        open(path_, DirectoryPolicy{policy_.allow_shared, policy_.read_only, make}, files_);
+    if (!again) return false;  // nothing acceptable there now: keep the one held
+    std::lock_guard lock(replaced_mutex_);
+    // The new object's held directory moves here; the old one stays open for readers holding it.
+    auto& fresh = (*again)->held_.front();
+    held_.push_back(std::move(fresh));
+    current_.store(held_.back().get(), std::memory_order_release);
+    return true;
+}
+
+}  // namespace kcache::store
