@@ -19,6 +19,15 @@ Result<CacheOptions> CacheOptions::from_env() {
     return cache::to_cache_options(*config);
 }
 
+Result<void> CacheOptions::check() const {
+    if (compile_workers > kMaxCompileWorkers) {
+        return Error(Errc::kInvalidArgument,
+                     "compile_workers: " + std::to_string(compile_workers) + " is more than " +
+                         std::to_string(kMaxCompileWorkers) + " worker processes");
+    }
+    return ok();
+}
+
 ThreadStats thread_stats() noexcept {
     return cache::thread_counters();
 }
