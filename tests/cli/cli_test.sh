@@ -121,6 +121,13 @@ clear_cleanup)
   expect 0 $K ls; contains "4 entries"
   expect 0 $K -c -F 2; contains "removed"
   expect 0 $K ls; contains "1 entries"
+  # -F (and -M) set kcache.conf for good, with -c too, as ccache; the environment applies a
+  # budget once.
+  expect 0 $K -k max_files; [ "$OUT_TEXT" = "2" ] || fail "-c -F 2 did not keep max_files: '$OUT_TEXT'"
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=5.0f
+  KCACHE_MAX_FILES=1 expect 0 $K -c; contains "removed"
+  expect 0 $K -k max_files; [ "$OUT_TEXT" = "2" ] || fail "an environment budget was written"
+  expect 0 $K --help; contains "Set the file budget (max_files) in kcache.conf"
   expect 0 $K -C
   expect 0 $K ls; contains "0 entries"
   ;;
