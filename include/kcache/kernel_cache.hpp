@@ -71,6 +71,14 @@ struct CacheOptions {
     // counted in CacheStats::config_errors.
     std::vector<std::string> configuration_problems;
 
+    // The most compile worker processes a cache starts (as `kcache compile -j`).
+    static constexpr std::size_t kMaxCompileWorkers = 1024;
+    // kInvalidArgument naming the field and its limit when one is out of range (compile_workers
+    // above kMaxCompileWorkers); every other field means something at any value. from_env() and
+    // the kcache command refuse such options; a KernelCache given them holds compile_workers to
+    // the limit (logged), since a constructor has no error to return.
+    Result<void> check() const;
+
     // Defaults, overridden by kcache.conf in the cache directory (once the directory is
     // accepted), then by the KCACHE_* environment (see the README's table); a bad value, or a
     // kcache.conf that cannot be read, is an error.
@@ -81,10 +89,15 @@ struct CacheOptions {
     static CacheOptions from_env_lenient();
 };
 
+// What a cache counted. Lookups (kernel(), module(), warm_up()) are hits or misses; a miss that
+// reached the tiers ended as exactly one of memory_hits, disk_hits or disk_misses (with a disk
+// tier). prebuild() is no lookup: it counts in prebuilds, and in compiles when it compiled.
 struct CacheStats {
     std::uint64_t hits = 0;
     std::uint64_t misses = 0;
-    std::uint64_t compiles = 0;          // sources compiled and loaded successfully
+    // Sources compiled successfully: for lookups (and loaded), and for prebuilds (of which
+    // prebuild_compiles).
+    std::uint64_t compiles = 0;
     std::uint64_t compile_failures = 0;  // never cached
     std::uint64_t compile_ns = 0;        // time spent compiling, failures included
     std::uint64_t waits = 0;             // lookups that waited for another thread's compile
@@ -95,18 +108,22 @@ struct CacheStats {
     std::uint64_t code_gone = 0;
     std::uint64_t entries = 0;           // entries in the map now
     std::uint64_t loaded_libraries = 0;  // loaded now, evicted-but-still-held ones included
-    // The artifact tiers (misses served without compiling).
+    // The artifact tiers: lookups' misses served without compiling.
     std::uint64_t memory_hits = 0;
     std::uint64_t disk_hits = 0;
     // Entries read again (not lookups): the bytes of code loaded without keeping them, for a
     // context new to it.
     std::uint64_t read_backs = 0;
-    std::uint64_t disk_misses = 0;
+    std::uint64_t disk_misses = 0;  // lookups' misses neither tier served
+    // Of disk_misses: an entry under the fingerprint held other key material (recompiled).
+    std::uint64_t disk_rejected = 0;
     std::uint64_t disk_writes = 0;
     std::uint64_t disk_errors = 0;   // I/O failures, and a disk directory that could not be used
     std::uint64_t disk_corrupt = 0;  // entries that failed their checks, removed
     std::uint64_t disk_evicted = 0;  // entries removed to keep the disk budgets, by this cache
     std::uint64_t disk_evicted_bytes = 0;
+    std::uint64_t prebuilds = 0;          // prebuild() calls that reached the tiers
+    std::uint64_t prebuild_compiles = 0;  // of them, compiled (the rest were stored already)
     // Settings that could not be used (CacheOptions::configuration_problems).
     std::uint64_t config_errors = 0;
     bool disk_enabled = false;
@@ -292,6 +309,9 @@ public:
     // Compiles `key`'s source for `arch` (e.g. 90) into the artifact tiers without loading it, so
     // that a later process finds it on disk: no GPU is needed. PTX needs nvJitLink for this
     // (kUnsupported otherwise). Nothing is added to the in-process map of loaded kernels.
+    // kInvalidArgument for an arch no compiler of kcache's takes (sm_75 to sm_999), before the
+    // generator runs. With a disk tier configured, kIoError when the artifact is not on disk
+    // after all (the directory was refused, or the write failed): a prebuild's whole point.
     template <class MakeSource>
     Result<ArtifactOrigin> prebuild(std::string_view key, MakeSource&& make_source, int arch) {
         auto generate = [&]() -> Result<Source> { return make_source(); };

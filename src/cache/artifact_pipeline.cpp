@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "compile/arch.hpp"
 #include "compile/options.hpp"
 #include "store/key_index.hpp"
 #include "util/log.hpp"
@@ -249,6 +250,12 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
         if (!identity) return std::optional<Recipe>();  // the driver's JIT takes it
         toolchain = *identity;
         recipe.target = compile::Target{arch, targets_arch_specific(source.bytes)};
+        if (auto checked = compile::check_target(recipe.target); !checked) {
+            // The device's own arch (a prebuild checked its arch before): its driver JITs it.
+            util::log_line(util::LogLevel::kInfo,
+                           checked.error().message() + "; PTX goes to the driver's JIT");
+            return std::optional<Recipe>();
+        }
     } else if (source.kind == SourceKind::kCuda) {
         const auto& identity = compile::cuda_compiler_identity();
         if (!identity) {
@@ -276,6 +283,7 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
         }
         options = std::move(*normalized);
         recipe.target = compile::Target{arch, source.arch_specific};
+        if (auto checked = compile::check_target(recipe.target); !checked) return checked.error();
     } else {
         return std::optional<Recipe>();  // a binary: nothing to compile
     }
@@ -314,9 +322,10 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
 
 std::optional<ArtifactPipeline::Produced> ArtifactPipeline::lookup(std::string_view key,
                                                                    const Recipe& recipe,
-                                                                   const Source& source) {
+                                                                   const Source& source,
+                                                                   bool& rejected) {
     if (!store_) return std::nullopt;
-    auto found = store_->get(recipe.fingerprint);
+    auto found = store_->find(recipe.fingerprint);
     if (!found) return std::nullopt;
     // The file name is the fingerprint; the recorded key material must agree with it too. It is
     // compared as views into the entry's bytes: no string per field on a hit.
@@ -336,6 +345,7 @@ std::optional<ArtifactPipeline::Produced> ArtifactPipeline::lookup(std::string_v
         entry.kind() != store::PayloadKind::kCubin || !names) {
         util::log_line(util::LogLevel::kInfo, "stored artifact for " + std::string(key) +
                                                   " has other key material; recompiling");
+        rejected = true;
         return std::nullopt;
     }
     const Origin origin =
@@ -348,11 +358,12 @@ std::optional<ArtifactPipeline::Produced> ArtifactPipeline::lookup(std::string_v
                     std::move(*names),
                     std::move(found->entry),
                     recipe.fingerprint,
-                    recipe.source_bytes};
+                    recipe.source_bytes,
+                    std::move(found->not_on_disk)};
 }
 
 Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view key, int arch,
-                                                             const Source& source) {
+                                                             const Source& source, Asking asking) {
     auto planned = plan(arch, source);
     if (!planned) return std::move(planned).error();
     if (!*planned) {
@@ -360,21 +371,39 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view ke
             source.kind == SourceKind::kPtx ? Origin::kDriverJit : Origin::kBinary;
         return Produced{source, origin, 0, {}, nullptr};
     }
-    const Recipe& recipe = **planned;
-    if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
+    bool rejected = false;
+    auto produced = produce_planned(key, **planned, source, rejected);
+    if (asking == Asking::kLookup && store_) {
+        // One outcome per lookup, from where the artifact came: the tiers may have been read
+        // twice (before and after the compile lock, or after waiting for another thread).
+        using Outcome = store::ArtifactStore::Outcome;
+        Outcome outcome = rejected ? Outcome::kRejected : Outcome::kMiss;
+        if (produced && produced->origin == Origin::kMemoryTier) outcome = Outcome::kMemoryHit;
+        if (produced && produced->origin == Origin::kDiskTier) outcome = Outcome::kDiskHit;
+        store_->count(outcome);
+    }
+    return produced;
+}
+
+Result<ArtifactPipeline::Produced> ArtifactPipeline::produce_planned(std::string_view key,
+                                                                     const Recipe& recipe,
+                                                                     const Source& source,
+                                                                     bool& rejected) {
+    if (auto hit = lookup(key, recipe, source, rejected)) return std::move(*hit);
 
     // Within this process: one thread compiles a fingerprint, the others wait and look again.
     const std::string flight_id = recipe.fingerprint.hex();
     auto ticket = flights_.join(flight_id);
     if (!ticket.leader) {
         if (auto error = ticket.flight->wait()) return *error;
-        if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
+        if (auto hit = lookup(key, recipe, source, rejected)) return std::move(*hit);
         // Not kept in a tier (none, or too big for memory): the leader's own result.
         if (auto value = std::static_pointer_cast<const Produced>(ticket.flight->value())) {
-            return Produced{value->loadable,    Origin::kMemoryTier, 0, value->names, value->stored,
-                            value->fingerprint, value->source_bytes};
+            return Produced{value->loadable,     Origin::kMemoryTier, 0,
+                            value->names,        value->stored,       value->fingerprint,
+                            value->source_bytes, value->not_stored};
         }
-        return compile_and_store(key, recipe, source);
+        return compile_and_store(key, recipe, source, rejected);
     }
     std::optional<Error> failure = Error(Errc::kSourceFailed, "the compile was abandoned");
     std::shared_ptr<const void> value;
@@ -386,7 +415,7 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view ke
         std::shared_ptr<const void>& value;
         ~Landing() { flights.finish(id, flight, std::move(failure), std::move(value)); }
     } landing{flights_, flight_id, ticket.flight, failure, value};
-    auto produced = compile_and_store(key, recipe, source);
+    auto produced = compile_and_store(key, recipe, source, rejected);
     if (produced) {
         failure.reset();
         // For waiters the tiers could not serve (none, or a memory budget smaller than the
@@ -400,14 +429,15 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::produce(std::string_view ke
 
 Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::string_view key,
                                                                        const Recipe& recipe,
-                                                                       const Source& source) {
+                                                                       const Source& source,
+                                                                       bool& rejected) {
     // Across processes: one compiles, the others wait on the lock and then find its result.
     // Held until the artifact is stored; without the lock in time, compile privately.
     std::optional<util::FileLock> lock;
     if (store_ && store_->disk() != nullptr) {
         lock = store_->disk()->lock(recipe.fingerprint, std::chrono::minutes(2));
         if (lock) {
-            if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
+            if (auto hit = lookup(key, recipe, source, rejected)) return std::move(*hit);
         } else {
             util::log_line(util::LogLevel::kInfo,
                            "no compile lock for " + std::string(key) + "; compiling without it");
@@ -491,8 +521,12 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
     // Loaded in place from the entry the memory tier holds: one copy of the cubin in this process
     // (a decoded one, without tiers), shared by the tier and the loaded code.
     std::shared_ptr<const store::DecodedEntry> stored;
+    std::optional<Error> not_stored;
     if (store_) {
-        stored = store_->put(recipe.fingerprint, entry, store::DiskStore::Cleaning::kDeferred);
+        store::Stored put =
+            store_->put(recipe.fingerprint, entry, store::DiskStore::Cleaning::kDeferred);
+        stored = std::move(put.entry);
+        if (!put.disk) not_stored = std::move(put.disk).error();
         if (disk != nullptr)
             store::KeyIndex::at(disk->cache_directory()).record(caller_key, recipe.fingerprint);
     } else {
@@ -502,16 +536,21 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
     lock.reset();
     if (disk != nullptr) disk->run_pending_cleanup();
     if (stored == nullptr) {  // key material no entry can hold: the cubin still loads, as it is
+        if (disk != nullptr && !not_stored) {
+            not_stored = Error(Errc::kIoError, "its key material cannot be held by an entry");
+        }
         return Produced{Source::cubin(std::move(entry.payload)),
                         Origin::kHostCompile,
                         compile_ns,
                         std::move(names),
                         nullptr,
                         {},
-                        recipe.source_bytes};
+                        recipe.source_bytes,
+                        std::move(not_stored)};
     }
-    return Produced{Source{},          Origin::kHostCompile, compile_ns,         std::move(names),
-                    std::move(stored), recipe.fingerprint,   recipe.source_bytes};
+    return Produced{
+        Source{},          Origin::kHostCompile, compile_ns,          std::move(names),
+        std::move(stored), recipe.fingerprint,   recipe.source_bytes, std::move(not_stored)};
 }
 
 }  // namespace kcache::cache

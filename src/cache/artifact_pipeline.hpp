@@ -56,8 +56,13 @@ public:
           host_compile_(host_compile),
           workers_(std::move(workers)) {}
 
-    // produce() then load().
+    // produce() then load(), for a lookup.
     Result<Built> build(std::string_view key, int arch, const Source& source);
+
+    // Who asks for an artifact: a lookup's tier outcome is counted (memory hit, disk hit or
+    // miss, once however many times the tiers were read); a prebuild's is not (CacheCore counts
+    // prebuilds apart, so that making ahead is not shown as lookups served).
+    enum class Asking { kLookup, kPrebuild };
 
     // The loadable artifact without loading it (no GPU needed): what build() loads.
     struct Produced {
@@ -70,8 +75,12 @@ public:
         std::shared_ptr<const store::DecodedEntry> stored;
         util::Fingerprint fingerprint{};                  // the entry's, with `stored`
         std::optional<util::Fingerprint> source_bytes{};  // as in Built
+        // Set when there is a disk tier and the artifact is not on it: its write failed (now, or
+        // when a memory hit's entry was made). A lookup loads it all the same.
+        std::optional<Error> not_stored{};
     };
-    Result<Produced> produce(std::string_view key, int arch, const Source& source);
+    Result<Produced> produce(std::string_view key, int arch, const Source& source,
+                             Asking asking = Asking::kLookup);
     // Loads what produce() gave for `source` into the current context (the driver's JIT for PTX
     // it left to the driver, which counts as compile time in the result).
     Result<Built> load(std::string_view key, const Source& source, Produced produced);
@@ -88,10 +97,14 @@ private:
     };
     // nullopt: nothing to compile on the host (a binary, or PTX left to the driver's JIT).
     Result<std::optional<Recipe>> plan(int arch, const Source& source) const;
-    std::optional<Produced> lookup(std::string_view key, const Recipe& recipe,
-                                   const Source& source);
+    // Counts nothing; `rejected` is set when an entry was found under the fingerprint with key
+    // material other than the recipe's.
+    std::optional<Produced> lookup(std::string_view key, const Recipe& recipe, const Source& source,
+                                   bool& rejected);
+    Result<Produced> produce_planned(std::string_view key, const Recipe& recipe,
+                                     const Source& source, bool& rejected);
     Result<Produced> compile_and_store(std::string_view key, const Recipe& recipe,
-                                       const Source& source);
+                                       const Source& source, bool& rejected);
 
     driver::Driver& driver_;
     std::shared_ptr<store::ArtifactStore> store_;

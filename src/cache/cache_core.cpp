@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cache/thread_counters.hpp"
+#include "compile/arch.hpp"
 #include "compile/ptx_params.hpp"
 #include "util/epoch.hpp"
 #include "util/fingerprint.hpp"
@@ -63,9 +64,10 @@ bool CacheCore::probe_exists(std::string_view key, int arch, std::uint64_t hash)
 namespace {
 
 // The tiers for a cache's options. A disk directory that cannot be used is logged and leaves the
-// memory tier alone working; `disk_errors` counts it.
+// memory tier alone working; `disk_errors` counts it and `why` keeps the reason, for prebuild().
 std::shared_ptr<store::ArtifactStore> make_store(const CacheOptions& options,
-                                                 std::atomic<std::uint64_t>& disk_errors) {
+                                                 std::atomic<std::uint64_t>& disk_errors,
+                                                 std::optional<Error>& why) {
     std::unique_ptr<store::DiskStore> disk;
     if (!options.disk_directory.empty()) {
         store::DiskOptions disk_options;
@@ -79,6 +81,7 @@ std::shared_ptr<store::ArtifactStore> make_store(const CacheOptions& options,
             disk = std::move(*opened);
         } else {
             disk_errors.fetch_add(1, std::memory_order_relaxed);
+            why = opened.error();
             util::warn_once("disk-open:" + options.disk_directory,
                             "disk tier off, working from memory: " + opened.error().message());
         }
@@ -99,7 +102,13 @@ std::shared_ptr<compile::WorkerPool> make_workers(const CacheOptions& options) {
                        "in this process");
         return nullptr;
     }
-    auto pool = compile::WorkerPool::start(command, {"compile-worker"}, options.compile_workers);
+    std::size_t workers = options.compile_workers;
+    if (workers > CacheOptions::kMaxCompileWorkers) {  // check() refuses it; a constructor cannot
+        util::log_line(util::LogLevel::kInfo, options.check().error().message() + ": starting " +
+                                                  std::to_string(CacheOptions::kMaxCompileWorkers));
+        workers = CacheOptions::kMaxCompileWorkers;
+    }
+    auto pool = compile::WorkerPool::start(command, {"compile-worker"}, workers);
     if (!pool) {
         util::log_line(util::LogLevel::kInfo,
                        "compile workers off, compiling in this process: " + pool.error().message());
@@ -114,8 +123,8 @@ CacheCore::CacheCore(CacheOptions options_in)
     : options(std::move(options_in)),
       driver_(options.driver ? options.driver : driver::default_driver()),
       library_counters_(std::make_shared<LibraryCounters>()),
-      pipeline_(*driver_, make_store(options, disk_open_errors_), options.host_compile,
-                make_workers(options)),
+      pipeline_(*driver_, make_store(options, disk_open_errors_, disk_open_error_),
+                options.host_compile, make_workers(options)),
       table_(new EntryTable({})) {
     for (const std::string& problem : options.configuration_problems) {
         util::warn_once("config:" + problem, "setting not used: " + problem);
@@ -179,12 +188,8 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
                 continue;
             }
             if (options.verify) {
-                auto source = make();
-                if (!source) {
-                    return Error(Errc::kSourceFailed,
-                                 "key '" + std::string(key) +
-                                     "': source generator failed: " + source.error().message());
-                }
+                auto source = generate(key, make);
+                if (!source) return std::move(source).error();
                 auto now = util::source_fingerprint(*source, arch);
                 if (now != module->entry_->fingerprint) {
                     verify_failures_.fetch_add(1, std::memory_order_relaxed);
@@ -338,7 +343,9 @@ Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
     if (stats_flusher_) stats_flusher_->maybe_flush();
     auto source = generate(key, make);
     if (!source) return std::move(source).error();
-    auto produced = pipeline_.produce(key, arch, *source);
+    auto produced = pipeline_.produce(
+        key, arch, *source,
+        for_load ? ArtifactPipeline::Asking::kLookup : ArtifactPipeline::Asking::kPrebuild);
     if (!produced) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
         Error error = std::move(produced).error();
@@ -348,6 +355,7 @@ Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
     compile_ns_.fetch_add(produced->compile_ns, std::memory_order_relaxed);
     if (!for_load && produced->origin == ArtifactPipeline::Origin::kHostCompile) {
         compiles_.fetch_add(1, std::memory_order_relaxed);
+        prebuild_compiles_.fetch_add(1, std::memory_order_relaxed);
     }
     PreparedArtifact prepared;
     prepared.source = std::move(source).value();
@@ -364,9 +372,32 @@ Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
 
 Result<ArtifactOrigin> CacheCore::prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
                                            int arch) {
+    // Before the generator runs and any compiler sees the arch: a bad one changes nothing.
+    if (auto checked = compile::check_target({arch, false}); !checked) {
+        return Error(Errc::kInvalidArgument,
+                     "key '" + std::string(key) + "': " + checked.error().message());
+    }
+    // A prebuild is for the disk: without the tier that was asked for, it would store nothing.
+    if (disk_open_error_) {
+        return Error(Errc::kIoError,
+                     "key '" + std::string(key) +
+                         "': not compiled, since nothing could be stored on disk: " +
+                         disk_open_error_->message());
+    }
+    if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
+    prebuilds_.fetch_add(1, std::memory_order_relaxed);
     auto prepared = prepare(key, make, arch, /*for_load=*/false);
     if (!prepared) return std::move(prepared).error();
-    switch (prepared->produced.origin) {
+    const ArtifactPipeline::Produced& produced = prepared->produced;
+    if (produced.not_stored) {
+        const bool compiled = produced.origin == ArtifactPipeline::Origin::kHostCompile;
+        return Error(Errc::kIoError,
+                     "key '" + std::string(key) +
+                         "': " + (compiled ? "compiled" : "found in memory") + " for sm_" +
+                         std::to_string(arch) +
+                         " but not stored on disk: " + produced.not_stored->message());
+    }
+    switch (produced.origin) {
         case ArtifactPipeline::Origin::kHostCompile:
             return ArtifactOrigin::kCompiled;
         case ArtifactPipeline::Origin::kMemoryTier:
@@ -491,6 +522,8 @@ CacheStats CacheCore::stats() const {
     s.waits = waits_.load(std::memory_order_relaxed);
     s.evictions = evictions_.load(std::memory_order_relaxed);
     s.verify_failures = verify_failures_.load(std::memory_order_relaxed);
+    s.prebuilds = prebuilds_.load(std::memory_order_relaxed);
+    s.prebuild_compiles = prebuild_compiles_.load(std::memory_order_relaxed);
     s.entries = size();
     // Unloads first: every unload counted was preceded by its load, so loaded >= unloaded.
     const auto unloaded = library_counters_->unloaded.load(std::memory_order_acquire);
@@ -503,6 +536,7 @@ CacheStats CacheCore::stats() const {
         s.disk_read_only = tiers->disk() != nullptr && tiers->disk()->read_only();
         s.disk_hits = t.disk.hits;
         s.disk_misses = t.disk.misses;
+        s.disk_rejected = t.disk_rejected;
         s.disk_writes = t.disk.writes;
         s.disk_errors = t.disk.errors;
         s.disk_corrupt = t.disk.corrupt;

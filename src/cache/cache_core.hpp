@@ -96,8 +96,10 @@ private:
 
     std::shared_ptr<driver::Driver> driver_;
     std::shared_ptr<LibraryCounters> library_counters_;
-    // Before pipeline_: constructing the pipeline's store may count an error here.
+    // Before pipeline_: constructing the pipeline's store may count an error here, and keep it
+    // (set once in the constructor, then only read).
     std::atomic<std::uint64_t> disk_open_errors_{0};
+    std::optional<Error> disk_open_error_;
     ArtifactPipeline pipeline_;
 
     // Read by every hit, written only when a miss publishes: on a line of their own, away from
@@ -110,6 +112,7 @@ private:
     std::atomic<std::uint64_t> misses_{0}, compiles_{0}, compile_failures_{0}, compile_ns_{0};
     std::atomic<std::uint64_t> code_gone_{0};
     std::atomic<std::uint64_t> waits_{0}, evictions_{0}, verify_failures_{0};
+    std::atomic<std::uint64_t> prebuilds_{0}, prebuild_compiles_{0};
     // Null without a disk tier; set once in the constructor, then only read. Last, so that it
     // is built when everything it reads (stats()) is.
     std::unique_ptr<StatsFlusher> stats_flusher_;

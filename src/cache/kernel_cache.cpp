@@ -32,6 +32,15 @@ CacheOptions CacheOptions::from_env_lenient() {
     return defaults;
 }
 
+Result<void> CacheOptions::check() const {
+    if (compile_workers > kMaxCompileWorkers) {
+        return Error(Errc::kInvalidArgument,
+                     "compile_workers: " + std::to_string(compile_workers) + " is more than " +
+                         std::to_string(kMaxCompileWorkers) + " worker processes");
+    }
+    return ok();
+}
+
 ThreadStats thread_stats() noexcept {
     return cache::thread_counters();
 }

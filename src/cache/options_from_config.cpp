@@ -47,6 +47,7 @@ Result<CacheOptions> to_cache_options(const util::Config& config) {
         }
         options.disk_directory = config.directory();
     }
+    if (auto checked = options.check(); !checked) return std::move(checked).error();
     options.configuration_problems = config.problems();
     return options;
 }

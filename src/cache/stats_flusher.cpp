@@ -27,6 +27,9 @@ store::StatsCounters counters_of(const CacheStats& stats) noexcept {
     c.config_errors = stats.config_errors;
     c.disk_evicted = stats.disk_evicted;
     c.disk_evicted_bytes = stats.disk_evicted_bytes;
+    c.disk_rejected = stats.disk_rejected;
+    c.prebuilds = stats.prebuilds;
+    c.prebuild_compiles = stats.prebuild_compiles;
     return c;
 }
 

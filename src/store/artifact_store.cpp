@@ -3,17 +3,42 @@
 namespace kcache::store {
 
 std::optional<Found> ArtifactStore::get(const util::Fingerprint& fingerprint) {
+    auto found = find(fingerprint);
+    count(!found                         ? Outcome::kMiss
+          : found->tier == Tier::kMemory ? Outcome::kMemoryHit
+                                         : Outcome::kDiskHit);
+    return found;
+}
+
+std::optional<Found> ArtifactStore::find(const util::Fingerprint& fingerprint) {
     if (auto entry = memory_.get(fingerprint)) {
-        memory_hits_.fetch_add(1, std::memory_order_relaxed);
-        return Found{std::move(entry), Tier::kMemory};
+        return Found{std::move(entry), Tier::kMemory, why_not_on_disk(fingerprint)};
     }
     if (!disk_) return std::nullopt;
     // Not copied up to memory: a disk hit is loaded at once and the driver keeps what it needs,
     // and holding every hit's bytes cost a new process 8-9 us a kernel in first touches of memory
-    // on the H200 host (measured). A later get reads the disk again, from the page cache.
-    auto entry = disk_->get(fingerprint);
+    // on the H200 host (measured). A later find reads the disk again, from the page cache.
+    auto entry = disk_->get(fingerprint, DiskStore::Reading::kUncounted);
     if (!entry) return std::nullopt;
     return Found{std::move(entry), Tier::kDisk};
+}
+
+void ArtifactStore::count(Outcome outcome) noexcept {
+    switch (outcome) {
+        case Outcome::kMemoryHit:
+            memory_hits_.fetch_add(1, std::memory_order_relaxed);
+            return;
+        case Outcome::kDiskHit:
+            disk_hits_.fetch_add(1, std::memory_order_relaxed);
+            return;
+        case Outcome::kRejected:
+            if (disk_) disk_rejected_.fetch_add(1, std::memory_order_relaxed);
+            [[fallthrough]];
+        case Outcome::kMiss:
+            // Without a disk tier a miss is only the memory tier's, which no counter shows.
+            if (disk_) disk_misses_.fetch_add(1, std::memory_order_relaxed);
+            return;
+    }
 }
 
 std::shared_ptr<const DecodedEntry> ArtifactStore::read_back(const util::Fingerprint& fingerprint) {
@@ -23,15 +48,30 @@ std::shared_ptr<const DecodedEntry> ArtifactStore::read_back(const util::Fingerp
     return entry;
 }
 
-std::shared_ptr<const DecodedEntry> ArtifactStore::put(const util::Fingerprint& fingerprint,
-                                                       const StoredEntry& entry,
-                                                       DiskStore::Cleaning cleaning) {
+Stored ArtifactStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
+                          DiskStore::Cleaning cleaning) {
     // A compile's entry, once through the entry format: what a disk hit would have kept.
     auto decoded = DecodedEntry::of(entry);
     memory_.put(fingerprint, decoded);
-    // Ignored on purpose: DiskStore counts and logs the failure, and memory still has the entry.
-    if (disk_) (void)disk_->put(fingerprint, entry, cleaning);
-    return decoded;
+    if (!disk_) return {std::move(decoded), ok()};
+    Result<void> written = disk_->put(fingerprint, entry, cleaning);
+    const std::pair key{fingerprint.high, fingerprint.low};
+    std::lock_guard lock(unstored_mutex_);
+    if (written) {
+        unstored_.erase(key);
+    } else {
+        unstored_.insert_or_assign(key, written.error());
+    }
+    any_unstored_.store(!unstored_.empty(), std::memory_order_relaxed);
+    return {std::move(decoded), std::move(written)};
+}
+
+std::optional<Error> ArtifactStore::why_not_on_disk(const util::Fingerprint& fingerprint) const {
+    if (!any_unstored_.load(std::memory_order_relaxed)) return std::nullopt;
+    std::lock_guard lock(unstored_mutex_);
+    const auto it = unstored_.find({fingerprint.high, fingerprint.low});
+    if (it == unstored_.end()) return std::nullopt;
+    return it->second;
 }
 
 ArtifactStats ArtifactStore::stats() const {
@@ -41,7 +81,13 @@ ArtifactStats ArtifactStore::stats() const {
     s.memory_entries = memory_.size();
     s.memory_bytes = memory_.bytes();
     s.disk_enabled = disk_ != nullptr;
-    if (disk_) s.disk = disk_->stats();
+    if (disk_) {
+        s.disk = disk_->stats();
+        // The disk tier reads uncounted for this store (see find()): lookups are counted here.
+        s.disk.hits = disk_hits_.load(std::memory_order_relaxed);
+        s.disk.misses = disk_misses_.load(std::memory_order_relaxed);
+        s.disk_rejected = disk_rejected_.load(std::memory_order_relaxed);
+    }
     return s;
 }
 

@@ -1,24 +1,34 @@
 // The tiers behind a cache miss, by fingerprint: memory (what this process compiled), then disk (a
-// hit is not copied up: see get()). Either tier may be absent; an absent or failing disk leaves
+// hit is not copied up: see find()). Either tier may be absent; an absent or failing disk leaves
 // kcache working from memory.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <utility>
 
+#include "kcache/result.hpp"
 #include "store/disk_store.hpp"
 #include "store/memory_store.hpp"
 
 namespace kcache::store {
 
 struct ArtifactStats {
+    // How lookups ended (count()): each lookup is one memory hit, one disk hit or one miss.
     std::uint64_t memory_hits = 0;
     std::uint64_t read_backs = 0;  // entries read again for code loaded without its bytes
     std::uint64_t memory_entries = 0;
     std::uint64_t memory_bytes = 0;
+    // disk.hits and disk.misses are those of lookups, as count() was told: without a disk tier
+    // they stay 0. errors, corrupt and evictions are the disk tier's own.
     DiskStats disk;
+    // Misses that found an entry under the fingerprint whose key material was not the one
+    // asked for (recompiled and replaced); a part of disk.misses.
+    std::uint64_t disk_rejected = 0;
     bool disk_enabled = false;
 };
 
@@ -27,6 +37,15 @@ enum class Tier { kMemory, kDisk };
 struct Found {
     std::shared_ptr<const DecodedEntry> entry;  // never null; a memory hit's is the tier's own
     Tier tier;
+    // A memory hit whose write to the disk tier failed: why it is not on disk.
+    std::optional<Error> not_on_disk{};
+};
+
+// What put() did: the entry as the memory tier holds it (decoded, as a hit would be; null for
+// key material no entry can hold), and the disk write's outcome (ok without a disk tier).
+struct Stored {
+    std::shared_ptr<const DecodedEntry> entry;
+    Result<void> disk;
 };
 
 class ArtifactStore {
@@ -35,25 +54,38 @@ public:
     ArtifactStore(std::size_t memory_bytes, std::unique_ptr<DiskStore> disk)
         : memory_(memory_bytes), disk_(std::move(disk)) {}
 
+    // find(), then count() of how it ended: for a caller that takes whatever it finds.
     std::optional<Found> get(const util::Fingerprint& fingerprint);
-    // The bytes of code loaded earlier without keeping them, for another context: get() without
+    // The tiers' entry, counting no lookup: its finder may still reject it (key material), so
+    // it says how the lookup ended with count(), once.
+    std::optional<Found> find(const util::Fingerprint& fingerprint);
+    enum class Outcome { kMemoryHit, kDiskHit, kMiss, kRejected };  // kRejected: also a miss
+    void count(Outcome outcome) noexcept;
+    // The bytes of code loaded earlier without keeping them, for another context: find() without
     // counting a lookup; a success counts as a read-back. Null when no tier has the entry.
     std::shared_ptr<const DecodedEntry> read_back(const util::Fingerprint& fingerprint);
-    // Puts to every tier. A disk failure is counted by the disk tier and otherwise ignored here:
-    // the artifact is still in memory and the caller's kernel still loads. Returns the entry as
-    // the memory tier holds it (decoded, as a hit would be), for loading in place.
-    std::shared_ptr<const DecodedEntry> put(
-        const util::Fingerprint& fingerprint, const StoredEntry& entry,
-        DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow);
+    // Puts to every tier. A disk failure is counted by the disk tier and returned; the artifact
+    // is still in memory, so a caller loading it may ignore it, and a later memory hit of it
+    // says it is not on disk.
+    Stored put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
+               DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow);
 
     ArtifactStats stats() const;
     DiskStore* disk() const noexcept { return disk_.get(); }
 
 private:
+    std::optional<Error> why_not_on_disk(const util::Fingerprint& fingerprint) const;
+
     MemoryStore memory_;
     std::unique_ptr<DiskStore> disk_;
-    std::atomic<std::uint64_t> memory_hits_{0};
+    std::atomic<std::uint64_t> memory_hits_{0}, disk_hits_{0}, disk_misses_{0};
+    std::atomic<std::uint64_t> disk_rejected_{0};
     std::atomic<std::uint64_t> read_backs_{0};
+    // Fingerprints whose last disk write failed, and why: few (one per failed write), and only
+    // looked at on a memory hit when there is any.
+    mutable std::mutex unstored_mutex_;
+    std::map<std::pair<std::uint64_t, std::uint64_t>, Error> unstored_;  // guarded by the mutex
+    std::atomic<bool> any_unstored_{false};
 };
 
 }  // namespace kcache::store

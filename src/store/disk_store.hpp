@@ -68,8 +68,10 @@ public:
                                            std::uint64_t max_bytes, std::uint64_t max_files);
 
     // Why an entry is read: a lookup counts as a hit or miss; a read-back (the bytes of code
-    // already loaded, for another context) counts neither, only errors and corrupt entries.
-    enum class Reading { kLookup, kReadBack };
+    // already loaded, for another context) counts neither, only errors and corrupt entries; so
+    // does kUncounted, for a caller that counts the lookup itself (ArtifactStore: key material
+    // may still reject what was read).
+    enum class Reading { kLookup, kReadBack, kUncounted };
     // Null on a miss. A hit refreshes the entry's mtime, its recency stamp for eviction, when
     // older than kStampGranularity.
     std::shared_ptr<const DecodedEntry> get(const util::Fingerprint& fingerprint,

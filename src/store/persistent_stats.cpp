@@ -20,7 +20,7 @@ constexpr std::string_view kHeader = "kcache-stats ";
 constexpr std::string_view kZeroedAt = "zeroed_at";
 constexpr char kHexDigits[] = "0123456789abcdef";
 
-constexpr std::array<StatsField, 17> kFields{{
+constexpr std::array<StatsField, 20> kFields{{
     {"hits", &StatsCounters::hits},
     {"misses", &StatsCounters::misses},
     {"waits", &StatsCounters::waits},
@@ -37,6 +37,9 @@ constexpr std::array<StatsField, 17> kFields{{
     {"disk_corrupt", &StatsCounters::disk_corrupt},
     {"disk_evicted", &StatsCounters::disk_evicted},
     {"disk_evicted_bytes", &StatsCounters::disk_evicted_bytes},
+    {"disk_rejected", &StatsCounters::disk_rejected},
+    {"prebuilds", &StatsCounters::prebuilds},
+    {"prebuild_compiles", &StatsCounters::prebuild_compiles},
     {"config_errors", &StatsCounters::config_errors},
 }};
 // Every counter must be listed, or it would silently never reach the file.

@@ -17,8 +17,10 @@ namespace kcache::store {
 
 // Counters only (no gauges such as the number of entries): every field is a sum over processes.
 // The names are those of the stats file and, writing "disk_" as "disk." and compile_ns as
-// compile_seconds, those of `kcache -s --json`. A saved-time estimate can be made from them:
-// (memory_hits + disk_hits) lookups were served without compiling, at compile_ns / compiles each.
+// compile_seconds, those of `kcache -s --json`. They add up as CacheStats's do: a lookup's miss
+// that reached the tiers is one of memory_hits, disk_hits, disk_misses; prebuilds are apart. A
+// saved-time estimate: (memory_hits + disk_hits) lookups were served without compiling, at
+// compile_ns / compiles each (a prebuild found stored saved nothing: it is not among them).
 struct StatsCounters {
     std::uint64_t hits = 0;    // lookups answered from the loaded map
     std::uint64_t misses = 0;  // lookups that were not
@@ -36,6 +38,9 @@ struct StatsCounters {
     std::uint64_t disk_corrupt = 0;
     std::uint64_t disk_evicted = 0;
     std::uint64_t disk_evicted_bytes = 0;
+    std::uint64_t disk_rejected = 0;  // of disk_misses: an entry of other key material
+    std::uint64_t prebuilds = 0;
+    std::uint64_t prebuild_compiles = 0;  // of compiles: those of prebuilds
     std::uint64_t config_errors = 0;  // settings a process could not use
     // Seconds since the Unix epoch of the last zero(); 0: never zeroed. A time, not a counter:
     // += keeps the later of the two.

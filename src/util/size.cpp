@@ -51,7 +51,10 @@ Result<std::uint64_t> parse_size(std::string_view text) {
     }
     const double bytes = value * scale;
     if (bytes >= 9.2e18) return bad("too large");  // llround's long long would overflow
-    return static_cast<std::uint64_t>(std::llround(bytes));
+    const auto rounded = static_cast<std::uint64_t>(std::llround(bytes));
+    // 0 means "no limit": a positive size that rounds to it would lift the budget it sets.
+    if (rounded == 0 && value > 0) return bad("less than a byte");
+    return rounded;
 }
 
 std::string format_size(std::uint64_t bytes) {

@@ -45,6 +45,9 @@ bad_usage)
   expect 2 $K compile missing.cu --arch sm_90
   kernel_cu k.cu
   expect 2 $K compile k.cu --arch sm_5
+  for arch in sm_7 sm_74 sm_1000 sm_80a sm_-90 sm_9x 90aa; do
+    expect 2 $K compile k.cu --arch $arch; contains "arch"
+  done
   expect 2 $K compile k.txt --arch sm_90
   expect 2 $K compile k.cu --arch sm_90 -j 0
   [ ! -e "$KCACHE_DIR" ] || [ -z "$(find "$KCACHE_DIR" -name '*.kc')" ] || fail "a bad command wrote entries"
@@ -59,6 +62,38 @@ prewarm)
   expect 0 $K compile k.cu --arch sm_90 -D SCALE=3.0f   # other options: another artifact
   contains "1 compiled"
   expect 0 $K ls; contains "2 entries"; contains "sm_90"; contains "k.cu"
+  ;;
+compile_unstored)
+  # kcache compile honours the library's settings and fails loudly, naming each file, when it
+  # cannot store: a refused directory, a write that fails; and it keeps the budgets.
+  kernel_cu k.cu
+  mkdir -p "$KCACHE_DIR"; chmod 0770 "$KCACHE_DIR"
+  expect 1 $K compile k.cu --arch sm_90 -D SCALE=1.0f
+  contains "not stored: "; contains "k.cu"; contains "group- or world-writable"
+  contains "0 compiled, 0 already in the cache, 0 failed, 1 not stored"
+  KCACHE_ALLOW_SHARED_DIR=1 expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
+  contains "1 compiled"
+  chmod 0700 "$KCACHE_DIR"
+  chown nobody "$KCACHE_DIR" 2>/dev/null && {
+    expect 1 $K compile k.cu --arch sm_90 -D SCALE=1.0f; contains "another user"
+    chown "$(id -u)" "$KCACHE_DIR"
+  }
+  # A file where the entry's folder would go: the write fails. (A folder where the entry's file
+  # would go is not what kcache keeps there: the lookup removes it, and the write then works.)
+  FP=$($K ls --json | grep -o '"fingerprint": "[0-9a-f]*"' | grep -o '[0-9a-f]\{32\}')
+  expect 0 $K -C
+  rm -rf "${KCACHE_DIR:?}/${FP:0:2}"; echo x > "$KCACHE_DIR/${FP:0:2}"
+  expect 1 $K compile k.cu --arch sm_90 -D SCALE=1.0f
+  contains "k.cu"; contains "compiled for sm_90 but not stored on disk"
+  contains "0 compiled, 0 already in the cache, 0 failed, 1 not stored"
+  rm "$KCACHE_DIR/${FP:0:2}"
+  # The file budget of kcache.conf holds for a pre-warm too, and it says what it removed.
+  expect 0 $K -F 2
+  ALL=""
+  for s in 2 3 4 5; do expect 0 $K compile k.cu --arch sm_90 -D SCALE=$s.0f; ALL+=$OUT_TEXT; done
+  [ "$(find "$KCACHE_DIR" -name '*.kc' | wc -l)" -le 2 ] || fail "max_files ignored"
+  OUT_TEXT=$ALL; contains "budgets (max_size, max_files) removed"
+  KCACHE_DISK=0 expect 2 $K compile k.cu --arch sm_90; contains "disk=0"
   ;;
 compile_error)
   printf 'extern "C" __global__ void k() { undeclared_thing(); }\n' > bad.cu
@@ -87,6 +122,13 @@ clear_cleanup)
   expect 0 $K ls; contains "4 entries"
   expect 0 $K -c -F 2; contains "removed"
   expect 0 $K ls; contains "1 entries"
+  # -F (and -M) set kcache.conf for good, with -c too, as ccache; the environment applies a
+  # budget once.
+  expect 0 $K -k max_files; [ "$OUT_TEXT" = "2" ] || fail "-c -F 2 did not keep max_files: '$OUT_TEXT'"
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=5.0f
+  KCACHE_MAX_FILES=1 expect 0 $K -c; contains "removed"
+  expect 0 $K -k max_files; [ "$OUT_TEXT" = "2" ] || fail "an environment budget was written"
+  expect 0 $K --help; contains "Set the file budget (max_files) in kcache.conf"
   expect 0 $K -C
   expect 0 $K ls; contains "0 entries"
   ;;
@@ -98,6 +140,28 @@ evict_older_than)
   touch -m -d '3 days ago' "$OLD"
   expect 0 $K --evict-older-than 2d; contains "1 entries"
   [ ! -e "$OLD" ] || fail "the old entry is still there"
+  expect 0 $K ls; contains "1 entries"
+  ;;
+numbers_do_not_wrap)
+  # Ages, sizes and counts out of range are refused (exit 2) and change nothing.
+  kernel_cu k.cu
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
+  expect 0 $K -F 5
+  BEFORE=$(cat "$KCACHE_DIR/kcache.conf")
+  for age in 200000d 99999999999d 999999999999h; do
+    expect 2 $K --evict-older-than $age; contains "bad age '$age'"
+  done
+  expect 2 $K --evict-older-than 200000d --dry-run
+  expect 0 $K ls; contains "1 entries"
+  expect 2 $K -F -1; expect 2 $K -F 18446744073709551616; expect 2 $K -F 1e3
+  expect 2 $K -M 0.0000000001; contains "bad size"
+  expect 2 $K -o max_files=-1; expect 2 $K -o compile_workers=99999999
+  [ "$(cat "$KCACHE_DIR/kcache.conf")" = "$BEFORE" ] || fail "a refused number changed kcache.conf"
+  KCACHE_COMPILE_WORKERS=99999999 expect 2 $K compile k.cu --arch sm_90
+  contains "compile_workers"
+  expect 2 $K compile k.cu --arch sm_90 -j 1025
+  expect 2 $K demo --passes 1001
+  expect 0 $K --evict-older-than 36500d; contains "0 entries (0 bytes) removed"
   expect 0 $K ls; contains "1 entries"
   ;;
 config)
@@ -118,15 +182,28 @@ config)
   expect 0 $K ls; contains "1 entries"
   ;;
 stats)
+  # Prebuilds are counted apart from lookups: the second finds its entry stored, which is no
+  # lookup served and no time saved.
   kernel_cu k.cu
   expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
   expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
   expect 0 $K -s --json
-  contains '"compiles": 1,'; contains '"disk": {"hits": 1,'; contains '"writes": 1,'
+  contains '"lookups": 0,'; contains '"memory_hits": 0,'; contains '"compiles": 1,'
+  contains '"saved_seconds": 0.000000,'; contains '"prebuilds": 2, "prebuild_compiles": 1,'
+  contains '"disk": {"hits": 0, "misses": 0, "rejected": 0, "writes": 1,'
   contains '"entries": 1,'; contains '"max_size_bytes": 4294967296'
   expect 0 $K -s; contains "Cache size:"; contains "Compile time spent:"
+  contains "Prebuilds (kcache compile):              2  (1 compiled)"
+  contains "Compile time saved (estimate):       0.000 s"
+  if grep -E '[0-9]{4}\.[0-9]%|[2-9][0-9]{2}\.[0-9]%|1[1-9][0-9]\.[0-9]%|10[1-9]\.[0-9]%' <<<"$OUT_TEXT"; then
+    fail "a share above 100%: $OUT_TEXT"
+  fi
+  # A directory past its budget (the budget lowered since) says so, as a count.
+  expect 0 $K compile k.cu --arch sm_90 -D SCALE=2.0f
+  expect 0 $K -F 1
+  expect 0 $K -s; contains "2 of 1 (over budget)"
   expect 0 $K -z
-  expect 0 $K -s --json; contains '"compiles": 0,'; contains '"entries": 1,'
+  expect 0 $K -s --json; contains '"compiles": 0,'; contains '"entries": 2,'
   ;;
 stats_concurrent)
   # kcache -s while 4 programs write: every read succeeds and the totals add up at the end.

@@ -43,6 +43,17 @@ TEST(ParseSize, NonsenseIsAnErrorQuotingTheText) {
     }
 }
 
+// A budget that rounds to zero bytes would mean "no limit": the opposite of what was asked.
+TEST(ParseSize, APositiveSizeBelowOneByteIsAnErrorNotNoLimit) {
+    for (const char* text : {"0.0000000001", "0.0001k", "0.0004Ki"}) {
+        auto size = parse_size(text);
+        ASSERT_FALSE(size.ok()) << text;
+        EXPECT_EQ(size.error().code(), Errc::kInvalidArgument);
+    }
+    EXPECT_EQ(size_of("0.5k"), 500u);
+    EXPECT_EQ(size_of("0.0"), 0u);  // zero itself still means none
+}
+
 TEST(FormatSize, PicksAReadableUnit) {
     EXPECT_EQ(format_size(17), "17 bytes");
     EXPECT_EQ(format_size(1536), "1.5 KiB");

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "compile/arch.hpp"
 #include "driver/driver.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "store/cache_directory.hpp"
@@ -14,25 +15,6 @@
 
 namespace kcache::tool {
 namespace {
-
-struct Target {
-    int arch = 0;
-    bool arch_specific = false;
-};
-
-bool parse_arch(std::string text, Target& target) {
-    if (text.starts_with("sm_")) text = text.substr(3);
-    if (!text.empty() && text.back() == 'a') {
-        target.arch_specific = true;
-        text.pop_back();
-    }
-    if (text.empty() || text.size() > 3 ||
-        text.find_first_not_of("0123456789") != std::string::npos) {
-        return false;
-    }
-    target.arch = std::stoi(text);
-    return target.arch >= 50;
-}
 
 // A progress bar on a terminal, a line per file otherwise (logs, CI).
 class Progress {
@@ -61,8 +43,8 @@ private:
 
 }  // namespace
 
-int run_compile(const CompileOptions& options) {
-    Target target;
+int run_compile(const CompileOptions& options, CacheOptions cache_options) {
+    compile::Target target;
     if (options.arch.empty()) {
         auto driver = driver::default_driver();
         auto arch = driver->current_arch();
@@ -73,9 +55,10 @@ int run_compile(const CompileOptions& options) {
             return 2;
         }
         target.arch = *arch;
-    } else if (!parse_arch(options.arch, target)) {
-        std::fprintf(stderr, "kcache: bad --arch '%s': sm_XX or sm_XXa, e.g. sm_90\n",
-                     options.arch.c_str());
+    } else if (auto parsed = compile::parse_target(options.arch); parsed) {
+        target = *parsed;
+    } else {
+        std::fprintf(stderr, "kcache: --arch: %s\n", parsed.error().message().c_str());
         return 2;
     }
     // Read every file first: a missing one is a usage error, and nothing is compiled.
@@ -105,15 +88,13 @@ int run_compile(const CompileOptions& options) {
 
     const std::size_t jobs =
         options.jobs != 0 ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
-    CacheOptions cache_options;
-    cache_options.disk_directory = options.directory;
     cache_options.compile_workers = jobs > 1 ? jobs : 0;
-    cache_options.compile_worker_command = options.worker_command;
-    KernelCache cache(cache_options);
+    const std::string directory = cache_options.disk_directory;
+    KernelCache cache(std::move(cache_options));
 
     Progress progress(sources.size());
     std::atomic<std::size_t> next{0};
-    std::atomic<int> failures{0}, compiled{0}, present{0};
+    std::atomic<int> failures{0}, compiled{0}, present{0}, not_stored{0};
     std::mutex report_mutex;
     std::vector<std::thread> pool;
     pool.reserve(jobs);
@@ -125,10 +106,13 @@ int run_compile(const CompileOptions& options) {
                     file, [&] { return sources[i]; }, target.arch);
                 const char* what = "compiled";
                 if (!origin) {
-                    ++failures;
-                    what = "FAILED";
+                    // kIoError: made, or not even tried, but not on disk where a program looks.
+                    const bool stored_nothing = origin.error().code() == Errc::kIoError;
+                    ++(stored_nothing ? not_stored : failures);
+                    what = stored_nothing ? "NOT STORED" : "FAILED";
                     std::lock_guard lock(report_mutex);
-                    std::fprintf(stderr, "kcache: %s\n", origin.error().describe().c_str());
+                    std::fprintf(stderr, "kcache: %s%s\n", stored_nothing ? "not stored: " : "",
+                                 origin.error().describe().c_str());
                 } else if (*origin == ArtifactOrigin::kCompiled) {
                     ++compiled;
                 } else {
@@ -140,10 +124,17 @@ int run_compile(const CompileOptions& options) {
         });
     }
     for (auto& thread : pool) thread.join();
-    std::printf("%d compiled, %d already in the cache, %d failed (sm_%d%s, %s)\n", compiled.load(),
-                present.load(), failures.load(), target.arch, target.arch_specific ? "a" : "",
-                options.directory.c_str());
-    return failures == 0 ? 0 : 1;
+    std::printf("%d compiled, %d already in the cache, %d failed, %d not stored (%s, %s)\n",
+                compiled.load(), present.load(), failures.load(), not_stored.load(),
+                target.name().c_str(), directory.c_str());
+    const CacheStats stats = cache.stats();
+    if (stats.disk_evicted != 0) {
+        std::fprintf(stderr,
+                     "kcache: the directory's budgets (max_size, max_files) removed %llu least "
+                     "recently used entries while compiling\n",
+                     static_cast<unsigned long long>(stats.disk_evicted));
+    }
+    return failures == 0 && not_stored == 0 ? 0 : 1;
 }
 
 }  // namespace kcache::tool

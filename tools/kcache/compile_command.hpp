@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kcache/kernel_cache.hpp"
+
 namespace kcache::tool {
 
 struct CompileOptions {
@@ -16,10 +18,10 @@ struct CompileOptions {
     std::vector<std::string> includes;  // -I values
     std::vector<std::string> options;   // further NVRTC options
     std::vector<std::string> name_expressions;
-    std::string directory;
-    std::string worker_command;  // this program, for CUDA C++ worker processes
 };
 
-int run_compile(const CompileOptions& options);
+// `cache` is the library's configuration for the directory (to_cache_options), its worker
+// command set; -j replaces its compile_workers. Exit 1 names every file that was not stored.
+int run_compile(const CompileOptions& options, CacheOptions cache);
 
 }  // namespace kcache::tool

@@ -27,9 +27,7 @@ int run(int argc, char** argv) {
 
     std::string directory;
     bool clear = false, cleanup = false, dry_run = false;
-    std::string max_size_text, evict_older_text;
-    std::uint64_t max_files = 0;
-    bool max_files_given = false;
+    std::string max_size_text, max_files_text, evict_older_text;
     std::vector<std::string> set_config;
     std::string get_config;
     bool show_config = false;
@@ -46,12 +44,21 @@ int run(int argc, char** argv) {
     app.add_flag("--json", stats_json, "With -s: JSON with stable field names");
     app.add_flag("-C,--clear", clear, "Remove every entry");
     app.add_flag("-c,--cleanup", cleanup,
-                 "Apply the size and file budgets now (least recently used first)");
+                 "Apply the size and file budgets now (least recently used first): those of "
+                 "kcache.conf, after any -M or -F, unless KCACHE_MAX_SIZE or KCACHE_MAX_FILES "
+                 "overrides them");
+    // As ccache: -M and -F always set the budget in kcache.conf (-c then applies it); a budget
+    // for one cleanup only comes from the environment (KCACHE_MAX_SIZE=1G kcache -c).
     auto* max_size_opt = app.add_option(
         "-M,--max-size", max_size_text,
-        "With -c: the byte budget to apply (k, M, G, T, Ki, Mi, Gi, Ti; a bare number is G)");
-    auto* max_files_opt =
-        app.add_option("-F,--max-files", max_files, "With -c: the file budget to apply (0: none)");
+        "Set the byte budget (max_size) in kcache.conf, as ccache; with -c, the cleanup then "
+        "applies it (k, M, G, T, Ki, Mi, Gi, Ti; a bare number is G; 0: none). For one cleanup "
+        "only: KCACHE_MAX_SIZE=SIZE kcache -c");
+    // Text, checked by the setting's own parser: CLI11 would wrap "-1" to 2^64-1.
+    auto* max_files_opt = app.add_option(
+        "-F,--max-files", max_files_text,
+        "Set the file budget (max_files) in kcache.conf, as -M (0: none). For one cleanup only: "
+        "KCACHE_MAX_FILES=N kcache -c");
     app.add_option("--evict-older-than", evict_older_text,
                    "Remove entries not used for AGE (30d, 12h, 90m, 3600s; a bare number is days)");
     app.add_flag("--dry-run", dry_run, "With -C, -c or --evict-older-than: say, remove nothing");
@@ -125,7 +132,7 @@ int run(int argc, char** argv) {
     }
     const std::string dir = config->directory();
     if (dir.empty()) return usage_error("no cache directory: give -d DIR or set KCACHE_DIR");
-    max_files_given = max_files_opt->count() > 0;
+    const bool max_files_given = max_files_opt->count() > 0;
     const bool maintenance = clear || cleanup || !evict_older_text.empty();
     const bool configuring = !set_config.empty() || max_size_opt->count() > 0 || max_files_given;
     const bool reporting = show_config || !get_config.empty() || show_stats || zero_stats;
@@ -147,10 +154,25 @@ int run(int argc, char** argv) {
         writes.emplace_back(item.substr(0, equals), item.substr(equals + 1));
     }
     if (max_size_opt->count() > 0) writes.emplace_back("max_size", max_size_text);
-    if (max_files_given) writes.emplace_back("max_files", std::to_string(max_files));
+    if (max_files_given) writes.emplace_back("max_files", max_files_text);
     for (const auto& [key, value] : writes) {
         if (auto allowed = kcache::util::check_file_setting(key, value); !allowed) {
             return usage_error(allowed.error().message());
+        }
+    }
+    if (!writes.empty()) {
+        // The values as the library would take them, before any is written: a value its type
+        // accepts may still be out of range (compile_workers=99999999).
+        std::map<std::string, std::string> trial = overrides;
+        for (const auto& [key, value] : writes) {
+            if (kcache::util::find_setting(key)->scope == kcache::util::SettingScope::kAnywhere) {
+                trial[key] = value;
+            }
+        }
+        auto tried = kcache::util::load_config("", trial);
+        if (!tried) return usage_error(tried.error().message());
+        if (auto options = kcache::cache::to_cache_options(*tried); !options) {
+            return usage_error(options.error().message());
         }
     }
     for (const auto& [key, value] : writes) {
@@ -180,10 +202,20 @@ int run(int argc, char** argv) {
     };
 
     if (*compile_cmd) {
-        compile.directory = dir;
-        std::error_code ignored;
-        compile.worker_command = std::filesystem::read_symlink("/proc/self/exe", ignored).string();
-        return kcache::tool::run_compile(compile);
+        // The library's own options for this directory (budgets, allow_shared_dir, workers), so
+        // that a pre-warm stores what a program's cache would, where it would.
+        auto options = kcache::cache::to_cache_options(*config);
+        if (!options) return usage_error(options.error().message());
+        if (options->disk_directory.empty()) {
+            return usage_error("kcache compile fills the disk tier, which disk=0 (" +
+                               config->get("disk")->origin_name + ") turns off");
+        }
+        if (options->compile_worker_command.empty()) {
+            std::error_code ignored;
+            options->compile_worker_command =
+                std::filesystem::read_symlink("/proc/self/exe", ignored).string();
+        }
+        return kcache::tool::run_compile(compile, std::move(*options));
     }
     if (*ls_cmd || *inspect_cmd || *verify_cmd) {
         if (*inspect_cmd) {

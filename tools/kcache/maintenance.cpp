@@ -1,6 +1,8 @@
 #include "tools/kcache/maintenance.hpp"
 
+#include <algorithm>
 #include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 
@@ -63,12 +65,11 @@ std::optional<std::chrono::seconds> parse_age(const std::string& text, std::stri
     std::size_t end = 0;
     while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
     const std::string unit = text.substr(end);
-    if (end == 0 || end > 12 || (unit.size() > 1)) {
+    if (end == 0 || unit.size() > 1) {
         error = "bad age '" + text + "': a whole number with an optional unit s, m, h or d";
         return std::nullopt;
     }
-    const long long value = std::stoll(text.substr(0, end));
-    long long scale = 86400;  // a bare number is days, as in ccache
+    std::uint64_t scale = 86400;  // a bare number is days, as in ccache
     if (unit == "s") {
         scale = 1;
     } else if (unit == "m") {
@@ -79,7 +80,17 @@ std::optional<std::chrono::seconds> parse_age(const std::string& text, std::stri
         error = "bad age '" + text + "': unknown unit '" + unit + "' (s, m, h or d)";
         return std::nullopt;
     }
-    return std::chrono::seconds(value * scale);
+    // Bounded before any arithmetic: the cleaner subtracts the age from now in nanoseconds, and
+    // an age that wrapped there would make every entry old enough to go.
+    const std::string digits = text.substr(0, end);
+    const std::size_t first = std::min(digits.find_first_not_of('0'), digits.size());
+    const std::uint64_t limit = kMaxAge.count() / scale;
+    if (digits.size() - first > 12 || std::stoull(digits) > limit) {
+        error = "bad age '" + text + "': at most " + std::to_string(limit) +
+                (unit.empty() ? "d" : unit) + " (100 years); to remove every entry, use -C";
+        return std::nullopt;
+    }
+    return std::chrono::seconds(static_cast<std::int64_t>(std::stoull(digits) * scale));
 }
 
 int clear_cache(const store::CacheDirectory& directory, bool dry_run) {

@@ -24,7 +24,10 @@ int inspect_entry(const store::CacheDirectory& directory, const std::string& fin
                   bool json);
 int verify_cache(const store::CacheDirectory& directory, bool repair, bool json);
 
-// "30d", "12h", "90m", "3600s", "7" (days, as ccache): kInvalidArgument-style message on error.
+// The longest age --evict-older-than takes: 100 years, far inside what a time point can hold.
+inline constexpr std::chrono::seconds kMaxAge{std::int64_t{100} * 365 * 86400};
+
+// "30d", "12h", "90m", "3600s", "7" (days, as ccache), up to kMaxAge: a message on error.
 std::optional<std::chrono::seconds> parse_age(const std::string& text, std::string& error);
 
 }  // namespace kcache::tool

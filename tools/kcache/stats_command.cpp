@@ -30,31 +30,39 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
     const store::DirectorySize measured = size ? *size : store::DirectorySize{};
     const store::StatsCounters& c = *counters;
     const std::uint64_t lookups = c.hits + c.misses;
+    // Each lookup's miss that reached the tiers ended as exactly one of these three, so each
+    // share of their sum is at most 100% (prebuilds are counted apart).
+    const std::uint64_t tier_lookups = c.memory_hits + c.disk_hits + c.disk_misses;
     const double compile_seconds = static_cast<double>(c.compile_ns) / 1e9;
-    // Every miss served by a tier would otherwise have cost an average compile.
+    // Every lookup a tier served would otherwise have cost an average compile; a prebuild that
+    // found its artifact stored saved nothing, and is not among them.
     const double saved_seconds = c.compiles == 0
                                      ? 0.0
                                      : compile_seconds / static_cast<double>(c.compiles) *
                                            static_cast<double>(c.memory_hits + c.disk_hits);
     if (json) {
-        std::printf(
-            "{\"directory\": %s, \"lookups\": %" PRIu64 ", \"hits\": %" PRIu64
-            ", \"misses\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"memory_hits\": %" PRIu64
-            ", \"compiles\": %" PRIu64 ", \"compile_failures\": %" PRIu64
-            ", \"compile_seconds\": %.6f, \"saved_seconds\": %.6f, \"evictions\": %" PRIu64
-            ", \"verify_failures\": %" PRIu64 ", \"disk\": {\"hits\": %" PRIu64
-            ", \"misses\": %" PRIu64 ", \"writes\": %" PRIu64 ", \"errors\": %" PRIu64
-            ", \"corrupt\": %" PRIu64 ", \"evicted\": %" PRIu64 ", \"evicted_bytes\": %" PRIu64
-            "}, \"size_bytes\": %" PRIu64 ", \"max_size_bytes\": %" PRIu64 ", \"entries\": %" PRIu64
-            ", \"max_files\": %" PRIu64 ", \"temporaries\": %" PRIu64
-            ", \"temporary_bytes\": %" PRIu64 ", \"strays\": %" PRIu64
-            ", \"config_errors\": %" PRIu64 ", \"read_only\": %s, \"zeroed_at\": %" PRIu64 "}\n",
-            json_string(directory).c_str(), lookups, c.hits, c.misses, c.waits, c.memory_hits,
-            c.compiles, c.compile_failures, compile_seconds, saved_seconds, c.evictions,
-            c.verify_failures, c.disk_hits, c.disk_misses, c.disk_writes, c.disk_errors,
-            c.disk_corrupt, c.disk_evicted, c.disk_evicted_bytes, measured.bytes, max_bytes,
-            measured.entries, max_files, measured.temporaries, measured.temporary_bytes,
-            measured.strays, c.config_errors, dir->read_only() ? "true" : "false", c.zeroed_at);
+        std::printf("{\"directory\": %s, \"lookups\": %" PRIu64 ", \"hits\": %" PRIu64
+                    ", \"misses\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"memory_hits\": %" PRIu64
+                    ", \"compiles\": %" PRIu64 ", \"compile_failures\": %" PRIu64
+                    ", \"compile_seconds\": %.6f, \"saved_seconds\": %.6f, \"evictions\": %" PRIu64
+                    ", \"verify_failures\": %" PRIu64 ", \"prebuilds\": %" PRIu64
+                    ", \"prebuild_compiles\": %" PRIu64 ", \"disk\": {\"hits\": %" PRIu64
+                    ", \"misses\": %" PRIu64 ", \"rejected\": %" PRIu64 ", \"writes\": %" PRIu64
+                    ", \"errors\": %" PRIu64 ", \"corrupt\": %" PRIu64 ", \"evicted\": %" PRIu64
+                    ", \"evicted_bytes\": %" PRIu64 "}, \"size_bytes\": %" PRIu64
+                    ", \"max_size_bytes\": %" PRIu64 ", \"entries\": %" PRIu64
+                    ", \"max_files\": %" PRIu64 ", \"temporaries\": %" PRIu64
+                    ", \"temporary_bytes\": %" PRIu64 ", \"strays\": %" PRIu64
+                    ", \"config_errors\": %" PRIu64 ", \"read_only\": %s, \"zeroed_at\": %" PRIu64
+                    "}\n",
+                    json_string(directory).c_str(), lookups, c.hits, c.misses, c.waits,
+                    c.memory_hits, c.compiles, c.compile_failures, compile_seconds, saved_seconds,
+                    c.evictions, c.verify_failures, c.prebuilds, c.prebuild_compiles, c.disk_hits,
+                    c.disk_misses, c.disk_rejected, c.disk_writes, c.disk_errors, c.disk_corrupt,
+                    c.disk_evicted, c.disk_evicted_bytes, measured.bytes, max_bytes,
+                    measured.entries, max_files, measured.temporaries, measured.temporary_bytes,
+                    measured.strays, c.config_errors, dir->read_only() ? "true" : "false",
+                    c.zeroed_at);
         return 0;
     }
     std::printf("Cache directory:                %s%s\n", directory.c_str(),
@@ -72,25 +80,38 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
                 percent(c.hits, lookups));
     std::printf("  Misses:                       %10" PRIu64 "  %5.1f%%\n", c.misses,
                 percent(c.misses, lookups));
-    std::printf("    from the memory tier:       %10" PRIu64 "  %5.1f%%\n", c.memory_hits,
-                percent(c.memory_hits, c.misses));
-    std::printf("    from the disk tier:         %10" PRIu64 "  %5.1f%%\n", c.disk_hits,
-                percent(c.disk_hits, c.misses));
-    std::printf("    compiled:                   %10" PRIu64 "  %5.1f%%\n", c.compiles,
-                percent(c.compiles, c.misses));
-    std::printf("    failed to compile:          %10" PRIu64 "\n", c.compile_failures);
-    std::printf("  Waited for another thread:    %10" PRIu64 "\n", c.waits);
+    std::printf("    waited for another thread:  %10" PRIu64 "\n", c.waits);
+    std::printf("Misses asked of the tiers:      %10" PRIu64 "\n", tier_lookups);
+    std::printf("  from the memory tier:         %10" PRIu64 "  %5.1f%%\n", c.memory_hits,
+                percent(c.memory_hits, tier_lookups));
+    std::printf("  from the disk tier:           %10" PRIu64 "  %5.1f%%\n", c.disk_hits,
+                percent(c.disk_hits, tier_lookups));
+    std::printf("  in neither tier:              %10" PRIu64 "  %5.1f%%\n", c.disk_misses,
+                percent(c.disk_misses, tier_lookups));
+    std::printf("    entries of other key material replaced: %" PRIu64 "\n", c.disk_rejected);
+    std::printf("Compiles:                       %10" PRIu64 "  (%" PRIu64 " for prebuilds)\n",
+                c.compiles, c.prebuild_compiles);
+    std::printf("  failed:                       %10" PRIu64 "\n", c.compile_failures);
+    std::printf("Prebuilds (kcache compile):     %10" PRIu64 "  (%" PRIu64 " compiled)\n",
+                c.prebuilds, c.prebuild_compiles);
     std::printf("Compile time spent:             %10.3f s\n", compile_seconds);
     std::printf("Compile time saved (estimate):  %10.3f s\n", saved_seconds);
     std::printf("Disk: writes %" PRIu64 ", errors %" PRIu64 ", corrupt entries removed %" PRIu64
                 ", evicted %" PRIu64 " (%s)\n",
                 c.disk_writes, c.disk_errors, c.disk_corrupt, c.disk_evicted,
                 util::format_size(c.disk_evicted_bytes).c_str());
-    std::printf("Cache size:                     %10s of %s\n",
+    // Another program may have filled the directory past a budget since its last cleanup: the
+    // figure is shown as it is, and said to be over, rather than as a share above 100%.
+    auto over = [](std::uint64_t value, std::uint64_t budget) {
+        return budget != 0 && value > budget ? " (over budget)" : "";
+    };
+    std::printf("Cache size:                     %10s of %s%s\n",
                 util::format_size(measured.bytes).c_str(),
-                max_bytes == 0 ? "no limit" : util::format_size(max_bytes).c_str());
-    std::printf("Entries:                        %10" PRIu64 " of %s\n", measured.entries,
-                max_files == 0 ? "no limit" : std::to_string(max_files).c_str());
+                max_bytes == 0 ? "no limit" : util::format_size(max_bytes).c_str(),
+                over(measured.bytes, max_bytes));
+    std::printf("Entries:                        %10" PRIu64 " of %s%s\n", measured.entries,
+                max_files == 0 ? "no limit" : std::to_string(max_files).c_str(),
+                over(measured.entries, max_files));
     if (measured.temporaries != 0) {
         std::printf("Temporary files:                %10" PRIu64
                     " (%s; writers at work, or left by writers that died: `kcache -C` removes "

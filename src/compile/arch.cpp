@@ -1,0 +1,42 @@
+#include "compile/arch.hpp"
+
+#include <charconv>
+#include <string>
+
+namespace kcache::compile {
+
+Result<void> check_target(const Target& target) {
+    const std::string range = "sm_" + std::to_string(kMinArch) + " to sm_" +
+                              std::to_string(kMaxArch) + ", arch-specific (sm_XXa) from sm_" +
+                              std::to_string(kMinArchSpecific);
+    if (target.arch < kMinArch || target.arch > kMaxArch) {
+        return Error(Errc::kInvalidArgument, "arch " + std::to_string(target.arch) + " (sm_" +
+                                                 std::to_string(target.arch) +
+                                                 ") is not one kcache compiles for: " + range);
+    }
+    if (target.arch_specific && target.arch < kMinArchSpecific) {
+        return Error(Errc::kInvalidArgument,
+                     target.name() + " has no arch-specific target: " + range);
+    }
+    return ok();
+}
+
+Result<Target> parse_target(std::string_view text) {
+    const std::string given(text);
+    if (text.starts_with("sm_")) text.remove_prefix(3);
+    Target target;
+    if (text.ends_with('a')) {
+        target.arch_specific = true;
+        text.remove_suffix(1);
+    }
+    const char* end = text.data() + text.size();
+    const auto [parsed, error] = std::from_chars(text.data(), end, target.arch);
+    if (text.empty() || text.size() > 3 || error != std::errc() || parsed != end) {
+        return Error(Errc::kInvalidArgument,
+                     "bad arch '" + given + "': sm_XX or sm_XXa, e.g. sm_90 or sm_90a");
+    }
+    if (auto checked = check_target(target); !checked) return std::move(checked).error();
+    return target;
+}
+
+}  // namespace kcache::compile
