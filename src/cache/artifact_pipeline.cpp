@@ -275,6 +275,8 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
                              "defined");
         }
         options = std::move(*normalized);
+        // Not an NVRTC option: a compile that read unfingerprinted headers is kept apart.
+        if (source.allow_disk_headers) options.emplace_back("[disk headers not fingerprinted]");
         recipe.target = compile::Target{arch, source.arch_specific};
     } else {
         return std::optional<Recipe>();  // a binary: nothing to compile
@@ -443,6 +445,7 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
         program.headers = source.headers;
         program.options = source.options;
         program.name_expressions = source.name_expressions;
+        program.allow_disk_headers = source.allow_disk_headers;
         if (workers_ && workers_->usable_here()) {
             compiled = workers_->compile_cuda(program, recipe.target);
             if (!compiled && compiled.error().code() == Errc::kIoError) {
