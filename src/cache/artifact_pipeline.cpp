@@ -405,14 +405,19 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
                                                                        const Source& source) {
     // Across processes: one compiles, the others wait on the lock and then find its result.
     // Held until the artifact is stored; without the lock in time, compile privately.
+    // A holder that stops stamping its lock (stopped, hung) is not waited for: FileLock gives up
+    // after a few heartbeats and says whom it waited for; a duplicate compile is safe.
     std::optional<util::FileLock> lock;
     if (store_ && store_->disk() != nullptr) {
+        const auto asked = std::chrono::steady_clock::now();
         lock = store_->disk()->lock(recipe.fingerprint, std::chrono::minutes(2));
         if (lock) {
             if (auto hit = lookup(key, recipe, source)) return std::move(*hit);
         } else {
-            util::log_line(util::LogLevel::kInfo,
-                           "no compile lock for " + std::string(key) + "; compiling without it");
+            util::log_line(util::LogLevel::kInfo, "no compile lock for " + one_line(key) + " (" +
+                                                      recipe.fingerprint.hex() + ") after " +
+                                                      std::to_string(since(asked) / 1000000) +
+                                                      " ms; compiling without it");
         }
     }
 
