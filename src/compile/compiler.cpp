@@ -260,9 +260,18 @@ private:
                         else
                             return false;
                     }
-                    // Paths are bytes; anything past one byte is kept as a mark that no real
-                    // path matches, so such a file is reported, never mistaken for another.
-                    out += code < 0x80 ? static_cast<char>(code) : '?';
+                    // UTF-8, as a path's bytes are; a surrogate (past U+FFFF) is kept as it comes,
+                    // which no real path matches: such a file is reported, never mistaken.
+                    if (code < 0x80) {
+                        out += static_cast<char>(code);
+                    } else if (code < 0x800) {
+                        out += static_cast<char>(0xc0 | (code >> 6));
+                        out += static_cast<char>(0x80 | (code & 0x3f));
+                    } else {
+                        out += static_cast<char>(0xe0 | (code >> 12));
+                        out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
+                        out += static_cast<char>(0x80 | (code & 0x3f));
+                    }
                     break;
                 }
                 default:

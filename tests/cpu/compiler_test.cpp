@@ -392,11 +392,12 @@ TEST(HeaderTrace, NamesEveryProcessedHeaderInOrder) {
         R"json({"otherData": {"isNVRTC": 1}, "traceEvents": [ {},)json"
         R"json( {"args":{"detail":"__nv_nvrtc_builtin_header.h"},"dur":3,"name":"Processing Header File","ph":"X"},)json"
         R"json( {"args":{"detail":"k(int *)"},"name":"Scanning Function Body"},)json"
-        R"json( {"name":"Processing Header File","args":{"detail":"\/tmp\/a \"b\".h"}}]})json";
+        R"json( {"name":"Processing Header File","args":{"detail":"\/tmp\/a \"b\".h"}},)json"
+        R"json( {"name":"Processing Header File","args":{"detail":"\u00fc.h"}}]})json";
     auto headers = headers_in_trace(trace);
     ASSERT_TRUE(headers.has_value());
-    EXPECT_EQ(*headers,
-              (std::vector<std::string>{"__nv_nvrtc_builtin_header.h", "/tmp/a \"b\".h"}));
+    EXPECT_EQ(*headers, (std::vector<std::string>{"__nv_nvrtc_builtin_header.h", "/tmp/a \"b\".h",
+                                                  "\xc3\xbc.h"}));
 }
 
 TEST(HeaderTrace, AnythingElseIsNoTrace) {
