@@ -23,8 +23,9 @@ struct Source {
     std::string bytes;  // the PTX text, the binary image, or the CUDA C++ code
 
     // CUDA C++ only; every field below is part of the fingerprint.
-    // Headers passed as strings, (include name, contents), for #include "name". Headers found
-    // through -I on disk are NOT fingerprinted: pass them here, or put their version in the key.
+    // Headers passed as strings, (include name, contents), for #include "name". A header read
+    // from disk outside the toolkit's include folder (#include "/abs.h", -I, -include) is
+    // refused (kInvalidArgument), unless allow_disk_headers says otherwise.
     std::vector<std::pair<std::string, std::string>> headers;
     // NVRTC options other than the arch (-DN=4, -std=c++17, --use_fast_math, ...). The arch is
     // the cache's to choose; an option naming it is refused.
@@ -34,6 +35,9 @@ struct Source {
     std::vector<std::string> name_expressions;
     // Compile for sm_XXa (wgmma, setmaxnreg); PTX says so itself (.target sm_90a).
     bool arch_specific = false;
+    // Let NVRTC read headers from disk: they are then not fingerprinted (after a change, put
+    // their version in the key). An entry compiled so is never served to a Source without it.
+    bool allow_disk_headers = false;
 
     static Source of(SourceKind kind, std::string bytes) {
         Source source;

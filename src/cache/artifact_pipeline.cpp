@@ -282,6 +282,8 @@ Result<std::optional<ArtifactPipeline::Recipe>> ArtifactPipeline::plan(int arch,
                              "defined");
         }
         options = std::move(*normalized);
+        // Not an NVRTC option: a compile that read unfingerprinted headers is kept apart.
+        if (source.allow_disk_headers) options.emplace_back("[disk headers not fingerprinted]");
         recipe.target = compile::Target{arch, source.arch_specific};
         if (auto checked = compile::check_target(recipe.target); !checked) return checked.error();
     } else {
@@ -433,14 +435,19 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
                                                                        bool& rejected) {
     // Across processes: one compiles, the others wait on the lock and then find its result.
     // Held until the artifact is stored; without the lock in time, compile privately.
+    // A holder that stops stamping its lock (stopped, hung) is not waited for: FileLock gives up
+    // after a few heartbeats and says whom it waited for; a duplicate compile is safe.
     std::optional<util::FileLock> lock;
     if (store_ && store_->disk() != nullptr) {
+        const auto asked = std::chrono::steady_clock::now();
         lock = store_->disk()->lock(recipe.fingerprint, std::chrono::minutes(2));
         if (lock) {
             if (auto hit = lookup(key, recipe, source, rejected)) return std::move(*hit);
         } else {
-            util::log_line(util::LogLevel::kInfo,
-                           "no compile lock for " + std::string(key) + "; compiling without it");
+            util::log_line(util::LogLevel::kInfo, "no compile lock for " + one_line(key) + " (" +
+                                                      recipe.fingerprint.hex() + ") after " +
+                                                      std::to_string(since(asked) / 1000000) +
+                                                      " ms; compiling without it");
         }
     }
 
@@ -474,6 +481,7 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
         program.headers = source.headers;
         program.options = source.options;
         program.name_expressions = source.name_expressions;
+        program.allow_disk_headers = source.allow_disk_headers;
         if (workers_ && workers_->usable_here()) {
             compiled = workers_->compile_cuda(program, recipe.target);
             if (!compiled && compiled.error().code() == Errc::kIoError) {

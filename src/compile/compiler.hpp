@@ -3,7 +3,9 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,12 +31,18 @@ struct CudaProgram {
     // Template instantiations to resolve, e.g. "softmax<float, 32>"; their lowered (mangled)
     // names come back in Compiled::lowered_names.
     std::vector<std::string> name_expressions;
+    // Let NVRTC read headers from disk outside the toolkit (#include "/abs.h", -I, -include):
+    // they are then not fingerprinted. Without it such a compile is refused (kInvalidArgument).
+    bool allow_disk_headers = false;
 };
 
 struct Compiled {
     std::string cubin;
     std::string log;  // warnings, if any
     std::map<std::string, std::string> lowered_names;
+    // The files NVRTC read from disk that no fingerprint covers (neither a header passed as a
+    // string nor the toolkit's): empty unless CudaProgram::allow_disk_headers let it.
+    std::vector<std::string> disk_headers;
 };
 
 // The exact compiler that compile_cuda() / link_ptx() would use, named without loading it (that
@@ -47,6 +55,15 @@ struct Compiled {
 // tier lookup asks, and building the text each time showed in a warm start's profile.
 const Result<std::string>& cuda_compiler_identity();
 const Result<std::string>& ptx_compiler_identity();
+
+// The headers NVRTC's front end processed, in order, as its --fdevice-time-trace file names them:
+// the path it opened, the name of a header passed as a string, or its built-in header's name.
+// nullopt when `trace` is not such a trace: every compile processes the built-in header.
+std::optional<std::vector<std::string>> headers_in_trace(std::string_view trace);
+
+// The folder of the toolkit headers that ship with the NVRTC compile_cuda() uses (realpath),
+// which its identity covers; empty when there is none.
+const std::string& toolkit_include_folder();
 
 // kChosen: the lean recipe when it applies (see compiler.cpp), else NVRTC's own cubin.
 // kNvrtcCubin: NVRTC's own cubin whatever the options, to compare the two.

@@ -164,6 +164,7 @@ std::string encode_request(const CompileRequest& request) {
     for (const auto& expression : program.name_expressions) put_string(out, expression);
     put_u32(out, static_cast<std::uint32_t>(request.target.arch));
     put_u8(out, request.target.arch_specific ? 1 : 0);
+    put_u8(out, program.allow_disk_headers ? 1 : 0);
     return out;
 }
 
@@ -194,6 +195,11 @@ Result<CompileRequest> decode_request(std::string_view payload) {
         in.fail("target arch-specific flag " + std::to_string(arch_specific));
     }
     request.target.arch_specific = arch_specific == 1;
+    std::uint8_t allow_disk_headers = in.u8("disk headers flag");
+    if (!in.failed() && allow_disk_headers > 1) {
+        in.fail("disk headers flag " + std::to_string(allow_disk_headers));
+    }
+    program.allow_disk_headers = allow_disk_headers == 1;
     in.expect_end();
     if (in.failed()) return protocol_error("bad request: " + in.error());
     return request;
@@ -213,6 +219,8 @@ std::string encode_response(const CompileResponse& response) {
             put_string(out, expression);
             put_string(out, lowered);
         }
+        put_count(out, compiled.disk_headers.size());
+        for (const auto& file : compiled.disk_headers) put_string(out, file);
     } else {
         const Error& error = response.error();
         put_u8(out, static_cast<std::uint8_t>(Status::kError));
@@ -240,6 +248,10 @@ Result<CompileResponse> decode_response(std::string_view payload) {
                 !compiled.lowered_names.emplace(std::move(expression), std::move(lowered)).second) {
                 in.fail("name expression listed twice");
             }
+        }
+        std::uint32_t files = in.count("disk header count", kMinStringBytes);
+        for (std::uint32_t i = 0; i < files && !in.failed(); ++i) {
+            compiled.disk_headers.push_back(in.string("disk header"));
         }
         in.expect_end();
         if (in.failed()) return protocol_error("bad response: " + in.error());

@@ -19,7 +19,7 @@ namespace kcache::compile {
 // The version changes with any change to a payload's layout: the worker is a separate
 // executable (found beside the program or named by KCACHE_COMPILE_WORKER) and may come from
 // another kcache build.
-inline constexpr std::uint32_t kWorkerProtocolVersion = 1;
+inline constexpr std::uint32_t kWorkerProtocolVersion = 2;  // 2: disk headers
 inline constexpr std::size_t kFrameHeaderSize = 16;
 // Nothing legitimate comes near this (a cubin is a few MiB); a larger declared size is corruption
 // and is refused before anything is allocated.

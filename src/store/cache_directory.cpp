@@ -166,15 +166,16 @@ std::optional<util::FileLock> CacheDirectory::lock(std::string_view relative,
     std::string name;
     auto parent = parent_of(relative, name);
     if (!parent) return std::nullopt;
-    return util::FileLock::acquire_at(parent->fd(), name, patience);
+    return util::FileLock::acquire(parent->fd(), name, patience);
 }
 
-Result<std::optional<util::FileLock>> CacheDirectory::try_lock(std::string_view relative) const {
+Result<std::optional<util::FileLock>> CacheDirectory::try_lock(
+    std::string_view relative, util::FileLock::IfSilent if_silent) const {
     if (policy_.read_only) return read_only_error();
     std::string name;
     auto parent = parent_of(relative, name);
     if (!parent) return parent.error();
-    auto locked = util::FileLock::try_acquire_at(parent->fd(), name);
+    auto locked = util::FileLock::try_acquire(parent->fd(), name, if_silent);
     if (!locked)
         return Error(locked.error().code(), path_of(relative) + ": " + locked.error().message());
     return locked;

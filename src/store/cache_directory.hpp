@@ -77,7 +77,9 @@ public:
     std::optional<util::FileLock> lock(std::string_view relative,
                                        std::chrono::milliseconds patience) const;
     // One attempt; nullopt when another process holds it; an error when it cannot be opened.
-    Result<std::optional<util::FileLock>> try_lock(std::string_view relative) const;
+    Result<std::optional<util::FileLock>> try_lock(
+        std::string_view relative,
+        util::FileLock::IfSilent if_silent = util::FileLock::IfSilent::kKeep) const;
 
     // When the path now names another directory than the one held (removed and made again), the
     // new one is accepted by the same policy and held from now on; true if that happened. With

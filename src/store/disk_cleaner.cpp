@@ -208,7 +208,17 @@ Result<CleanupReport> clean_directory(const CacheDirectory& directory,
     // Two cleaners would only repeat each other's work, and a writer must never wait for a
     // cleanup: whoever finds the lock taken leaves the directory to its holder.
     if (directory.read_only()) return directory.read_only_error();
-    auto cleanup_lock = directory.try_lock(kCleanupLockName);
+    // Unless the holder is silent (stopped or hung: no heartbeat for FileLock::kSilentPeriods),
+    // when its lock file is removed and a fresh one taken, or no budget would ever hold again.
+    // That is safe because two cleaners at once are only wasteful:
+    //   1. S holds the lock on file F and stops; B finds F's stamp stale and unlinks F.
+    //   2. B creates F' and locks it; S, continued, still holds a lock on the unlinked F.
+    //   3. Both clean: each removal is one unlink of one name, ENOENT counts as done, entries
+    //      are replaced whole by rename, so a file is removed twice at worst, never half.
+    //   4. Two breakers B1, B2 may both find F stale; B1 unlinks F and locks F', then B2 unlinks
+    //      F' (it checked F a moment before) and locks F'': three cleaners, the same as in 3.
+    //   5. A live holder whose clock lags by more than the limit looks silent: the same as in 3.
+    auto cleanup_lock = directory.try_lock(kCleanupLockName, util::FileLock::IfSilent::kBreak);
     if (!cleanup_lock) return cleanup_lock.error();
     if (!*cleanup_lock) return report;
     report.ran = true;

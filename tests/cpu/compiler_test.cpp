@@ -7,9 +7,11 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "driver/compiler_api.hpp"
 #include "ptx_kernels.hpp"
+#include "test_support.hpp"
 
 namespace kcache::compile {
 namespace {
@@ -287,6 +289,128 @@ TEST(CompileTarget, NamesArchAndArchSpecificVariant) {
     EXPECT_EQ((Target{90, false}.name()), "sm_90");
     EXPECT_EQ((Target{90, true}.name()), "sm_90a");
     EXPECT_EQ((Target{120, false}.name()), "sm_120");
+}
+
+// Headers NVRTC reads from disk: only those a fingerprint covers (strings, the toolkit's) pass.
+class DiskHeaderTest : public NvrtcTest {
+protected:
+    void SetUp() override {
+        NvrtcTest::SetUp();
+        header_ = temp_.path() + "/on_disk.h";
+        std::ofstream(header_) << "#define FROM_DISK 7\n";
+    }
+    CudaProgram including_it() const {
+        return program_of("#include \"" + header_ +
+                          "\"\nextern \"C\" __global__ void k(int* p) { *p = FROM_DISK; }\n");
+    }
+    test::TempDir temp_;
+    std::string header_;
+};
+
+TEST_F(DiskHeaderTest, AnAbsoluteIncludeOfAFileOnDiskIsRefusedNamingTheFile) {
+    auto compiled = compile_cuda(including_it(), Target{90, false});
+    ASSERT_FALSE(compiled.ok());
+    EXPECT_EQ(compiled.error().code(), Errc::kInvalidArgument);
+    EXPECT_NE(compiled.error().message().find(header_), std::string::npos)
+        << compiled.error().message();
+    EXPECT_NE(compiled.error().message().find("allow_disk_headers"), std::string::npos);
+}
+
+TEST_F(DiskHeaderTest, WithTheOptInItCompilesAndSaysWhatItRead) {
+    CudaProgram program = including_it();
+    program.allow_disk_headers = true;
+    auto compiled = compile_cuda(program, Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    EXPECT_TRUE(is_elf(compiled->cubin));
+    EXPECT_EQ(compiled->disk_headers, std::vector<std::string>{header_});
+}
+
+TEST_F(DiskHeaderTest, AHeaderPassedAsAStringUnderTheSameNameIsNoDiskRead) {
+    CudaProgram program = including_it();
+    program.headers = {{header_, "#define FROM_DISK 8\n"}};
+    auto compiled = compile_cuda(program, Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    EXPECT_TRUE(compiled->disk_headers.empty());
+}
+
+TEST_F(DiskHeaderTest, ASearchFolderOutsideTheToolkitIsRefusedBeforeItSuppliesAnything) {
+    for (const std::vector<std::string>& options : {std::vector<std::string>{"-I" + temp_.path()},
+                                                    {"--include-path", temp_.path()},
+                                                    {"-include", header_},
+                                                    {"--pch"},
+                                                    {"--use-pch=" + temp_.path() + "/x.pch"}}) {
+        CudaProgram program = program_of("extern \"C\" __global__ void k() {}\n");
+        program.options = options;
+        auto compiled = compile_cuda(program, Target{90, false});
+        ASSERT_FALSE(compiled.ok()) << options.front();
+        EXPECT_EQ(compiled.error().code(), Errc::kInvalidArgument) << options.front();
+        EXPECT_NE(compiled.error().message().find("allow_disk_headers"), std::string::npos);
+        program.allow_disk_headers = true;
+        if (options.front().find("pch") != std::string::npos) continue;  // NVRTC's own rules
+        EXPECT_TRUE(compile_cuda(program, Target{90, false}).ok()) << options.front();
+    }
+}
+
+TEST_F(DiskHeaderTest, APreIncludedStringHeaderIsNoDiskRead) {
+    CudaProgram program = program_of("extern \"C\" __global__ void k(int* p) { *p = PRE; }\n");
+    program.headers = {{"pre.h", "#define PRE 3\n"}};
+    program.options = {"-include", "pre.h"};
+    auto compiled = compile_cuda(program, Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+}
+
+TEST_F(DiskHeaderTest, ToolkitHeadersAreCoveredByTheCompilersIdentity) {
+    const std::string root = "/usr/local/cuda/include";
+    if (!std::filesystem::exists(root + "/cccl/cuda/std/type_traits")) GTEST_SKIP();
+    CudaProgram program = program_of(
+        "#include <cuda/std/type_traits>\n#include <cuda_fp16.h>\n"
+        "extern \"C\" __global__ void k(int* p) { *p = cuda::std::is_same_v<int, int>; }\n");
+    program.options = {"-std=c++17", "-I" + root + "/cccl", "-I" + root};
+    auto compiled = compile_cuda(program, Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    EXPECT_TRUE(compiled->disk_headers.empty());
+    ASSERT_TRUE(cuda_compiler_identity().ok());
+    EXPECT_NE(cuda_compiler_identity()->find(toolkit_include_folder()), std::string::npos);
+}
+
+TEST_F(DiskHeaderTest, DotDotOutOfTheToolkitFolderIsStillADiskRead) {
+    const std::string root = "/usr/local/cuda/include";
+    if (!std::filesystem::exists(root)) GTEST_SKIP();
+    std::string climb;
+    for (int i = 0; i < 16; ++i) climb += "../";
+    CudaProgram program =
+        program_of("#include <" + climb + header_.substr(1) +
+                   ">\nextern \"C\" __global__ void k(int* p) { *p = FROM_DISK; }\n");
+    program.options = {"-I" + root};
+    auto compiled = compile_cuda(program, Target{90, false});
+    ASSERT_FALSE(compiled.ok());
+    EXPECT_EQ(compiled.error().code(), Errc::kInvalidArgument) << compiled.error().describe();
+}
+
+TEST(HeaderTrace, NamesEveryProcessedHeaderInOrder) {
+    const std::string trace =
+        R"json({"otherData": {"isNVRTC": 1}, "traceEvents": [ {},)json"
+        R"json( {"args":{"detail":"__nv_nvrtc_builtin_header.h"},"dur":3,"name":"Processing Header File","ph":"X"},)json"
+        R"json( {"args":{"detail":"k(int *)"},"name":"Scanning Function Body"},)json"
+        R"json( {"name":"Processing Header File","args":{"detail":"\/tmp\/a \"b\".h"}},)json"
+        R"json( {"name":"Processing Header File","args":{"detail":"\u00fc.h"}}]})json";
+    auto headers = headers_in_trace(trace);
+    ASSERT_TRUE(headers.has_value());
+    EXPECT_EQ(*headers, (std::vector<std::string>{"__nv_nvrtc_builtin_header.h", "/tmp/a \"b\".h",
+                                                  "\xc3\xbc.h"}));
+}
+
+TEST(HeaderTrace, AnythingElseIsNoTrace) {
+    const std::string deep(70, '[');
+    for (
+        std::string_view text : std::vector<std::string_view>{
+            std::string_view(""), std::string_view("{"), std::string_view("[]"),
+            R"json({"traceEvents": []})json",
+            R"json({"traceEvents": [{"name":"Processing Header File","args":{"detail":"x.h"}}]})json",
+            R"json({"traceEvents": [{"name":"Processing Header File","args":{"detail":"__nv_nvrtc_builtin_header.h"}}]} x)json",
+            std::string_view(deep)}) {
+        EXPECT_FALSE(headers_in_trace(text).has_value()) << text;
+    }
 }
 
 }  // namespace

@@ -269,6 +269,49 @@ TEST_F(CudaSourceTest, AHeaderInTheWorkingDirectoryIsNeverPickedUp) {
     EXPECT_NE(kernel.error().log().find("stray.h"), std::string::npos) << kernel.error().log();
 }
 
+// A header read from disk by an absolute #include, which needs no -I at all.
+Source including_from_disk(const std::string& header) {
+    return Source::cuda("#include \"" + header +
+                        "\"\nextern \"C\" __global__ void k(int* p) { *p = FROM_DISK; }\n");
+}
+
+TEST_F(CudaSourceTest, AHeaderReadFromDiskIsRefusedAndNothingIsStored) {
+    const std::string header = temp_.path() + "/on_disk.h";
+    std::ofstream(header) << "#define FROM_DISK 7\n";
+    KernelCache cache(options());
+    auto kernel = cache.kernel(
+        "from_disk", [&] { return including_from_disk(header); }, "k");
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.error().code(), Errc::kInvalidArgument);
+    EXPECT_NE(kernel.error().message().find(header), std::string::npos)
+        << kernel.error().describe();
+    EXPECT_EQ(entry_files(dir_), 0u);
+}
+
+TEST_F(CudaSourceTest, AnEntryCompiledWithDiskHeadersIsNeverServedToASourceWithoutTheOptIn) {
+    const std::string header = temp_.path() + "/on_disk.h";
+    std::ofstream(header) << "#define FROM_DISK 7\n";
+    {
+        KernelCache cache(options());
+        auto kernel = cache.kernel(
+            "from_disk",
+            [&] {
+                Source source = including_from_disk(header);
+                source.allow_disk_headers = true;
+                return source;
+            },
+            "k");
+        ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+        EXPECT_EQ(entry_files(dir_), 1u);
+    }
+    KernelCache cache(options());
+    auto kernel = cache.kernel(
+        "from_disk", [&] { return including_from_disk(header); }, "k");
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.error().code(), Errc::kInvalidArgument);
+    EXPECT_EQ(cache.stats().disk_hits, 0u);
+}
+
 TEST_F(CudaSourceTest, ANameExpressionSpanningLinesIsRefused) {
     KernelCache cache(options());
     auto kernel = cache.kernel(

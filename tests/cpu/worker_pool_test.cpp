@@ -107,6 +107,25 @@ TEST_F(WorkerPoolTest, CompilesInAWorkerToAnElfCubinWithLoweredNames) {
     EXPECT_NE(pool->worker_pids()[0], ::getpid());
 }
 
+TEST_F(WorkerPoolTest, AHeaderReadFromDiskIsRefusedInAWorkerAndReportedWithTheOptIn) {
+    test::TempDir temp;
+    const std::string header = temp.path() + "/on_disk.h";
+    std::ofstream(header) << "#define FROM_DISK 7\n";
+    auto pool = start_pool(1);
+    ASSERT_TRUE(pool);
+    CudaProgram program =
+        program_of("#include \"" + header +
+                   "\"\nextern \"C\" __global__ void k(int* p) { *p = FROM_DISK; }\n");
+    auto refused = pool->compile_cuda(program, Target{90, false});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code(), Errc::kInvalidArgument);
+    EXPECT_NE(refused.error().message().find(header), std::string::npos);
+    program.allow_disk_headers = true;
+    auto compiled = pool->compile_cuda(program, Target{90, false});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    EXPECT_EQ(compiled->disk_headers, std::vector<std::string>{header});
+}
+
 TEST_F(WorkerPoolTest, CompileErrorComesBackWithTheLogAndKeepsTheWorker) {
     auto pool = start_pool(1);
     ASSERT_TRUE(pool);

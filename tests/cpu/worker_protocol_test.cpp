@@ -25,6 +25,7 @@ CompileRequest sample_request() {
     request.program.headers = {{"a.h", "#define A 1\n"}, {"dir/b.h", ""}};
     request.program.options = {"-DX=1", "-std=c++17", ""};
     request.program.name_expressions = {"fill<float, 4>"};
+    request.program.allow_disk_headers = true;
     request.target = Target{90, true};
     return request;
 }
@@ -37,6 +38,7 @@ Compiled sample_compiled() {
         7);
     compiled.log = "warning: something";
     compiled.lowered_names = {{"fill<float, 4>", "_Z4fillIfLi4EEvPT_"}, {"g<1>", "_Z1gILi1EEvv"}};
+    compiled.disk_headers = {"/opt/include/a.h", "rel/b.h"};
     return compiled;
 }
 
@@ -92,6 +94,7 @@ TEST(WorkerProtocol, RequestRoundTripsEveryField) {
     EXPECT_EQ(decoded->program.name_expressions, request.program.name_expressions);
     EXPECT_EQ(decoded->target.arch, 90);
     EXPECT_TRUE(decoded->target.arch_specific);
+    EXPECT_TRUE(decoded->program.allow_disk_headers);
 }
 
 TEST(WorkerProtocol, SuccessfulResponseRoundTrips) {
@@ -102,6 +105,7 @@ TEST(WorkerProtocol, SuccessfulResponseRoundTrips) {
     EXPECT_EQ(decoded->value().cubin, compiled.cubin);
     EXPECT_EQ(decoded->value().log, compiled.log);
     EXPECT_EQ(decoded->value().lowered_names, compiled.lowered_names);
+    EXPECT_EQ(decoded->value().disk_headers, compiled.disk_headers);
 }
 
 TEST(WorkerProtocol, ErrorResponseKeepsCodeMessageAndLog) {
