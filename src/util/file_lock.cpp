@@ -209,7 +209,7 @@ std::optional<FileLock> wait_for(const Place& place, std::chrono::milliseconds p
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
             if (said) {
                 log_line(LogLevel::kInfo, "got the lock " + place.name + " after " +
-                                       seconds(std::chrono::steady_clock::now() - start));
+                                              seconds(std::chrono::steady_clock::now() - start));
             }
             return FileLock::Access::make(fd);
         }
@@ -244,13 +244,13 @@ std::optional<FileLock> wait_for(const Place& place, std::chrono::milliseconds p
         if (!said && now - start >= kLoggedWait) {
             said = true;
             log_line(LogLevel::kWarn, "waiting for the lock " + place.name + ", held by " +
-                                   seen.holder.describe() + " (at most " +
-                                   seconds(deadline - start) + ")");
+                                          seen.holder.describe() + " (at most " +
+                                          seconds(deadline - start) + ")");
         }
         if (now >= deadline) {
             log_line(LogLevel::kWarn, "gave up on the lock " + place.name + " after " +
-                                   seconds(now - start) + "; " + seen.holder.describe() +
-                                   " still holds it and stamps it");
+                                          seconds(now - start) + "; " + seen.holder.describe() +
+                                          " still holds it and stamps it");
             break;
         }
         std::this_thread::sleep_for(pause);
@@ -304,8 +304,8 @@ Result<std::optional<FileLock>> try_acquire_at(const Place& place, FileLock::IfS
         // The holder is silent: its file goes, and whoever comes next (this process, just below)
         // creates and locks a fresh one. Why that is safe is the caller's to say.
         log_line(LogLevel::kWarn, "breaking the lock " + place.name + ": its holder, " +
-                               seen.holder.describe() + ", has not stamped it for " +
-                               seconds(silence_limit()) + " (stopped or hung?)");
+                                      seen.holder.describe() + ", has not stamped it for " +
+                                      seconds(silence_limit()) + " (stopped or hung?)");
         if (unlinkat(place.directory_fd, place.name.c_str(), 0) != 0 && errno != ENOENT) break;
         close(fd);
         fd = open_lock_file(place);

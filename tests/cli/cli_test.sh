@@ -95,6 +95,17 @@ compile_unstored)
   OUT_TEXT=$ALL; contains "budgets (max_size, max_files) removed"
   KCACHE_DISK=0 expect 2 $K compile k.cu --arch sm_90; contains "disk=0"
   ;;
+disk_headers)
+  # A header read from disk that no fingerprint covers is refused, unless asked for.
+  printf '#define SCALE 2.0f\n' > "$WORK/scale.h"
+  printf '#include "%s"\nextern "C" __global__ void k(float* x) { x[0] *= SCALE; }\n' \
+    "$WORK/scale.h" > abs.cu
+  expect 1 $K compile abs.cu --arch sm_90
+  contains "$WORK/scale.h"; contains "allow-disk-headers"
+  [ -z "$(find "$KCACHE_DIR" -name '*.kc' 2>/dev/null)" ] || fail "a refused compile stored"
+  expect 0 $K compile abs.cu --arch sm_90 --allow-disk-headers
+  contains "1 compiled"
+  ;;
 compile_error)
   printf 'extern "C" __global__ void k() { undeclared_thing(); }\n' > bad.cu
   kernel_cu good.cu

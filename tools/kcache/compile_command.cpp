@@ -78,6 +78,7 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
             for (const auto& i : options.includes) nvrtc.push_back("-I" + i);
             nvrtc.insert(nvrtc.end(), options.options.begin(), options.options.end());
             Source source = Source::cuda(std::move(**text), nvrtc, options.name_expressions);
+            source.allow_disk_headers = options.allow_disk_headers;
             source.arch_specific = target.arch_specific;
             sources.push_back(std::move(source));
         } else {
@@ -113,6 +114,9 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
                     std::lock_guard lock(report_mutex);
                     std::fprintf(stderr, "kcache: %s%s\n", stored_nothing ? "not stored: " : "",
                                  origin.error().describe().c_str());
+                    if (origin.error().message().find("allow_disk_headers") != std::string::npos) {
+                        std::fprintf(stderr, "kcache: (here: --allow-disk-headers)\n");
+                    }
                 } else if (*origin == ArtifactOrigin::kCompiled) {
                     ++compiled;
                 } else {

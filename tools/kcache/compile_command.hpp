@@ -16,6 +16,8 @@ struct CompileOptions {
     std::size_t jobs = 0;               // 0: the machine's cores
     std::vector<std::string> defines;   // -D values
     std::vector<std::string> includes;  // -I values
+    // Headers read from disk outside the CUDA toolkit are compiled, not fingerprinted.
+    bool allow_disk_headers = false;
     std::vector<std::string> options;   // further NVRTC options
     std::vector<std::string> name_expressions;
 };

@@ -82,7 +82,11 @@ int run(int argc, char** argv) {
     compile_cmd->add_option("-D", compile.defines,
                             "A macro for CUDA C++: -D NAME or -D NAME=VALUE");
     compile_cmd->add_option("-I", compile.includes,
-                            "An include folder for CUDA C++ (its headers are NOT fingerprinted)");
+                            "An include folder for CUDA C++ (outside the CUDA toolkit, only with "
+                            "--allow-disk-headers)");
+    compile_cmd->add_flag("--allow-disk-headers", compile.allow_disk_headers,
+                          "Compile CUDA C++ that reads headers from disk outside the CUDA toolkit "
+                          "(those headers are then NOT fingerprinted: a changed one is not seen)");
     compile_cmd->add_option("--option", compile.options, "A further NVRTC option");
     compile_cmd->add_option("-e,--name-expression", compile.name_expressions,
                             "A template instantiation to compile, e.g. 'softmax<float, 32>'");

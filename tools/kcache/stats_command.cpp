@@ -41,28 +41,26 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
                                      : compile_seconds / static_cast<double>(c.compiles) *
                                            static_cast<double>(c.memory_hits + c.disk_hits);
     if (json) {
-        std::printf("{\"directory\": %s, \"lookups\": %" PRIu64 ", \"hits\": %" PRIu64
-                    ", \"misses\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"memory_hits\": %" PRIu64
-                    ", \"compiles\": %" PRIu64 ", \"compile_failures\": %" PRIu64
-                    ", \"compile_seconds\": %.6f, \"saved_seconds\": %.6f, \"evictions\": %" PRIu64
-                    ", \"verify_failures\": %" PRIu64 ", \"prebuilds\": %" PRIu64
-                    ", \"prebuild_compiles\": %" PRIu64 ", \"disk\": {\"hits\": %" PRIu64
-                    ", \"misses\": %" PRIu64 ", \"rejected\": %" PRIu64 ", \"writes\": %" PRIu64
-                    ", \"errors\": %" PRIu64 ", \"corrupt\": %" PRIu64 ", \"evicted\": %" PRIu64
-                    ", \"evicted_bytes\": %" PRIu64 "}, \"size_bytes\": %" PRIu64
-                    ", \"max_size_bytes\": %" PRIu64 ", \"entries\": %" PRIu64
-                    ", \"max_files\": %" PRIu64 ", \"temporaries\": %" PRIu64
-                    ", \"temporary_bytes\": %" PRIu64 ", \"strays\": %" PRIu64
-                    ", \"config_errors\": %" PRIu64 ", \"read_only\": %s, \"zeroed_at\": %" PRIu64
-                    "}\n",
-                    json_string(directory).c_str(), lookups, c.hits, c.misses, c.waits,
-                    c.memory_hits, c.compiles, c.compile_failures, compile_seconds, saved_seconds,
-                    c.evictions, c.verify_failures, c.prebuilds, c.prebuild_compiles, c.disk_hits,
-                    c.disk_misses, c.disk_rejected, c.disk_writes, c.disk_errors, c.disk_corrupt,
-                    c.disk_evicted, c.disk_evicted_bytes, measured.bytes, max_bytes,
-                    measured.entries, max_files, measured.temporaries, measured.temporary_bytes,
-                    measured.strays, c.config_errors, dir->read_only() ? "true" : "false",
-                    c.zeroed_at);
+        std::printf(
+            "{\"directory\": %s, \"lookups\": %" PRIu64 ", \"hits\": %" PRIu64
+            ", \"misses\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"memory_hits\": %" PRIu64
+            ", \"compiles\": %" PRIu64 ", \"compile_failures\": %" PRIu64
+            ", \"compile_seconds\": %.6f, \"saved_seconds\": %.6f, \"evictions\": %" PRIu64
+            ", \"verify_failures\": %" PRIu64 ", \"prebuilds\": %" PRIu64
+            ", \"prebuild_compiles\": %" PRIu64 ", \"disk\": {\"hits\": %" PRIu64
+            ", \"misses\": %" PRIu64 ", \"rejected\": %" PRIu64 ", \"writes\": %" PRIu64
+            ", \"errors\": %" PRIu64 ", \"corrupt\": %" PRIu64 ", \"evicted\": %" PRIu64
+            ", \"evicted_bytes\": %" PRIu64 "}, \"size_bytes\": %" PRIu64
+            ", \"max_size_bytes\": %" PRIu64 ", \"entries\": %" PRIu64 ", \"max_files\": %" PRIu64
+            ", \"temporaries\": %" PRIu64 ", \"temporary_bytes\": %" PRIu64 ", \"strays\": %" PRIu64
+            ", \"config_errors\": %" PRIu64 ", \"read_only\": %s, \"zeroed_at\": %" PRIu64 "}\n",
+            json_string(directory).c_str(), lookups, c.hits, c.misses, c.waits, c.memory_hits,
+            c.compiles, c.compile_failures, compile_seconds, saved_seconds, c.evictions,
+            c.verify_failures, c.prebuilds, c.prebuild_compiles, c.disk_hits, c.disk_misses,
+            c.disk_rejected, c.disk_writes, c.disk_errors, c.disk_corrupt, c.disk_evicted,
+            c.disk_evicted_bytes, measured.bytes, max_bytes, measured.entries, max_files,
+            measured.temporaries, measured.temporary_bytes, measured.strays, c.config_errors,
+            dir->read_only() ? "true" : "false", c.zeroed_at);
         return 0;
     }
     std::printf("Cache directory:                %s%s\n", directory.c_str(),

@@ -1,0 +1,276 @@
+// The cache directory's acceptance (owner, mode, links, read-only mode) and the stores reached
+// through it: what a hostile or careless directory can no longer make kcache do. Cases that need
+// permissions to matter run in a child process as `nobody` (root bypasses them).
+#include "store/cache_directory.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "store/disk_catalog.hpp"
+#include "store/disk_cleaner.hpp"
+#include "store/disk_store.hpp"
+#include "test_support.hpp"
+#include "util/log.hpp"
+
+namespace kcache::store {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+constexpr uid_t kNobody = 65534;
+
+// Runs `check` in a child process as `nobody`; its result is the child's. Skips where this
+// process cannot become nobody (not root).
+void as_nobody(const std::function<bool()>& check) {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to become nobody";
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        if (setgid(kNobody) != 0 || setuid(kNobody) != 0) _exit(3);
+        _exit(check() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the check failed as nobody (3: could not become nobody)";
+}
+
+StoredEntry sample(const std::string& payload = "cubin bytes") {
+    StoredEntry entry;
+    entry.key.arch = "sm_90";
+    entry.key.source_kind = "ptx";
+    entry.key.caller_key = "gelu:16";
+    entry.payload = payload;
+    return entry;
+}
+const util::Fingerprint kPrint{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+
+TEST(CacheDirectory, ItsOwnPrivateDirectoryIsAcceptedAndAMissingOneMade) {
+    TempDir dir;
+    auto made = CacheDirectory::open(dir.path() + "/a/b", DirectoryPolicy{});
+    ASSERT_TRUE(made.ok()) << made.error().describe();
+    struct stat info {};
+    ASSERT_EQ(stat((dir.path() + "/a/b").c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 0777, 0700u);
+    DirectoryPolicy no_make;
+    no_make.create = false;
+    EXPECT_FALSE(CacheDirectory::open(dir.path() + "/c", no_make).ok());
+    EXPECT_FALSE(fs::exists(dir.path() + "/c"));
+}
+
+TEST(CacheDirectory, AGroupOrWorldWritableOneIsRefusedUnlessAllowed) {
+    TempDir dir;
+    ASSERT_EQ(chmod(dir.path().c_str(), 0770), 0);
+    auto refused = CacheDirectory::open(dir.path(), DirectoryPolicy{});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message().find("group- or world-writable"), std::string::npos);
+    DirectoryPolicy shared;
+    shared.allow_shared = true;
+    EXPECT_TRUE(CacheDirectory::open(dir.path(), shared).ok());
+}
+
+TEST(CacheDirectory, ALinkTheUserSetIsFollowedAndTheDirectoryBehindItChecked) {
+    TempDir dir;
+    fs::create_directories(dir.path() + "/big/kcache");
+    ASSERT_EQ(chmod((dir.path() + "/big/kcache").c_str(), 0700), 0);
+    fs::create_directory_symlink(dir.path() + "/big/kcache", dir.path() + "/link");
+    auto opened = CacheDirectory::open(dir.path() + "/link", DirectoryPolicy{});
+    ASSERT_TRUE(opened.ok()) << opened.error().describe();
+    ASSERT_TRUE((*opened)->write_atomic("ab/x", "bytes").ok());
+    EXPECT_TRUE(fs::exists(dir.path() + "/big/kcache/ab/x"));
+    // The directory behind the link is held to the same rules.
+    ASSERT_EQ(chmod((dir.path() + "/big/kcache").c_str(), 0777), 0);
+    EXPECT_FALSE(CacheDirectory::open(dir.path() + "/link", DirectoryPolicy{}).ok());
+}
+
+TEST(CacheDirectory, ALinkAnotherUserOwnsIsRefused) {
+    TempDir dir;
+    fs::create_directories(dir.path() + "/target");
+    ASSERT_EQ(chmod((dir.path() + "/target").c_str(), 0700), 0);
+    fs::create_directory_symlink(dir.path() + "/target", dir.path() + "/link");
+    if (lchown((dir.path() + "/link").c_str(), 12345, 12345) != 0) GTEST_SKIP() << "no lchown";
+    auto refused = CacheDirectory::open(dir.path() + "/link", DirectoryPolicy{});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message().find("symbolic link owned by another user"),
+              std::string::npos)
+        << refused.error().message();
+}
+
+TEST(CacheDirectory, RootsCacheIsRefusedToAnotherUserExceptReadOnlyAndThenNothingIsWritten) {
+    TempDir dir;
+    // Filled by root, readable by all, writable by root alone: a cache baked into an image.
+    ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+    {
+        auto store = DiskStore::over(test::cache_directory(dir.path()), 0, 0);
+        ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    }
+    for (const auto& item : fs::recursive_directory_iterator(dir.path())) {
+        fs::permissions(item.path(),
+                        fs::perms::others_read | fs::perms::group_read |
+                            (item.is_directory() ? fs::perms::others_exec | fs::perms::group_exec
+                                                 : fs::perms::none),
+                        fs::perm_options::add);
+    }
+    const auto entry = dir.path() + "/" + DiskStore::relative_path_of(kPrint);
+    const timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, entry.c_str(), long_ago, 0), 0);
+    const auto files_now = [&] {
+        std::vector<std::string> files;
+        for (const auto& item : fs::recursive_directory_iterator(dir.path())) {
+            files.push_back(item.path().string());
+        }
+        std::sort(files.begin(), files.end());
+        return files;
+    };
+    const std::vector<std::string> before = files_now();
+    as_nobody([&] {
+        auto refused = CacheDirectory::open(dir.path(), DirectoryPolicy{});
+        if (refused.ok() || refused.error().message().find("KCACHE_READ_ONLY") == std::string::npos)
+            return false;
+        DiskOptions options;
+        options.directory = dir.path();
+        options.read_only = true;
+        auto store = DiskStore::open(options);
+        if (!store) return false;
+        auto hit = (*store)->get(kPrint);
+        if (hit == nullptr || hit->owned() != sample()) return false;
+        // Writing nothing: no entry, no stamp, no cleanup, no lock.
+        if ((*store)->put(util::Fingerprint{1, 2}, sample()).ok()) return false;
+        auto cleaned = (*store)->cleanup((*store)->budget_request());
+        return cleaned.ok() && !cleaned->ran && !(*store)->lock(kPrint, std::chrono::seconds(1));
+    });
+    struct stat info {};
+    ASSERT_EQ(stat(entry.c_str(), &info), 0);
+    EXPECT_EQ(info.st_mtim.tv_sec, 1000000000) << "a read-only hit stamped the entry";
+    EXPECT_EQ(files_now(), before);
+}
+
+TEST(CacheDirectory, AnotherUsersDirectoryIsRefusedBeforeAnythingInItIsRead) {
+    TempDir dir;
+    ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+    test::write_file(dir.path() + "/kcache.conf", "max_files = 1\n");
+    as_nobody([&] {
+        DirectoryPolicy policy;
+        policy.create = false;
+        auto refused = CacheDirectory::open(dir.path(), policy);
+        return !refused.ok() && refused.error().message().find("another user") != std::string::npos;
+    });
+}
+
+TEST(CacheDirectory, AFifoAtAnEntrysNameIsAMissRemovedNotAHang) {
+    TempDir dir;
+    auto store = DiskStore::over(test::cache_directory(dir.path()), 0, 0);
+    const std::string entry = dir.path() + "/" + DiskStore::relative_path_of(kPrint);
+    fs::create_directories(fs::path(entry).parent_path());
+    ASSERT_EQ(mkfifo(entry.c_str(), 0600), 0);
+    EXPECT_EQ(store->get(kPrint), nullptr);  // a blocking open would wait here forever
+    EXPECT_EQ(store->stats().corrupt, 1u);
+    EXPECT_FALSE(fs::exists(fs::symlink_status(entry)));
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    EXPECT_NE(store->get(kPrint), nullptr);
+}
+
+TEST(CacheDirectory, AFolderOrALinkAtAnEntrysNameIsRemovedAndTheNameWorksAgain) {
+    TempDir dir;
+    TempDir outside;
+    test::write_file(outside.path() + "/victim", "keep me");
+    auto store = DiskStore::over(test::cache_directory(dir.path()), 0, 0);
+    const std::string entry = dir.path() + "/" + DiskStore::relative_path_of(kPrint);
+    fs::create_directories(entry + "/inside");
+    EXPECT_EQ(store->get(kPrint), nullptr);
+    EXPECT_FALSE(fs::exists(entry));
+    fs::create_symlink(outside.path() + "/victim", entry);
+    EXPECT_EQ(store->get(kPrint), nullptr);
+    EXPECT_FALSE(fs::exists(fs::symlink_status(entry)));
+    EXPECT_EQ(**util::read_named_file(outside.path() + "/victim", 100), "keep me");
+    EXPECT_EQ(store->stats().corrupt, 2u);
+}
+
+TEST(CacheDirectory, ALinkedEntryFolderLeadsNoWriteOrRemovalOutside) {
+    TempDir dir;
+    TempDir outside;
+    const std::string folder = DiskStore::relative_path_of(kPrint).substr(0, 2);
+    const std::string name = DiskStore::relative_path_of(kPrint).substr(3);
+    test::write_file(outside.path() + "/" + name, "not an entry");
+    const timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, (outside.path() + "/" + name).c_str(), long_ago, 0), 0);
+    fs::create_directory_symlink(outside.path(), dir.path() + "/" + folder);
+    auto directory = test::cache_directory(dir.path());
+    auto store = DiskStore::over(directory, 0, 0);
+    EXPECT_EQ(store->get(kPrint), nullptr);
+    EXPECT_FALSE(store->put(kPrint, sample()).ok());
+    CleanupRequest everything;
+    everything.evict_older_than = std::chrono::seconds(0);
+    everything.all_temporaries = true;
+    auto report = clean_directory(*directory, everything);
+    ASSERT_TRUE(report.ok()) << report.error().describe();
+    EXPECT_EQ(report->entries_removed, 0u);
+    EXPECT_EQ(report->strays_removed, 1u);  // the link itself
+    EXPECT_EQ(**util::read_named_file(outside.path() + "/" + name, 100), "not an entry");
+    EXPECT_EQ(std::distance(fs::directory_iterator(outside.path()), fs::directory_iterator()), 1);
+    // Healed: the name is a folder of kcache's again.
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    EXPECT_NE(store->get(kPrint), nullptr);
+}
+
+TEST(CacheDirectory, LeftoverTemporariesAreCountedAndClearedByAClear) {
+    TempDir dir;
+    auto directory = test::cache_directory(dir.path());
+    const std::string temporary = DiskStore::relative_path_of(kPrint) + ".tmp.host.1.2";
+    ASSERT_TRUE(directory->write_atomic(temporary, "half an entry").ok());
+    auto size = measure_directory(*directory);
+    ASSERT_TRUE(size.ok());
+    EXPECT_EQ(size->temporaries, 1u);
+    EXPECT_EQ(size->temporary_bytes, 13u);
+    CleanupRequest clear;
+    clear.evict_older_than = std::chrono::hours(-1);
+    EXPECT_EQ(clean_directory(*directory, clear)->temps_swept, 0u) << "a fresh one is a writer's";
+    clear.all_temporaries = true;
+    EXPECT_EQ(clean_directory(*directory, clear)->temps_swept, 1u);
+    EXPECT_EQ(measure_directory(*directory)->temporaries, 0u);
+}
+
+TEST(CacheDirectory, AReplacedDirectoryIsAcceptedAgainBeforeItIsUsed) {
+    TempDir dir;
+    const std::string path = dir.path() + "/cache";
+    auto directory = test::cache_directory(path);
+    fs::remove_all(path);
+    fs::create_directories(path);
+    ASSERT_EQ(chmod(path.c_str(), 0777), 0);  // made again, by someone careless
+    EXPECT_FALSE(directory->check_replaced()) << "a directory that would be refused is not used";
+    ASSERT_EQ(chmod(path.c_str(), 0700), 0);
+    EXPECT_TRUE(directory->check_replaced());
+    ASSERT_TRUE(directory->write_atomic("x", "y").ok());
+    EXPECT_TRUE(fs::exists(path + "/x"));
+}
+
+TEST(Log, WarningsAreOnByDefaultAndEachTopicIsSaidOnce) {
+    TempDir dir;
+    const std::string file = dir.path() + "/log";
+    util::set_log_setting("warn");
+    EXPECT_TRUE(util::log_enabled(util::LogLevel::kWarn));
+    EXPECT_FALSE(util::log_enabled(util::LogLevel::kInfo));
+    util::set_log_setting(file);  // a path: everything, to that file
+    util::warn_once("disk", "first");
+    util::warn_once("disk", "second");
+    util::warn_once("other", "third");
+    EXPECT_EQ(**util::read_named_file(file, 1000), "kcache: first\nkcache: third\n");
+    util::set_log_setting("off");
+    EXPECT_FALSE(util::log_enabled(util::LogLevel::kWarn));
+    util::set_log_setting("nonsense");  // never silences warnings
+    EXPECT_TRUE(util::log_enabled(util::LogLevel::kWarn));
+    util::reload_log_config();
+}
+
+}  // namespace
+}  // namespace kcache::store
