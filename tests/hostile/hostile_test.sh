@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# The hostile-directory suite of issue 15: each case turns the cache directory against its user
+# (or is as careless as a user may be) and checks what kcache does, end to end through the CLI,
+# run as `nobody` so that permissions matter. Usage: hostile_test.sh KCACHE_BINARY CASE
+# Exits 0 (pass), 1 (fail: every wrong instance is listed) or 77 (skipped: not root, no runuser).
+set -uo pipefail
+KBIN=$(readlink -f "$1")
+[ -x "$KBIN" ] || { echo "FAIL: no kcache binary at $1"; exit 1; }
+CASE=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+cd "$W/src"
+
+# The program a planted kcache.conf names as the compile worker: it only leaves a mark.
+make_evil() {
+  mkdir -p "$W/mark"; chmod 777 "$W/mark"
+  cat >"$W/evil.sh" <<EOF
+#!/bin/sh
+touch "$W/mark/evil-ran"
+exit 1
+EOF
+  chmod 755 "$W/evil.sh"
+}
+evil_ran() { [ -e "$W/mark/evil-ran" ]; }
+
+case $CASE in
+
+# 1. A refused directory is refused before anything in it is read: its kcache.conf is never
+#    applied (no program it names runs, no budget or relaxation it sets holds).
+refused_dir_conf)
+  make_evil
+  kernel_cu k.cu
+  conf_lines() {  # conf_lines DIR [allow]: a hostile kcache.conf
+    {
+      [ "${2:-}" = allow ] && echo "allow_shared_dir = 1"
+      echo "compile_worker = $W/evil.sh"
+      echo "compile_workers = 2"
+      echo "max_size = 1k"
+    } >"$1/kcache.conf"
+  }
+  # name  owner  mode  with-allow_shared_dir
+  for spec in "root-owned:root:755:" "root-owned-world-writable:root:777:allow" \
+              "group-writable:nobody:770:allow" "world-writable:nobody:777:allow" \
+              "group-writable-plain:nobody:770:"; do
+    IFS=: read -r name owner mode allow <<<"$spec"
+    D=$W/$name
+    mkdir -p "$D"; conf_lines "$D" "$allow"
+    [ "$owner" = nobody ] && chown -R "$NOBODY_UID:$NOBODY_GID" "$D"
+    chmod "$mode" "$D"
+    before=$(snapshot "$D")
+    rm -f "$W/mark/evil-ran"
+    kn compile k.cu --arch sm_90 -j 2
+    if finished "$name: compile"; then
+      want_rc "$name: compile in a refused directory" 1
+      want_in "$name: compile says the directory is refused" "$ERR" "refus"
+    fi
+    EXTRA_ENV=(KCACHE_COMPILE_WORKERS=2)
+    kn compile k.cu --arch sm_90 -j 2
+    finished "$name: compile (KCACHE_COMPILE_WORKERS=2)"
+    kn demo --json
+    finished "$name: demo"
+    EXTRA_ENV=()
+    evil_ran && bad "$name: the compile_worker named by the refused directory's kcache.conf ran"
+    [ "$(snapshot "$D")" = "$before" ] || bad "$name: something was written in the refused directory: $(diff <(echo "$before") <(snapshot "$D") | head -5 | tr '\n' '|')"
+    kn -p
+    if finished "$name: -p"; then
+      want_in "$name: -p reports the refusal" "$ERR" "refus"
+      grep -qE '^max_size +=  *1k' <<<"$OUT" && bad "$name: -p shows max_size = 1k from the refused directory's kcache.conf"
+      grep -qE '^allow_shared_dir +=  *1' <<<"$OUT" && bad "$name: -p shows allow_shared_dir = 1 from the refused directory's kcache.conf"
+      grep -qE '^compile_worker +=.*evil' <<<"$OUT" && bad "$name: -p shows the refused directory's compile_worker"
+    fi
+    kn -s
+    finished "$name: -s" && want_in "$name: -s reports the refusal" "$ERR" "refus"
+    [ "$(snapshot "$D")" = "$before" ] || bad "$name: -p/-s wrote in the refused directory"
+  done
+  finish
+  ;;
+
+# 1. In an accepted directory, kcache.conf may not relax a check or name a program: those lines
+#    are a clear error (file and line) and are not applied; the other lines still are.
+conf_cannot_relax)
+  make_evil
+  kernel_cu k.cu
+  D=$NH/cache
+  nobody_dir "$D"
+  printf '%s\n' "max_size = 8Gi" "allow_shared_dir = 1" "compile_worker = $W/evil.sh" \
+    "compile_workers = 2" >"$D/kcache.conf"
+  chown "$NOBODY_UID:$NOBODY_GID" "$D/kcache.conf"; chmod 600 "$D/kcache.conf"
+  kn -p
+  if finished "-p"; then
+    grep -qE '^allow_shared_dir +=  *1' <<<"$OUT" && bad "-p shows allow_shared_dir = 1 from kcache.conf ($(said))"
+    grep -qE '^compile_worker +=.*evil' <<<"$OUT" && bad "-p shows kcache.conf's compile_worker ($(said))"
+    grep -iE 'kcache\.conf' <<<"$ALL" | grep -i allow_shared_dir | grep -qE '(:|line )2([^0-9]|$)' ||
+      bad "-p: no error naming kcache.conf, line 2 and allow_shared_dir ($(said))"
+    grep -iE 'kcache\.conf' <<<"$ALL" | grep -i 'compile_worker' | grep -qE '(:|line )3([^0-9]|$)' ||
+      bad "-p: no error naming kcache.conf, line 3 and compile_worker ($(said))"
+    grep -qE '^max_size +=  *8Gi' <<<"$OUT" || bad "-p: the good line max_size = 8Gi was dropped ($(said))"
+  fi
+  EXTRA_ENV=(KCACHE_COMPILE_WORKERS=2)
+  kn compile k.cu --arch sm_90 -j 2
+  finished "compile -j 2 (KCACHE_COMPILE_WORKERS=2)"
+  EXTRA_ENV=()
+  kn compile k.cu --arch sm_90 -j 2 -D SCALE=3.0f
+  finished "compile -j 2"
+  evil_ran && bad "the compile_worker named by kcache.conf ran"
+  # Group-writable now: kcache.conf's allow_shared_dir must not make kcache accept it.
+  n=$(entries "$D")
+  chmod 770 "$D"
+  kn compile k.cu --arch sm_90 -j 1 -D SCALE=4.0f
+  if finished "compile in the group-writable directory"; then
+    want_rc "compile in a group-writable directory (kcache.conf says allow_shared_dir = 1)" 1
+    want_in "compile in a group-writable directory" "$ERR" "refus"
+  fi
+  [ "$(entries "$D")" -eq "$n" ] || bad "an entry was stored in a group-writable directory that only kcache.conf allowed"
+  # What the environment allows still works (the setting is not dropped, only its source).
+  EXTRA_ENV=(KCACHE_ALLOW_SHARED_DIR=1)
+  kn compile k.cu --arch sm_90 -j 1 -D SCALE=5.0f
+  finished "compile with KCACHE_ALLOW_SHARED_DIR=1" && want_rc "compile in a group-writable directory with KCACHE_ALLOW_SHARED_DIR=1" 0
+  finish
+  ;;
+
+# 2. Nothing follows a link out of the directory: a link planted at an entry folder, at stats/,
+#    at keys/ or at a key-index folder leaves every file outside as it was (no file created,
+#    changed or deleted), and kcache keeps working.
+links_stay_inside)
+  kernel_cu k.cu
+  for what in entry_folder stats keys key_folder; do
+    D=$NH/cache-$what
+    EXTRA_ENV=()
+    kn compile k.cu --arch sm_90 -j 1
+    want_rc "$what: first compile" 0 || continue
+    FP=$(first_fp)
+    KEYREC=$(cd "$D/keys" && find . -type f | head -1 | sed 's|^\./||')  # kk/rest of k.cu
+    OUTSIDE=$W/outside-$what
+    nobody_dir "$OUTSIDE"
+    case $what in
+      entry_folder) link=$D/${FP:0:2}
+        for f in "${FP:2}.kc" "${FP:2}.kc.lock" "${FP:2}.kc.tmp.host.1.2" \
+                 "ffffffffffffffffffffffffffffff.kc" old.txt; do
+          echo "precious $f" >"$OUTSIDE/$f"; done ;;
+      stats) link=$D/stats
+        for f in 0 0.lock 1 old.txt; do echo "precious $f" >"$OUTSIDE/$f"; done ;;
+      keys) link=$D/keys
+        mkdir -p "$OUTSIDE/${KEYREC%%/*}"
+        echo "precious record" >"$OUTSIDE/$KEYREC"; echo precious >"$OUTSIDE/old.txt" ;;
+      key_folder) link=$D/keys/${KEYREC%%/*}
+        echo "precious record" >"$OUTSIDE/${KEYREC#*/}"; echo precious >"$OUTSIDE/old.txt" ;;
+    esac
+    chown -R "$NOBODY_UID:$NOBODY_GID" "$OUTSIDE"
+    find "$OUTSIDE" -mindepth 1 -exec touch -h -d '60 days ago' {} +
+    rm -rf "$link"
+    as_nobody ln -s "$OUTSIDE" "$link"
+    previous=$(snapshot "$OUTSIDE")
+    step() {  # step ARGS...: one kcache command, then a look at the files outside
+      kn "$@"
+      finished "$what: kcache $*"
+      local now
+      now=$(snapshot "$OUTSIDE")
+      if [ "$now" != "$previous" ]; then
+        bad "$what: 'kcache $*' changed files outside the directory through the link: $(diff <(echo "$previous") <(echo "$now") | grep '^[<>] [^d]' | head -4 | tr '\n' '|')"
+      fi
+      previous=$now
+    }
+    step compile k.cu --arch sm_90 -j 1
+    step compile k.cu --arch sm_90 -j 1 -D SCALE=3.0f
+    step -z
+    step -s
+    step -s --json
+    step ls
+    step -c -F 1
+    step --evict-older-than 1s
+    step verify --repair
+    step -C
+    step compile k.cu --arch sm_90 -j 1 -D SCALE=4.0f
+    if [ "$RC" -ne 0 ] && { [ "$RC" -ne 1 ] || [ -z "$ERR" ]; }; then
+      bad "$what: compile after the link was planted neither works nor fails clearly ($(said))"
+    fi
+  done
+  finish
+  ;;
+
+# 3. Only regular files of a plausible size are read: a FIFO, a link to /dev/zero or a huge
+#    sparse file at an entry's path, as kcache.conf or as the stats shards: every command
+#    finishes (quickly, in little memory, without an abort); a bad entry is a miss, a bad
+#    kcache.conf a clear error.
+regular_files_entry|regular_files_conf|regular_files_stats)
+  LIMIT=${KCACHE_HOSTILE_TIMEOUT:-10}
+  target=${CASE#regular_files_}
+  kernel_cu k.cu
+  plant() {  # plant KIND PATH: a FIFO, a link to /dev/zero or an 8 GiB sparse file at PATH
+    rm -f "$2"
+    case $1 in
+      fifo) as_nobody mkfifo "$2" ;;
+      devzero) as_nobody ln -s /dev/zero "$2" ;;
+      huge) as_nobody truncate -s 8G "$2" ;;
+    esac
+  }
+  for kind in fifo devzero huge; do
+    D=$NH/cache-$kind
+    kn compile k.cu --arch sm_90 -j 1
+    want_rc "$kind: first compile" 0 || continue
+    FP=$(first_fp)
+    case $target in
+      entry) plant "$kind" "$(entry_path "$FP")" ;;
+      conf) plant "$kind" "$D/kcache.conf" ;;
+      stats) for n in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do plant "$kind" "$D/stats/$n"; done ;;
+    esac
+    # -z and compile last: they may replace what was planted.
+    for cmd in "verify" "ls" "ls --json" "inspect $FP" "-s" "-s --json" "-p" "demo --json" \
+               "compile k.cu --arch sm_90 -j 1" "-z"; do
+      # shellcheck disable=SC2086
+      kn $cmd
+      finished "$target $kind: kcache $cmd" || continue
+      small_rss "$target $kind: kcache $cmd"
+      want_not_in "$target $kind: kcache $cmd (an allocation failure is a miss or a clear error)" "$ALL" "bad_alloc|terminate called"
+      case "$target:$cmd" in
+        entry:verify)
+          want_rc "$target $kind: verify with a bad entry" 1 && want_in "$target $kind: verify counts it" "$OUT" "1 bad" ;;
+        entry:compile*)
+          want_rc "$target $kind: compile (the entry is a miss)" 0 && want_in "$target $kind: compile recompiles" "$OUT" "1 compiled" ;;
+        conf:-p)
+          want_in "$target $kind: -p names the bad kcache.conf" "$ERR" "kcache\.conf" ;;
+      esac
+    done
+  done
+  finish
+  ;;
+
+*)
+  echo "FAIL ($CASE): no such case"; exit 1
+  ;;
+esac
