@@ -117,6 +117,7 @@ conf_cannot_relax)
   EXTRA_ENV=(KCACHE_ALLOW_SHARED_DIR=1)
   kn compile k.cu --arch sm_90 -j 1 -D SCALE=5.0f
   finished "compile with KCACHE_ALLOW_SHARED_DIR=1" && want_rc "compile in a group-writable directory with KCACHE_ALLOW_SHARED_DIR=1" 0
+  [ "$(entries "$D")" -gt "$n" ] || bad "KCACHE_ALLOW_SHARED_DIR=1: compile stored nothing in the group-writable directory ($(said))"
   finish
   ;;
 
@@ -224,6 +225,164 @@ regular_files_entry|regular_files_conf|regular_files_stats)
       esac
     done
   done
+  finish
+  ;;
+
+# 4. A header the compiler read from disk is fingerprinted (or such an include refused): after
+#    the header changes, the next compile makes a new artifact, never "already in the cache".
+headers_fingerprinted)
+  mkdir -p "$W/inc"; chmod 755 "$W/inc"
+  header_case() {  # header_case NAME KERNEL_FILE HEADER_TO_CHANGE
+    local name=$1 file=$2 header=$3
+    D=$NH/cache-$name
+    # shellcheck disable=SC2086
+    kn compile $file --arch sm_90 -j 1
+    finished "$name: first compile" || return
+    note "$name: first compile: $(said)"
+    if [ "$RC" -ne 0 ]; then  # refused: fine if it says so and stores nothing
+      want_rc "$name: a refused include" 1
+      [ -n "$ERR" ] || bad "$name: the include was refused without a word"
+      [ "$(entries "$D")" -eq 0 ] || bad "$name: refused, yet an entry was stored"
+      return
+    fi
+    sed -i 's/2\.0f/3.0f/' "$header"
+    # shellcheck disable=SC2086
+    kn compile $file --arch sm_90 -j 1
+    if finished "$name: compile after the header changed"; then
+      want_rc "$name: compile after the header changed" 0
+      want_in "$name: a changed header gives a new artifact" "$OUT" "1 compiled"
+      want_not_in "$name: a changed header gives a new artifact" "$OUT" "1 already in the cache"
+    fi
+  }
+  # An absolute include.
+  echo '#define HFACTOR 2.0f' >"$W/inc/h.h"
+  printf '#include "%s"\n' "$W/inc/h.h" >abs.cu; cat >>abs.cu <<'CU'
+extern "C" __global__ void scale(float* out, const float* in, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] * HFACTOR;
+}
+CU
+  # An absolute include that includes another by its absolute path.
+  printf '#include "%s"\n' "$W/inc/inner.h" >"$W/inc/outer.h"
+  echo '#define IFACTOR 2.0f' >"$W/inc/inner.h"
+  printf '#include "%s"\n' "$W/inc/outer.h" >nested.cu
+  sed 's/HFACTOR/IFACTOR/' <(tail -n +2 abs.cu) >>nested.cu
+  # A header named by an option (NVRTC's --pre-include).
+  echo '#define PFACTOR 2.0f' >"$W/inc/pre.h"
+  sed 's/HFACTOR/PFACTOR/' <(tail -n +2 abs.cu) >pre.cu
+  chmod 644 "$W"/inc/*.h ./*.cu
+  header_case absolute abs.cu "$W/inc/h.h"
+  header_case nested nested.cu "$W/inc/inner.h"
+  header_case pre_include "pre.cu --option=--pre-include=$W/inc/pre.h" "$W/inc/pre.h"
+  finish
+  ;;
+
+# 5. Ages, sizes and counts from the user are range-checked: a huge one is a usage error (exit
+#    2), never a wrapped number that removes fresh entries.
+huge_numbers)
+  kernel_cu k.cu
+  refill() {  # three fresh entries, again after an instance removed them
+    local s
+    for s in 1 2 3; do kn compile k.cu --arch sm_90 -j 1 -D SCALE=$s.0f; done
+    [ "$(entries "$D")" -eq 3 ] || bad "setup: 3 entries expected, $(entries "$D") found"
+  }
+  refill
+  for age in 200000d 99999999999999d 9223372036854775808s 9223372036854775807s \
+             18446744073709551616s 106751992d 2562047789h 153722867281m; do
+    kn --evict-older-than "$age"
+    finished "--evict-older-than $age" || continue
+    want_rc "--evict-older-than $age" 2
+    [ "$(entries "$D")" -eq 3 ] || { bad "--evict-older-than $age removed fresh entries ($(said))"; refill; }
+  done
+  for size in 18446744073709551616 99999999999T 20000000000Gi 18446744073709551616k; do
+    kn -c -M "$size"
+    finished "-c -M $size" || continue
+    want_rc "-c -M $size" 2
+    [ "$(entries "$D")" -eq 3 ] || { bad "-c -M $size removed fresh entries ($(said))"; refill; }
+  done
+  for setting in "max_size=99999999999Ti" "max_size=18446744073709551616" \
+                 "max_files=18446744073709551616" "max_entries=99999999999999999999"; do
+    kn -o "$setting"
+    finished "-o $setting" && want_rc "-o $setting" 2
+  done
+  kn -c
+  finished "-c after the refused settings" && [ "$(entries "$D")" -eq 3 ] || bad "-c removed fresh entries after the refused settings ($(said))"
+  finish
+  ;;
+
+# 6. `kcache compile` does not say it stored what it did not (exit 1, naming the file and why),
+#    and honours the directory's settings as the library does (budgets, allow_shared_dir).
+compile_tells_truth)
+  kernel_cu k.cu
+  not_stored() {  # not_stored NAME WHY_REGEX: the last compile failed loudly, naming k.cu
+    finished "$1: compile" || return
+    want_rc "$1: compile that stored nothing" 1
+    want_in "$1: compile names the file not stored" "$ERR" "k\.cu"
+    want_in "$1: compile says why" "$ERR" "$2"
+  }
+  # A full disk: a 64 KiB tmpfs that nobody owns, filled up.
+  FULL=$W/full
+  mkdir -p "$FULL"
+  if mount -t tmpfs -o "size=64k,mode=0700,uid=$NOBODY_UID,gid=$NOBODY_GID" tmpfs "$FULL" 2>/dev/null; then
+    MOUNTS+=("$FULL")
+    D=$FULL/cache
+    nobody_dir "$D"
+    as_nobody dd if=/dev/zero of="$FULL/filler" bs=4k 2>/dev/null
+    kn compile k.cu --arch sm_90 -j 1
+    not_stored "full disk" "space|full"
+  else
+    note "full disk: cannot mount a tmpfs here; instance skipped"
+  fi
+  # The cache directory is not writable (its owner made it read-only).
+  D=$NH/cache-readonly
+  nobody_dir "$D" 500
+  kn compile k.cu --arch sm_90 -j 1
+  not_stored "read-only directory" "denied|permission|read-only|writ"
+  # The entry's folder is not writable.
+  D=$NH/cache-folder
+  kn compile k.cu --arch sm_90 -j 1 -D SCALE=7.0f
+  FP=$(first_fp) && rm -f "$(entry_path "$FP")" && chmod 500 "$D/${FP:0:2}"
+  kn compile k.cu --arch sm_90 -j 1 -D SCALE=7.0f
+  not_stored "entry folder not writable" "denied|permission|read-only|writ"
+  # The directory is refused: another user's.
+  D=$W/root-owned
+  mkdir -p "$D"; chmod 755 "$D"
+  kn compile k.cu --arch sm_90 -j 1
+  not_stored "another user's directory" "refus"
+  # The directory is a link to another user's directory.
+  D=$NH/link-to-root
+  as_nobody ln -s "$W/root-owned" "$D"
+  kn compile k.cu --arch sm_90 -j 1
+  not_stored "a link to another user's directory" "refus|link|another user|owner"
+  # Budgets in kcache.conf (and in the environment) hold after compiling past them.
+  for spec in "conf-files:max_files = 2" "conf-size:max_size = 10k" "env-files:KCACHE_MAX_FILES=2"; do
+    name=${spec%%:*}; setting=${spec#*:}
+    D=$NH/cache-$name
+    nobody_dir "$D"
+    EXTRA_ENV=()
+    case $name in
+      conf-*) echo "$setting" >"$D/kcache.conf"; chown "$NOBODY_UID:$NOBODY_GID" "$D/kcache.conf" ;;
+      env-*) EXTRA_ENV=("$setting") ;;
+    esac
+    for s in 1 2 3 4; do
+      kn compile k.cu --arch sm_90 -j 1 -D SCALE=$s.5f
+      finished "$name: compile $s" && want_rc "$name: compile $s" 0
+    done
+    note "$name: $(entries "$D") entries, $(entry_bytes "$D") bytes"
+    case $name in
+      *files*) [ "$(entries "$D")" -le 2 ] || bad "$name: $(entries "$D") entries after compiling 4 with '$setting'" ;;
+      *size*) [ "$(entry_bytes "$D")" -le 10240 ] || bad "$name: $(entry_bytes "$D") bytes of entries after compiling 4 with '$setting'" ;;
+    esac
+  done
+  EXTRA_ENV=()
+  # allow_shared_dir from the environment: compile stores in the group-writable directory.
+  D=$NH/cache-shared
+  nobody_dir "$D" 770
+  EXTRA_ENV=(KCACHE_ALLOW_SHARED_DIR=1)
+  kn compile k.cu --arch sm_90 -j 1
+  EXTRA_ENV=()
+  finished "allowed shared directory: compile" && want_rc "allowed shared directory: compile" 0
+  [ "$(entries "$D")" -eq 1 ] || bad "KCACHE_ALLOW_SHARED_DIR=1: compile stored nothing in the group-writable directory ($(said))"
   finish
   ;;
 
