@@ -386,6 +386,91 @@ compile_tells_truth)
   finish
   ;;
 
+# 7. `-c -M SIZE` and `-c -F N` do what --help says: applied once (kcache.conf unchanged) or
+#    set for good (kcache.conf holds the new budget), and the cleanup applies it either way.
+cleanup_budget_flags)
+  kernel_cu k.cu
+  kn --help
+  help=$OUT
+  for spec in "M:max-size:max_size:1k:8Gi" "F:max-files:max_files:1:500"; do
+    IFS=: read -r flag long key value old <<<"$spec"
+    line=$(grep -E -- "-$flag,--$long" <<<"$help")
+    [ -n "$line" ] || { bad "--help has no -$flag,--$long line"; continue; }
+    # Words of "once" first (a line may say "once, kcache.conf unchanged"), then of "for good";
+    # a line that says neither ("the budget to apply") promises no more than this cleanup.
+    if grep -qiE 'once|this (run|time|cleanup)|unchanged|not (saved|written|kept|stored)|only' <<<"$line"; then
+      promise=once
+    elif grep -qiE 'kcache\.conf|for good|persist|sav(e|es|ed)|writ|sets? |stor' <<<"$line"; then
+      promise=persist
+    else
+      promise=once
+    fi
+    note "-$flag: --help says '$(sed 's/  */ /g' <<<"$line")': $promise"
+    D=$NH/cache-$flag
+    for s in 1 2 3; do kn compile k.cu --arch sm_90 -j 1 -D SCALE=$s.0f; done
+    kn -o "$key=$old"
+    want_rc "-o $key=$old" 0
+    conf_before=$(cat "$D/kcache.conf" 2>/dev/null)
+    kn -c -$flag "$value"
+    finished "-c -$flag $value" && want_rc "-c -$flag $value" 0
+    case $flag in
+      M) [ "$(entry_bytes "$D")" -le 1024 ] || bad "-c -M 1k left $(entry_bytes "$D") bytes of entries" ;;
+      F) [ "$(entries "$D")" -le 1 ] || bad "-c -F 1 left $(entries "$D") entries" ;;
+    esac
+    kn -k "$key"
+    got=$OUT
+    if [ "$promise" = once ]; then
+      [ "$(cat "$D/kcache.conf" 2>/dev/null)" = "$conf_before" ] ||
+        bad "--help says -$flag applies once, yet 'kcache -c -$flag $value' rewrote kcache.conf: $(tr '\n' '|' <"$D/kcache.conf")"
+      [ "$got" = "$old" ] || bad "--help says -$flag applies once, yet $key is now '$got' (was '$old')"
+    else
+      [ "$got" = "$value" ] || bad "--help says -$flag sets the budget for good, yet $key is '$got' after -c -$flag $value"
+    fi
+  done
+  finish
+  ;;
+
+# 8. The statistics add up: N compiles and M hits are counted once each; a rejected entry is
+#    not a hit; no percentage above 100.
+stats_add_up)
+  for f in a b c; do kernel_cu "$f.cu" "1.${#f}f"; done
+  sed -i 's/scale/scale_b/' b.cu; sed -i 's/scale/scale_c/' c.cu
+  json_num() { grep -o "\"$1\": [0-9.]*" <<<"$2" | head -1 | grep -o '[0-9.]*$'; }
+  disk_num() { grep -o '"disk": {[^}]*}' <<<"$2" | grep -o "\"$1\": [0-9]*" | grep -o '[0-9]*$'; }
+  expect_stats() {  # expect_STATS WHEN compiles disk_hits disk_misses disk_writes corrupt entries
+    kn -s --json
+    finished "$1: -s --json" || return
+    local got
+    for pair in "compiles:$2" "compile_failures:0" "entries:$7"; do
+      got=$(json_num "${pair%%:*}" "$OUT")
+      [ "$got" = "${pair#*:}" ] || bad "$1: ${pair%%:*} is '$got', expected ${pair#*:} ($(said))"
+    done
+    for pair in "hits:$3" "misses:$4" "writes:$5" "corrupt:$6" "errors:0"; do
+      [ "${pair#*:}" = - ] && continue
+      got=$(disk_num "${pair%%:*}" "$OUT")
+      [ "$got" = "${pair#*:}" ] || bad "$1: disk.${pair%%:*} is '$got', expected ${pair#*:} ($(said))"
+    done
+    kn -s
+    finished "$1: -s" || return
+    local pct
+    pct=$(grep -oE '[0-9]+(\.[0-9]+)?%' <<<"$OUT" | tr -d % | awk '$1 > 100' | head -1)
+    [ -z "$pct" ] || bad "$1: -s shows ${pct}% ($(said))"
+    grep -qE "^Entries:.*\b$7\b" <<<"$OUT" || bad "$1: -s does not show $7 entries plainly ($(said))"
+  }
+  kn compile a.cu b.cu c.cu --arch sm_90 -j 1
+  want_rc "3 compiles" 0
+  expect_stats "after 3 compiles" 3 0 3 3 0 3
+  kn compile a.cu b.cu c.cu --arch sm_90 -j 1
+  kn compile a.cu b.cu c.cu --arch sm_90 -j 1
+  want_in "2 re-runs" "$OUT" "3 already in the cache"
+  expect_stats "after 3 compiles and 2 re-runs" 3 6 3 3 0 3
+  # A corrupt entry: found, rejected, recompiled. Not a hit.
+  FP=$(first_fp); printf 'junk' >>"$(entry_path "$FP")"
+  kn compile a.cu b.cu c.cu --arch sm_90 -j 1
+  expect_stats "after a corrupt entry was recompiled" 4 8 - 4 1 3
+  finish
+  ;;
+
 *)
   echo "FAIL ($CASE): no such case"; exit 1
   ;;
