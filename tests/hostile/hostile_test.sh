@@ -471,6 +471,80 @@ stats_add_up)
   finish
   ;;
 
+# 9. One bad setting does not drop the others: the disk tier (and every good setting) stays,
+#    the bad one is named once on stderr; `log` in kcache.conf logs as KCACHE_LOG does.
+bad_setting_keeps_others)
+  kernel_cu k.cu
+  demo_keeps_disk() {  # demo_keeps_disk NAME NAMED_REGEX: demo --json still fills $D
+    kn demo --json
+    finished "$1: demo" || return
+    [ "$(entries "$D")" -gt 0 ] || bad "$1: demo stored nothing in the cache directory ($(said))"
+    want_in "$1: demo names the bad setting" "$ERR" "$2"
+    local n
+    n=$(grep -ciE -- "$2" <<<"$ERR")
+    [ "$n" -le 1 ] || bad "$1: the bad setting is named $n times, not once ($(said))"
+  }
+  for bad_env in KCACHE_MAX_SIZE=bogus KCACHE_MAX_FILES=-3 KCACHE_VERIFY=maybe KCACHE_MAX_ENTRIES=lots; do
+    var=${bad_env%%=*}
+    D=$NH/cache-$var
+    EXTRA_ENV=("$bad_env")
+    demo_keeps_disk "$bad_env" "$var"
+    # A safety option that was asked for stays on, next to the bad one.
+    EXTRA_ENV=("$bad_env" KCACHE_VERIFY=1)
+    [ "$var" = KCACHE_VERIFY ] && EXTRA_ENV=("$bad_env" KCACHE_MAX_FILES=7)
+    kn -p
+    if finished "$bad_env: -p"; then
+      want_in "$bad_env: -p names the bad variable" "$ERR" "$var"
+      if [ "$var" = KCACHE_VERIFY ]; then
+        grep -qE '^max_files +=  *7' <<<"$OUT" || bad "$bad_env: -p dropped KCACHE_MAX_FILES=7 ($(said))"
+      else
+        grep -qE '^verify +=  *1' <<<"$OUT" || bad "$bad_env: -p dropped KCACHE_VERIFY=1 ($(said))"
+      fi
+    fi
+  done
+  EXTRA_ENV=()
+  # An unreadable kcache.conf, and one with a bad line among good ones.
+  D=$NH/cache-unreadable
+  nobody_dir "$D"; echo "max_files = 9" >"$D/kcache.conf"
+  chown "$NOBODY_UID:$NOBODY_GID" "$D/kcache.conf"; chmod 000 "$D/kcache.conf"
+  demo_keeps_disk "unreadable kcache.conf" "kcache\.conf"
+  D=$NH/cache-badline
+  nobody_dir "$D"; printf '%s\n' "max_files = 9" "max_size = bogus" "verify = 1" >"$D/kcache.conf"
+  chown "$NOBODY_UID:$NOBODY_GID" "$D/kcache.conf"
+  demo_keeps_disk "a bad line in kcache.conf" "kcache\.conf"
+  kn -p
+  if finished "a bad line in kcache.conf: -p"; then
+    grep -qE '^max_files +=  *9' <<<"$OUT" || bad "a bad line in kcache.conf: -p dropped max_files = 9 ($(said))"
+    grep -qE '^verify +=  *1' <<<"$OUT" || bad "a bad line in kcache.conf: -p dropped verify = 1 ($(said))"
+    grep -iE 'kcache\.conf' <<<"$ALL" | grep -qE '(:|line )2([^0-9]|$)' || bad "a bad line in kcache.conf: -p does not name kcache.conf, line 2 ($(said))"
+  fi
+  finish
+  ;;
+
+# 9. `log` in kcache.conf logs as KCACHE_LOG does (a miss that has a near entry says so).
+conf_log_applies)
+  kernel_cu k.cu
+  for level in 1 info debug; do
+    D=$NH/cache-log-env-$level
+    kn compile k.cu --arch sm_90 -j 1 -D SCALE=1.0f
+    EXTRA_ENV=(KCACHE_LOG=$level)
+    kn compile k.cu --arch sm_90 -j 1 -D SCALE=2.0f
+    EXTRA_ENV=()
+    env_lines=$(grep -c '^kcache:' <<<"$ERR")
+    D=$NH/cache-log-conf-$level
+    kn compile k.cu --arch sm_90 -j 1 -D SCALE=1.0f
+    echo "log = $level" >"$D/kcache.conf"; chown "$NOBODY_UID:$NOBODY_GID" "$D/kcache.conf"
+    kn compile k.cu --arch sm_90 -j 1 -D SCALE=2.0f
+    conf_lines=$(grep -c '^kcache:' <<<"$ERR")
+    if [ "$env_lines" -eq 0 ]; then
+      note "log = $level: KCACHE_LOG=$level logs nothing here either; nothing to compare"
+    elif [ "$conf_lines" -lt "$env_lines" ]; then
+      bad "log = $level in kcache.conf: $conf_lines 'kcache:' lines, KCACHE_LOG=$level gives $env_lines ($(said))"
+    fi
+  done
+  finish
+  ;;
+
 *)
   echo "FAIL ($CASE): no such case"; exit 1
   ;;
