@@ -545,6 +545,184 @@ conf_log_applies)
   finish
   ;;
 
+# 10. Waiting on another process is bounded: a process stopped (SIGSTOP) while it holds an
+#     entry's compile lock, cleanup.lock or the stats shards' locks costs a bounded wait, never
+#     a hang: compile still compiles, -C clears or says plainly that another process holds it.
+stopped_lock_holder|stopped_stats_lock_holder)
+  command -v flock >/dev/null 2>&1 || skip "needs flock (util-linux)"
+  kernel_cu k.cu
+  hold() {  # hold FILE...: a process that locks every FILE, then is stopped
+    local pid
+    ( for f in "$@"; do exec {fd}>>"$f"; flock "$fd"; done; exec sleep 600 ) &
+    pid=$!
+    HOLDERS+=("$pid")
+    local i
+    for i in $(seq 1 100); do
+      flock -n "${@: -1}" true 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -STOP "$pid"
+    note "locked and stopped by pid $pid: $*"
+  }
+  D=$NH/cache
+  kn compile k.cu --arch sm_90 -j 1
+  want_rc "first compile" 0
+  FP=$(first_fp)
+  ENTRY=$(entry_path "$FP")
+  if [ "$CASE" = stopped_lock_holder ]; then
+    [ -e "$ENTRY.lock" ] || as_nobody touch "$ENTRY.lock"
+    rm -f "$ENTRY"
+    hold "$ENTRY.lock"
+    kn compile k.cu --arch sm_90 -j 1
+    if finished "compile while a stopped process holds the entry's lock"; then
+      want_rc "compile while a stopped process holds the entry's lock" 0 &&
+        want_in "compile while a stopped process holds the entry's lock" "$OUT" "1 compiled"
+    fi
+    kn compile k.cu --arch sm_90 -j 1 -D SCALE=5.0f
+    finished "compile of another kernel meanwhile" && want_rc "compile of another kernel meanwhile" 0
+    [ -e "$D/cleanup.lock" ] || as_nobody touch "$D/cleanup.lock"
+    hold "$D/cleanup.lock"
+    EXTRA_ENV=(KCACHE_MAX_FILES=1)
+    kn compile k.cu --arch sm_90 -j 1 -D SCALE=6.0f
+    finished "compile past the budget while a stopped process holds cleanup.lock"
+    EXTRA_ENV=()
+    kn -c
+    finished "-c while a stopped process holds cleanup.lock"
+    kn --evict-older-than 1d
+    finished "--evict-older-than while a stopped process holds cleanup.lock"
+    note "--evict-older-than 1d: $(said)"
+    kn -C
+    note "-C: $(said)"
+    if finished "-C while a stopped process holds cleanup.lock"; then
+      if [ "$RC" -eq 0 ]; then
+        [ "$(entries "$D")" -eq 0 ] || bad "-C exited 0 and left $(entries "$D") entries ($(said))"
+      else
+        want_rc "-C that could not clear" 1
+        want_in "-C says another process holds the lock" "$ERR" "lock|another process|held|busy"
+      fi
+    fi
+  else
+    shards=()
+    for n in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do
+      [ -e "$D/stats/$n.lock" ] || as_nobody touch "$D/stats/$n.lock"
+      shards+=("$D/stats/$n.lock")
+    done
+    hold "${shards[@]}"
+    for cmd in "compile k.cu --arch sm_90 -j 1 -D SCALE=8.0f" "-s" "-s --json" "demo --json" "-z"; do
+      # shellcheck disable=SC2086
+      kn $cmd
+      finished "kcache $cmd while a stopped process holds the stats locks"
+      note "kcache $cmd: $(said)"
+    done
+  fi
+  finish
+  ;;
+
+# 11. Leftovers are visible and removable: a killed writer's temporary shows in -s and goes
+#     with -C.
+leftovers_temporaries)
+  kernel_cu k.cu
+  kn compile k.cu --arch sm_90 -j 1
+  FP=$(first_fp)
+  TMP=$(entry_path "$FP").tmp.host.123.456
+  as_nobody head -c 3000 /dev/urandom >"$TMP"; chown "$NOBODY_UID:$NOBODY_GID" "$TMP"
+  touch -d '2 hours ago' "$TMP"
+  kn -s
+  if finished "-s"; then
+    line=$(grep -v '^Cache directory' <<<"$OUT" | grep -iE 'temporar|leftover|stale')
+    [ -n "$line" ] && grep -qE '[1-9]' <<<"$line" ||
+      bad "-s does not show the stale temporary (a count or its bytes) ($(said))"
+  fi
+  kn -s --json
+  finished "-s --json" && { grep -qiE '"[a-z_]*(temporar|leftover|stale|tmp)[a-z_]*": [1-9]' <<<"$OUT" ||
+    bad "-s --json does not count the stale temporary ($(said))"; }
+  kn -C
+  finished "-C" && want_rc "-C" 0
+  [ ! -e "$TMP" ] || bad "-C left the stale temporary $(basename "$TMP") ($(said))"
+  finish
+  ;;
+
+# 11. A directory or FIFO at an entry's path is removed by `verify --repair` and by -C, after
+#     which the entry is stored again.
+leftovers_non_files)
+  kernel_cu k.cu
+  for kind in directory fifo; do
+    for remover in "verify --repair" "-C"; do
+      D=$NH/cache-$kind-${remover// /}
+      kn compile k.cu --arch sm_90 -j 1
+      FP=$(first_fp)
+      ENTRY=$(entry_path "$FP")
+      rm -f "$ENTRY"
+      case $kind in
+        directory) as_nobody mkdir "$ENTRY" ;;
+        fifo) as_nobody mkfifo "$ENTRY" ;;
+      esac
+      # shellcheck disable=SC2086
+      kn $remover
+      finished "$kind at an entry's path: kcache $remover"
+      if [ -e "$ENTRY" ] && [ ! -f "$ENTRY" ]; then
+        bad "$kind at an entry's path: 'kcache $remover' left it there ($(said))"
+      fi
+      kn compile k.cu --arch sm_90 -j 1
+      finished "$kind: compile after $remover" && want_rc "$kind: compile after $remover" 0
+      [ -f "$ENTRY" ] || bad "$kind: after 'kcache $remover' and a compile, the entry is not a stored file"
+    done
+  done
+  finish
+  ;;
+
+# 11. A symbolic-link cache directory the user set (~/.cache/kcache -> a bigger disk, both
+#     theirs) is accepted, or refused with a plain message: never silently diskless.
+symlinked_cache_dir)
+  kernel_cu k.cu
+  nobody_dir "$NH/.cache"; nobody_dir "$NH/big"; nobody_dir "$NH/big/kcache"
+  as_nobody ln -s "$NH/big/kcache" "$NH/.cache/kcache"
+  as_nobody ln -s "$NH/big/kcache" "$NH/kcache-link"
+  for via in default KCACHE_DIR; do
+    case $via in
+      default) D= ;;
+      KCACHE_DIR) D=$NH/kcache-link ;;
+    esac
+    n=$(entries "$NH/big/kcache")
+    kn compile k.cu --arch sm_90 -j 1 -D SCALE=$RANDOM.0f
+    finished "$via: compile through the link" || continue
+    if [ "$RC" -eq 0 ]; then
+      [ "$(entries "$NH/big/kcache")" -gt "$n" ] ||
+        bad "$via: compile through a symlinked cache directory exited 0 and stored nothing ($(said))"
+    else
+      want_rc "$via: compile through a refused symlinked directory" 1
+      want_in "$via: a refused symlinked directory is said plainly" "$ERR" "link"
+    fi
+    kn demo --json
+    finished "$via: demo through the link" || continue
+    if [ "$(entries "$NH/big/kcache")" -eq 0 ] && ! grep -qi link <<<"$ERR"; then
+      bad "$via: demo through a symlinked cache directory was silently diskless ($(said))"
+    fi
+  done
+  finish
+  ;;
+
+# 11. A refused or unusable directory is reported on stderr by default (no KCACHE_LOG), once.
+unusable_dir_reported)
+  mkdir -p "$W/root-owned" "$W/root-parent"; chmod 755 "$W/root-owned" "$W/root-parent"
+  echo "a file" >"$W/a-file"; chmod 644 "$W/a-file"
+  for spec in "refused:$W/root-owned" "not-a-directory:$W/a-file" "cannot-create:$W/root-parent/cache"; do
+    name=${spec%%:*}; D=${spec#*:}
+    for cmd in "demo --json" "demo"; do
+      # shellcheck disable=SC2086
+      kn $cmd
+      finished "$name: $cmd" || continue
+      n=$(grep -cF -- "$D" <<<"$ERR")
+      if [ "$n" -eq 0 ]; then
+        bad "$name: 'kcache $cmd' works without the directory $D and says nothing on stderr ($(said))"
+      elif [ "$n" -gt 1 ]; then
+        bad "$name: 'kcache $cmd' names the directory $n times, not once ($(said))"
+      fi
+    done
+  done
+  finish
+  ;;
+
 *)
   echo "FAIL ($CASE): no such case"; exit 1
   ;;
