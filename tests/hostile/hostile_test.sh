@@ -723,6 +723,80 @@ unusable_dir_reported)
   finish
   ;;
 
+# 12. Read-only mode: a cache directory baked by root (mode 0755, entries readable) is read by
+#     nobody with KCACHE_READ_ONLY=1 and nothing in it changes; without it, it is refused with a
+#     word about read-only mode.
+read_only_mode)
+  kernel_cu k.cu
+  D=$W/baked
+  env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root KCACHE_DIR="$D" timeout 60 "$K" compile k.cu --arch sm_90 -j 1 >/dev/null 2>&1
+  env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root KCACHE_DIR="$D" timeout 60 "$K" demo --json >/dev/null 2>&1
+  chmod -R a+rX,go-w "$D"
+  [ "$(entries "$D")" -gt 1 ] || bad "setup: root's compile and demo stored $(entries "$D") entries"
+  before=$(snapshot "$D")
+  unchanged() { [ "$(snapshot "$D")" = "$before" ] || bad "read-only: '$1' changed the directory: $(diff <(echo "$before") <(snapshot "$D") | grep '^[<>]' | head -4 | tr '\n' '|')"; }
+  EXTRA_ENV=(KCACHE_READ_ONLY=1)
+  kn compile k.cu --arch sm_90 -j 1
+  if finished "read-only: compile of a cached file"; then
+    want_rc "read-only: compile of a cached file" 0
+    want_in "read-only: compile of a cached file" "$OUT" "1 already in the cache"
+  fi
+  unchanged "compile of a cached file"
+  kn demo --json
+  if finished "read-only: demo"; then
+    grep -qE '"disk_hits": [1-9]' <<<"$OUT" || bad "read-only: demo read nothing from the directory ($(said))"
+    grep -qE '"compiles": 0' <<<"$OUT" || bad "read-only: demo compiled what the directory has ($(said))"
+  fi
+  unchanged "demo"
+  kn compile k.cu --arch sm_90 -j 1 -D SCALE=9.0f
+  finished "read-only: compile of a new kernel"
+  unchanged "compile of a new kernel"
+  kn -s
+  finished "read-only: -s" && want_in "read-only: -s says so" "$OUT" "read.only"
+  for cmd in "-s --json" "ls" "verify" "-z" "-C" "-c" "verify --repair"; do
+    # shellcheck disable=SC2086
+    kn $cmd
+    finished "read-only: $cmd"
+    unchanged "$cmd"
+  done
+  EXTRA_ENV=()
+  kn compile k.cu --arch sm_90 -j 1
+  if finished "root's directory without read-only mode: compile"; then
+    want_rc "root's directory without read-only mode: compile" 1
+    want_in "root's directory without read-only mode: refused" "$ERR" "refus"
+    want_in "root's directory without read-only mode: suggests read-only mode" "$ERR" "read.only"
+  fi
+  unchanged "compile without read-only mode"
+  finish
+  ;;
+
+# 13. Errors as values: a bad arch is a usage error (exit 2, a clear message) and an arch that
+#     no compiler knows is a failure with a message, never an abort or nvJitLink's "fatal".
+bad_archs)
+  kernel_cu k.cu
+  printf '%s\n' '.version 7.0' '.target sm_50' '.address_size 64' \
+    '.visible .entry noop() { ret; }' >k.ptx
+  chmod 644 k.ptx
+  for file in k.ptx k.cu; do
+    for arch in sm_7 sm_1 sm_9999 sm_0 sm_07 sm_49 sm_ sm_x sm_-1 sm_99999999999999999999; do
+      kn compile "$file" --arch "$arch" -j 1
+      finished "$file --arch $arch" || continue
+      want_rc "$file --arch $arch" 2
+      want_in "$file --arch $arch: the message names the arch" "$ERR" "arch"
+      want_not_in "$file --arch $arch" "$ALL" "fatal"
+    done
+    for arch in sm_55 sm_99 sm_999 sm_91; do
+      kn compile "$file" --arch "$arch" -j 1
+      finished "$file --arch $arch" || continue
+      [ "$RC" -eq 1 ] || [ "$RC" -eq 2 ] || bad "$file --arch $arch: exit $RC, expected 1 or 2 ($(said))"
+      want_in "$file --arch $arch: the message names the arch" "$ERR" "arch|sm_"
+      want_not_in "$file --arch $arch" "$ALL" "fatal"
+    done
+  done
+  [ "$(entries "$D")" -eq 0 ] || bad "a bad arch stored an entry"
+  finish
+  ;;
+
 *)
   echo "FAIL ($CASE): no such case"; exit 1
   ;;
