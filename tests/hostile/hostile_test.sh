@@ -455,7 +455,7 @@ stats_add_up)
     local pct
     pct=$(grep -oE '[0-9]+(\.[0-9]+)?%' <<<"$OUT" | tr -d % | awk '$1 > 100' | head -1)
     [ -z "$pct" ] || bad "$1: -s shows ${pct}% ($(said))"
-    grep -qE "^Entries:.*\b$7\b" <<<"$OUT" || bad "$1: -s does not show $7 entries plainly ($(said))"
+    grep -qiE "^ *(entries|files):.*\b$7\b" <<<"$OUT" || bad "$1: -s does not show $7 entries plainly ($(said))"
   }
   kn compile a.cu b.cu c.cu --arch sm_90 -j 1
   want_rc "3 compiles" 0
@@ -734,7 +734,12 @@ read_only_mode)
   chmod -R a+rX,go-w "$D"
   [ "$(entries "$D")" -gt 1 ] || bad "setup: root's compile and demo stored $(entries "$D") entries"
   before=$(snapshot "$D")
-  unchanged() { [ "$(snapshot "$D")" = "$before" ] || bad "read-only: '$1' changed the directory: $(diff <(echo "$before") <(snapshot "$D") | grep '^[<>]' | head -4 | tr '\n' '|')"; }
+  unchanged() {  # unchanged WHAT: the directory is as it was before WHAT (each change once)
+    local now
+    now=$(snapshot "$D")
+    [ "$now" = "$before" ] || bad "read-only: '$1' changed the directory: $(diff <(echo "$before") <(echo "$now") | grep '^[<>]' | head -4 | tr '\n' '|')"
+    before=$now
+  }
   EXTRA_ENV=(KCACHE_READ_ONLY=1)
   kn compile k.cu --arch sm_90 -j 1
   if finished "read-only: compile of a cached file"; then
@@ -759,6 +764,30 @@ read_only_mode)
     finished "read-only: $cmd"
     unchanged "$cmd"
   done
+  # The user's own directory in read-only mode: nobody could write here, and writes nothing
+  # (not the corrupt entry's removal, not the stale temporary's, not the stats).
+  D=$NH/own
+  EXTRA_ENV=()
+  for s in 1 2 3; do kn compile k.cu --arch sm_90 -j 1 -D SCALE=$s.0f; done
+  kn demo --json
+  FP=$(first_fp); printf 'junk' >>"$(entry_path "$FP")"
+  TMP=$(entry_path "$FP").tmp.host.123.456
+  as_nobody touch -d '2 hours ago' "$TMP"
+  before=$(snapshot "$D")
+  EXTRA_ENV=(KCACHE_READ_ONLY=1)
+  kn compile k.cu --arch sm_90 -j 1 -D SCALE=2.0f -D SCALE2=1
+  finished "own directory, read-only: compile of a new kernel"
+  unchanged "compile of a new kernel (own directory)"
+  for cmd in "verify --repair" "-c" "--evict-older-than 1s" "-z" "-s" \
+             "compile k.cu --arch sm_90 -j 1 -D SCALE=1.0f" "compile k.cu --arch sm_90 -j 1 -D SCALE=3.0f" \
+             "demo --json" "-C"; do
+    # shellcheck disable=SC2086
+    kn $cmd
+    finished "own directory, read-only: $cmd"
+    unchanged "$cmd (own directory)"
+  done
+  D=$W/baked
+  before=$(snapshot "$D")
   EXTRA_ENV=()
   kn compile k.cu --arch sm_90 -j 1
   if finished "root's directory without read-only mode: compile"; then

@@ -34,7 +34,6 @@ cleanup_work() {
   local pid
   for pid in "${HOLDERS[@]}"; do { kill -KILL "$pid"; wait "$pid"; } 2>/dev/null; done
   for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null; done
-  chattr -R -i "$W" 2>/dev/null
   chmod -R u+rwX "$W" 2>/dev/null
   rm -rf "$W"
 }
