@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The hostile-directory suite of issue 15: each case turns the cache directory against its user
 # (or is as careless as a user may be) and checks what kcache does, end to end through the CLI,
-# run as `nobody` so that permissions matter. Usage: hostile_test.sh KCACHE_BINARY CASE
+# run as `nobody` so that permissions matter (and, for library_conf_program, through a small
+# program that uses the library). Usage: hostile_test.sh KCACHE_BINARY CASE [PROBE_BINARY]
 # Exits 0 (pass), 1 (fail: every wrong instance is listed) or 77 (skipped: not root, no runuser).
 set -uo pipefail
 KBIN=$(readlink -f "$1")
 [ -x "$KBIN" ] || { echo "FAIL: no kcache binary at $1"; exit 1; }
 CASE=$2
+PROBE_BIN=
+[ -n "${3:-}" ] && PROBE_BIN=$(readlink -f "$3")
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
-cd "$W/src"
+cd "$W/src" || exit 1
 
 # The program a planted kcache.conf names as the compile worker: it only leaves a mark.
 make_evil() {
@@ -73,6 +76,37 @@ refused_dir_conf)
     kn -s
     finished "$name: -s" && want_in "$name: -s reports the refusal" "$ERR" "refus"
     [ "$(snapshot "$D")" = "$before" ] || bad "$name: -p/-s wrote in the refused directory"
+  done
+  finish
+  ;;
+
+# 1. The same through the library (KernelCache::global(), which reads kcache.conf): a program
+#    named by kcache.conf never runs, whether the directory is refused or accepted.
+library_conf_program)
+  [ -n "$PROBE" ] || { echo "FAIL ($CASE): give the probe binary as the third argument"; exit 1; }
+  make_evil
+  kernel_cu k.cu
+  # name  owner  mode  with-allow_shared_dir
+  for spec in "root-owned:root:755:" "root-owned-world-writable:root:777:allow" \
+              "group-writable:nobody:770:allow" "accepted:nobody:700:"; do
+    IFS=: read -r name owner mode allow <<<"$spec"
+    D=$W/$name
+    mkdir -p "$D"
+    {
+      [ "$allow" = allow ] && echo "allow_shared_dir = 1"
+      echo "compile_worker = $W/evil.sh"
+      echo "compile_workers = 2"
+    } >"$D/kcache.conf"
+    [ "$owner" = nobody ] && chown -R "$NOBODY_UID:$NOBODY_GID" "$D"
+    chmod "$mode" "$D"
+    before=$(snapshot "$D")
+    rm -f "$W/mark/evil-ran"
+    KN_BIN=$PROBE kn k.cu 90
+    finished "$name: a library prebuild of CUDA C++"
+    evil_ran && bad "$name: the compile_worker named by kcache.conf ran (as nobody) in a library prebuild ($(said))"
+    if [ "$name" != accepted ] && [ "$(snapshot "$D")" != "$before" ]; then
+      bad "$name: a library prebuild wrote in the refused directory: $(diff <(echo "$before") <(snapshot "$D") | grep '^[<>] [^d]' | head -3 | tr '\n' '|')"
+    fi
   done
   finish
   ;;
@@ -306,7 +340,9 @@ huge_numbers)
     finished "-o $setting" && want_rc "-o $setting" 2
   done
   kn -c
-  finished "-c after the refused settings" && [ "$(entries "$D")" -eq 3 ] || bad "-c removed fresh entries after the refused settings ($(said))"
+  if finished "-c after the refused settings"; then
+    [ "$(entries "$D")" -eq 3 ] || bad "-c removed fresh entries after the refused settings ($(said))"
+  fi
   finish
   ;;
 
@@ -527,7 +563,7 @@ conf_log_applies)
   for level in 1 info debug; do
     D=$NH/cache-log-env-$level
     kn compile k.cu --arch sm_90 -j 1 -D SCALE=1.0f
-    EXTRA_ENV=(KCACHE_LOG=$level)
+    EXTRA_ENV=("KCACHE_LOG=$level")
     kn compile k.cu --arch sm_90 -j 1 -D SCALE=2.0f
     EXTRA_ENV=()
     env_lines=$(grep -c '^kcache:' <<<"$ERR")

@@ -47,6 +47,17 @@ else
   mkdir -p "$W/bin"; cp "$KBIN" "$W/bin/kcache"; chmod 755 "$W/bin" "$W/bin/kcache"
   K=$W/bin/kcache
 fi
+# The library probe (tests/hostile/prebuild_probe.cpp), where nobody can run it, if given.
+PROBE=
+if [ -n "${PROBE_BIN:-}" ]; then
+  if runuser -u "$NOBODY" -- test -x "$PROBE_BIN"; then
+    PROBE=$PROBE_BIN
+  else
+    mkdir -p "$W/bin"; cp "$PROBE_BIN" "$W/bin/kcache_hostile_probe"
+    chmod 755 "$W/bin" "$W/bin/kcache_hostile_probe"
+    PROBE=$W/bin/kcache_hostile_probe
+  fi
+fi
 TIME_BIN=/usr/bin/time
 [ -x "$TIME_BIN" ] || TIME_BIN=
 
@@ -61,7 +72,8 @@ EXTRA_ENV=()  # further VAR=VALUE for the next kn calls
 
 as_nobody() { runuser -u "$NOBODY" -- "$@"; }
 
-# kn ARGS...: runs `kcache ARGS` as nobody with HOME=$NH KCACHE_DIR=$D "${EXTRA_ENV[@]}".
+# kn ARGS...: runs `kcache ARGS` (or `$KN_BIN ARGS`) as nobody with HOME=$NH KCACHE_DIR=$D
+# "${EXTRA_ENV[@]}".
 # Sets RC (124 after a timeout, 128+N after signal N), OUT (stdout), ERR (stderr), ALL (both),
 # RSS_KB (the largest resident size, when /usr/bin/time is there) and SECS.
 kn() {
@@ -74,11 +86,11 @@ kn() {
   local start=$SECONDS
   if [ -n "$TIME_BIN" ]; then
     as_nobody timeout -k 5 "$LIMIT" "$TIME_BIN" -f %M -o "$W/o/rss" \
-      sh -c 'ulimit -v "$0" && exec "$@"' "$VMEM_KB" env -i "${envs[@]}" "$K" "$@" \
+      sh -c 'ulimit -v "$0" && exec "$@"' "$VMEM_KB" env -i "${envs[@]}" "${KN_BIN:-$K}" "$@" \
       >"$W/stdout" 2>"$W/stderr" </dev/null
   else
     as_nobody timeout -k 5 "$LIMIT" \
-      sh -c 'ulimit -v "$0" && exec "$@"' "$VMEM_KB" env -i "${envs[@]}" "$K" "$@" \
+      sh -c 'ulimit -v "$0" && exec "$@"' "$VMEM_KB" env -i "${envs[@]}" "${KN_BIN:-$K}" "$@" \
       >"$W/stdout" 2>"$W/stderr" </dev/null
   fi
   RC=$?
