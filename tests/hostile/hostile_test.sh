@@ -4,6 +4,10 @@
 # run as `nobody` so that permissions matter (and, for library_conf_program, through a small
 # program that uses the library). Usage: hostile_test.sh KCACHE_BINARY CASE [PROBE_BINARY]
 # Exits 0 (pass), 1 (fail: every wrong instance is listed) or 77 (skipped: not root, no runuser).
+# A case disabled in CMakeLists.txt runs by hand, as root:
+#   bash tests/hostile/hostile_test.sh build/kcache CASE build/kcache_hostile_probe
+# KCACHE_HOSTILE_TIMEOUT (seconds per kcache call, default 20; 10 for regular_files_*) and
+# KCACHE_HOSTILE_VMEM_KB (address space per call, default 2 GiB) tune it.
 set -uo pipefail
 KBIN=$(readlink -f "$1")
 [ -x "$KBIN" ] || { echo "FAIL: no kcache binary at $1"; exit 1; }
