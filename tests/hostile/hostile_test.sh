@@ -436,8 +436,11 @@ cleanup_budget_flags)
     IFS=: read -r flag long key value old <<<"$spec"
     line=$(grep -E -- "-$flag,--$long" <<<"$help")
     [ -n "$line" ] || { bad "--help has no -$flag,--$long line"; continue; }
-    # Words of "once" first (a line may say "once, kcache.conf unchanged"), then of "for good";
-    # a line that says neither ("the budget to apply") promises no more than this cleanup.
+    # What the flag itself does is the line's first clause (a later one may say how to do the
+    # other thing: "For one cleanup only: KCACHE_MAX_SIZE=… kcache -c"). Words of "once" first
+    # (it may say "once, kcache.conf unchanged"), then of "for good"; a clause that says neither
+    # ("the budget to apply") promises no more than this cleanup.
+    line=$(sed -E 's/^ *-[A-Za-z],--[a-z-]+ +[A-Z]+ +//; s/[.;].*//' <<<"$line")
     if grep -qiE 'once|this (run|time|cleanup)|unchanged|not (saved|written|kept|stored)|only' <<<"$line"; then
       promise=once
     elif grep -qiE 'kcache\.conf|for good|persist|sav(e|es|ed)|writ|sets? |stor' <<<"$line"; then
@@ -477,15 +480,18 @@ stats_add_up)
   sed -i 's/scale/scale_b/' b.cu; sed -i 's/scale/scale_c/' c.cu
   json_num() { grep -o "\"$1\": [0-9.]*" <<<"$2" | head -1 | grep -o '[0-9.]*$'; }
   disk_num() { grep -o '"disk": {[^}]*}' <<<"$2" | grep -o "\"$1\": [0-9]*" | grep -o '[0-9]*$'; }
-  expect_stats() {  # expect_STATS WHEN compiles disk_hits disk_misses disk_writes corrupt entries
+  # A pre-warm's requests are prebuilds, not lookups: they count as prebuilds (and the compiles
+  # among them), never as hits or misses of lookups, of the map or of the disk tier.
+  expect_stats() {  # expect_stats WHEN compiles prebuilds prebuild_compiles disk_writes corrupt entries
     kn -s --json
     finished "$1: -s --json" || return
     local got
-    for pair in "compiles:$2" "compile_failures:0" "entries:$7"; do
+    for pair in "compiles:$2" "compile_failures:0" "prebuilds:$3" "prebuild_compiles:$4" \
+                "lookups:0" "entries:$7"; do
       got=$(json_num "${pair%%:*}" "$OUT")
       [ "$got" = "${pair#*:}" ] || bad "$1: ${pair%%:*} is '$got', expected ${pair#*:} ($(said))"
     done
-    for pair in "hits:$3" "misses:$4" "writes:$5" "corrupt:$6" "errors:0"; do
+    for pair in "hits:0" "misses:0" "writes:$5" "corrupt:$6" "errors:0"; do
       [ "${pair#*:}" = - ] && continue
       got=$(disk_num "${pair%%:*}" "$OUT")
       [ "$got" = "${pair#*:}" ] || bad "$1: disk.${pair%%:*} is '$got', expected ${pair#*:} ($(said))"
@@ -499,15 +505,15 @@ stats_add_up)
   }
   kn compile a.cu b.cu c.cu --arch sm_90 -j 1
   want_rc "3 compiles" 0
-  expect_stats "after 3 compiles" 3 0 3 3 0 3
+  expect_stats "after 3 compiles" 3 3 3 3 0 3
   kn compile a.cu b.cu c.cu --arch sm_90 -j 1
   kn compile a.cu b.cu c.cu --arch sm_90 -j 1
   want_in "2 re-runs" "$OUT" "3 already in the cache"
-  expect_stats "after 3 compiles and 2 re-runs" 3 6 3 3 0 3
+  expect_stats "after 3 compiles and 2 re-runs" 3 9 3 3 0 3
   # A corrupt entry: found, rejected, recompiled. Not a hit.
   FP=$(first_fp); printf 'junk' >>"$(entry_path "$FP")"
   kn compile a.cu b.cu c.cu --arch sm_90 -j 1
-  expect_stats "after a corrupt entry was recompiled" 4 8 - 4 1 3
+  expect_stats "after a corrupt entry was recompiled" 4 12 4 4 1 3
   finish
   ;;
 
