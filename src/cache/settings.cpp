@@ -46,10 +46,9 @@ Result<util::Config> load_settings(const std::map<std::string, std::string>& com
         } else {
             file.error = file.path + " not read: " + text.error().message();
         }
-    } else if (std::string why = directory.error().message();
-               !why.starts_with("no cache directory")) {
-        file.error = file.path + " not read: " + why;
     }
+    // A directory that is refused or unusable leaves kcache.conf unread; that is no setting's
+    // fault, and whatever uses the directory (the disk tier, a command) says why, once.
     auto config = util::load_config({}, command_line, &file);
     if (config) util::set_log_setting(config->get("log")->value);
     return config;

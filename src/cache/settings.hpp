@@ -19,9 +19,10 @@ namespace kcache::cache {
 store::DirectoryPolicy directory_policy(const util::Config& config);
 
 // Every setting with its origin. kcache.conf is read only from a directory accepted by the policy
-// the environment and the command line give, and only if it is a regular file of a plausible size;
-// otherwise it is not read, and that is one of Config::problems() (as is every bad value, each
-// skipped). Applies the resulting `log` setting. kInvalidArgument only for a bad command line.
+// the environment and the command line give (a refused one is said by what uses it), and only if
+// it is a regular file of a plausible size; otherwise it is not read, and that is one of
+// Config::problems() (as is every bad value, each skipped). Applies the resulting `log`
+// setting. kInvalidArgument only for a bad command line.
 Result<util::Config> load_settings(const std::map<std::string, std::string>& command_line);
 
 // Sets `key = value` in the directory's kcache.conf (making the directory, mode 0700, if needed),

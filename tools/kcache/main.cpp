@@ -262,6 +262,8 @@ int run(int argc, char** argv) {
         }
     }
     if (show_config) {
+        // A directory that is there but refused: its kcache.conf was not read, and -p says why.
+        if (std::filesystem::exists(dir) && !opened) (void)open_directory();
         for (const auto& entry : config->entries()) {
             std::printf("%-18s = %-24s (%s)\n", std::string(entry.setting->key).c_str(),
                         entry.value.c_str(), entry.origin_name.c_str());
