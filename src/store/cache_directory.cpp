@@ -147,8 +147,10 @@ Result<void> CacheDirectory::touch(std::string_view relative) const {
 Result<util::OpenDirectory> CacheDirectory::parent_of(std::string_view relative,
                                                       std::string& name) const {
     if (!util::is_relative_below(relative)) {
-        return Error(Errc::kInvalidArgument,
-                     "'" + std::string(relative) + "' is not below " + path_);
+        // Appended, not concatenated: GCC 12 at -O3 warns falsely (-Wrestrict) on "'" + string.
+        std::string message = "'";
+        message.append(relative).append("' is not below ").append(path_);
+        return Error(Errc::kInvalidArgument, std::move(message));
     }
     const std::size_t slash = relative.rfind('/');
     name = std::string(slash == std::string_view::npos ? relative : relative.substr(slash + 1));
