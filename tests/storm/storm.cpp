@@ -446,6 +446,7 @@ public:
         phase_ = name;
         fs::remove(root_ / "stop");
         survivors_.clear();
+        by_role_.clear();
         killed_snapshots_.clear();
         kills_ = 0;
         std::vector<std::thread> loops;
@@ -521,6 +522,7 @@ public:
                "failed prebuilds (not I/O): " + std::to_string(get(s, "prebuild_errors")));
         expect(get(s, "loads_not_binary") == 0,
                "PTX handed to the driver: " + std::to_string(get(s, "loads_not_binary")));
+        check_counts_add_up();
         expect(verify_bad_ == 0, "entries verify --repair found bad during the storm: " +
                                      std::to_string(verify_bad_));
         // The storm happened: something of each kind, counted, not timed.
@@ -590,6 +592,37 @@ public:
         loop_runs_.clear();
         loop_busy_.clear();
         verify_bad_ = 0;
+    }
+
+    // What each process counted of its own work agrees with its caches' CacheStats.
+    void check_counts_add_up() {
+        auto agree = [&](const char* role, const std::string& what, std::uint64_t left,
+                         std::uint64_t right) {
+            expect(left == right, std::string(role) + "s: " + what + ": " + std::to_string(left) +
+                                      " against " + std::to_string(right));
+        };
+        Counts& r = by_role_["reader"];
+        // Each key of a pass is looked up twice: a miss that loads one binary, then a hit.
+        agree("reader", "misses == hits", r["misses"], r["hits"]);
+        agree("reader", "misses == binaries loaded", r["misses"], r["loads_checked"]);
+        agree("reader", "misses == memory_hits + disk.hits + disk.misses", r["misses"],
+              r["memory_hits"] + r["disk.hits"] + r["disk.misses"]);
+        agree("reader", "disk.misses == compiles", r["disk.misses"], r["compiles"]);
+        Counts& w = by_role_["writer"];
+        agree("writer", "prebuilds == their outcomes", w["prebuilds"],
+              w["prebuilt_compiled"] + w["prebuilt_from_disk"] + w["prebuilt_other"] +
+                  w["prebuild_io_errors"] + w["prebuild_errors"]);
+        agree("writer", "compiles == prebuild_compiles", w["compiles"], w["prebuild_compiles"]);
+        agree("writer", "lookups", w["hits"] + w["misses"], 0);
+        // A compile is written, or its write failed (counted as an error); nothing else writes.
+        for (const char* role : {"reader", "writer"}) {
+            Counts& c = by_role_[role];
+            expect(c["disk.writes"] <= c["compiles"] &&
+                       c["compiles"] <= c["disk.writes"] + c["disk.errors"],
+                   std::string(role) + "s: " + std::to_string(c["compiles"]) + " compiles, " +
+                       std::to_string(c["disk.writes"]) + " writes, " +
+                       std::to_string(c["disk.errors"]) + " disk errors");
+        }
     }
 
     // `kcache -s --json`, with compile_ns from the store itself.
@@ -693,7 +726,7 @@ private:
         }
         std::lock_guard lock(mutex_);
         for (const auto& [name, value] : parse_counts(read_text(child.out)))
-            survivors_[name] += value;
+            survivors_[name] += value, by_role_[child.role][name] += value;
     }
 
     void kill_writers() {
@@ -773,6 +806,7 @@ private:
     std::vector<Child> children_;  // running
     std::map<std::string, int> generations_;
     Counts survivors_;
+    std::map<std::string, Counts> by_role_;  // survivors_, by "reader" and "writer"
     Counts killed_snapshots_;
     std::map<std::string, std::uint64_t> loop_runs_, loop_busy_;
     std::uint64_t verify_bad_ = 0;
@@ -813,6 +847,10 @@ int run_main(const std::string& kcache) {
     }
     if (std::getenv("KCACHE_STORM_VERBOSE") != nullptr) {
         std::printf("%sstorm passed in %.1f s\n", storm.summary().c_str(), took);
+    }
+    if (std::getenv("KCACHE_STORM_KEEP") != nullptr) {
+        std::printf("kept %s\n", root.c_str());
+        return 0;
     }
     std::error_code ignored;
     fs::remove_all(root, ignored);
