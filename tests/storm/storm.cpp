@@ -5,15 +5,28 @@
 //   kcache_storm run KCACHE          the whole test (phase 1 with kills, phase 2 without)
 //   kcache_storm writer DIR ID OUT   one writer until DIR/../stop exists (started by `run`)
 //   kcache_storm reader DIR ID OUT   one reader, likewise
+//   kcache_storm at-rest DIR OUT     one read-only pass over every kernel (after a phase)
 //
-// Invariants, by phase:
+// Each phase starts writers, readers and the kcache loops at once in one directory; its clock
+// starts when every reader holds its reference cubins, and it runs KCACHE_STORM_SECONDS (phase 1,
+// default 20, with a killer that kill -9s a random writer every 0.3-1.2 s and restarts it) or a
+// third of that (phase 2, no kills), and on until each reader has made 5 passes, one with a disk
+// hit. Then a stop file is the gate every child checks between operations. Asserted after each:
 // - every process that was not killed exits 0, unsignalled, with no sanitizer report; every
 //   kcache command exits 0, or 1 saying another process is cleaning;
-// - 0 wrong loads, 0 failed lookups, 0 bad entries found by verify (during and after);
-// - after a final `kcache -c` the directory is within the tiny budget;
-// - persistent statistics: phase 1 (kills) survivors' sum <= persisted <= survivors' sum plus
-//   what each killed writer had counted (its last snapshot plus one prebuild); phase 2 (no kills)
-//   persisted growth == the sum every process reports, for every counter.
+// - 0 wrong loads: every binary a reader's cache loaded or read back equals the reader's own
+//   compile; a read-only pass over every kernel compares what is left on disk the same way;
+// - 0 failed lookups, 0 prebuild failures but I/O ones (-C takes a writer's temporary file),
+//   0 corrupt entries met, 0 failed verifications, 0 bad entries found by verify (during, after);
+// - after a final `kcache -c` with the tiny budget, the directory is within it;
+// - each role's counts add up (see check_counts_add_up);
+// - persistent statistics against what processes report of their CacheStats (one JSON line
+//   each): phase 2, with no kills, every counter grew by exactly the sum reported. Phase 1: the
+//   survivors' sum <= growth <= that plus each killed writer's counts (its snapshot after its last
+//   prebuild, plus the one in flight: 1 in prebuilds, prebuild_compiles, compiles, disk.writes,
+//   compile_failures; 0 in the lookup counters, which writers never touch; so those are exact
+//   even with kills). Counters one prebuild can raise without bound (disk.evicted, disk.errors,
+//   compile_ns) get the lower bound only.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -80,7 +93,8 @@ struct Kernel {
 Kernel kernel_spec(int index) {
     if (index < kSoftmaxShapes) {
         const int cols = index + 1;
-        return {"softmax:" + std::to_string(cols), "softmax_rows", examples::softmax_rows_ptx(cols)};
+        return {"softmax:" + std::to_string(cols), "softmax_rows",
+                examples::softmax_rows_ptx(cols)};
     }
     if (index == kSoftmaxShapes) return {"gelu", "gelu", examples::gelu_ptx()};
     return {"residual_add", "residual_add", examples::residual_add_ptx()};
@@ -205,11 +219,11 @@ public:
         ++counts_["loads_not_binary"];  // PTX to the driver's JIT: no cubin was kept or read
         return fake_.load_library(source);
     }
-    Result<driver::LibraryId> load_binary(driver::Image image,
-                                          driver::ImageSource again) override {
+    Result<driver::LibraryId> load_binary(driver::Image image, driver::ImageSource again) override {
         check("load", expected_, image.bytes);
         if (again) {
-            again = [this, kernel = expected_, inner = std::move(again)]() -> Result<driver::Image> {
+            again = [this, kernel = expected_,
+                     inner = std::move(again)]() -> Result<driver::Image> {
                 auto again_image = inner();
                 if (again_image) {
                     check("read back", kernel, again_image->bytes);
@@ -231,8 +245,7 @@ public:
     Result<std::vector<driver::KernelParam>> kernel_params(driver::KernelId kernel) override {
         return fake_.kernel_params(kernel);
     }
-    Result<void> launch(driver::KernelId kernel, const LaunchConfig& config,
-                        void** args) override {
+    Result<void> launch(driver::KernelId kernel, const LaunchConfig& config, void** args) override {
         return fake_.launch(kernel, config, args);
     }
 
@@ -247,8 +260,8 @@ private:
         ++counts_["wrong_loads"];
         std::size_t at = 0;
         while (at < bytes.size() && at < want.size() && bytes[at] == want[at]) ++at;
-        std::fprintf(stderr, "WRONG %s of %s: %zu bytes, want %zu, first difference at %zu\n",
-                     what, kernel_spec(kernel).key.c_str(), bytes.size(), want.size(), at);
+        std::fprintf(stderr, "WRONG %s of %s: %zu bytes, want %zu, first difference at %zu\n", what,
+                     kernel_spec(kernel).key.c_str(), bytes.size(), want.size(), at);
     }
 
     const std::vector<std::string>& reference_;
@@ -289,7 +302,8 @@ int writer_main(const std::string& directory, int id, const fs::path& out) {
         for (int k : mine) {
             if (stop_requested(stop_file)) break;
             const Kernel spec = kernel_spec(k);
-            auto origin = cache.prebuild(spec.key, [&] { return Source::ptx(spec.ptx); }, kArch);
+            auto origin = cache.prebuild(
+                spec.key, [&] { return Source::ptx(spec.ptx); }, kArch);
             if (origin) {
                 ++counts[*origin == ArtifactOrigin::kCompiled   ? "prebuilt_compiled"
                          : *origin == ArtifactOrigin::kDiskTier ? "prebuilt_from_disk"
@@ -324,49 +338,83 @@ void report_progress(int id, char what) {
     std::ignore = ::write(kProgressFd, record, sizeof record);  // a driver gone is no matter
 }
 
-// Compiles every kernel itself first, then loops until the stop file appears: a new cache over
-// the shared directory, a random few kernels looked up (each load compared byte for byte by the
-// checking driver), looked up again (hits), and every library read back from the disk.
-int reader_main(const std::string& directory, int id, const fs::path& out) {
-    const fs::path stop_file = fs::path(directory).parent_path() / "stop";
+// Every kernel's cubin, compiled here with no cache in between; empty when a compile failed.
+std::vector<std::string> reference_cubins() {
     std::vector<std::string> reference;
     for (int k = 0; k < kKernels; ++k) {
         auto compiled = compile::link_ptx(kernel_spec(k).ptx, compile::Target{kArch, false});
         if (!compiled) {
             std::fprintf(stderr, "reference compile of %s: %s\n", kernel_spec(k).key.c_str(),
                          compiled.error().describe().c_str());
-            return 1;
+            return {};
         }
         reference.push_back(std::move(compiled->cubin));
     }
+    return reference;
+}
+
+// One pass as a new process makes it: a new cache over the shared directory, `kernels` looked
+// up (each load compared byte for byte by the checking driver), looked up again (hits), and
+// every library read back from the disk. Its stats.
+CacheStats checked_pass(CacheOptions options, const std::vector<std::string>& reference,
+                        const std::vector<int>& kernels, Counts& counts) {
+    auto checking = std::make_shared<CheckingDriver>(reference, counts);
+    options.driver = checking;
+    KernelCache cache(std::move(options));
+    for (int k : kernels) {
+        const Kernel spec = kernel_spec(k);
+        checking->expect(k);
+        auto make = [&] { return Source::ptx(spec.ptx); };
+        for (int again = 0; again < 2; ++again) {
+            auto handle = cache.kernel(spec.key, make, spec.name);
+            if (!handle) {
+                ++counts["lookup_errors"];
+                std::fprintf(stderr, "lookup %s: %s\n", spec.key.c_str(),
+                             handle.error().describe().c_str());
+            }
+        }
+    }
+    checking->read_back_all();
+    const CacheStats stats = cache.stats();
+    add_stats(counts, stats);
+    ++counts["passes"];
+    return stats;
+}
+
+// Compiles every kernel itself first, then makes checked passes over a random few kernels until
+// the stop file appears. Reader 1 verifies every hit (CacheOptions::verify) as well.
+int reader_main(const std::string& directory, int id, const fs::path& out) {
+    const fs::path stop_file = fs::path(directory).parent_path() / "stop";
+    const std::vector<std::string> reference = reference_cubins();
+    if (reference.empty()) return 1;
     report_progress(id, kReady);
     std::mt19937 random(static_cast<unsigned>(::getpid()) * 31u + static_cast<unsigned>(id));
     std::vector<int> order(kKernels);
     for (int k = 0; k < kKernels; ++k) order[static_cast<std::size_t>(k)] = k;
     Counts counts;
     while (!stop_requested(stop_file)) {
-        auto checking = std::make_shared<CheckingDriver>(reference, counts);
-        KernelCache cache(storm_options(directory, checking));
         std::shuffle(order.begin(), order.end(), random);
-        for (std::size_t i = 0; i < 6; ++i) {
-            const Kernel spec = kernel_spec(order[i]);
-            checking->expect(order[i]);
-            auto make = [&] { return Source::ptx(spec.ptx); };
-            for (int again = 0; again < 2; ++again) {
-                auto handle = cache.kernel(spec.key, make, spec.name);
-                if (!handle) {
-                    ++counts["lookup_errors"];
-                    std::fprintf(stderr, "lookup %s: %s\n", spec.key.c_str(),
-                                 handle.error().describe().c_str());
-                }
-            }
-        }
-        checking->read_back_all();
-        const CacheStats stats = cache.stats();
-        add_stats(counts, stats);
-        ++counts["passes"];
+        CacheOptions options = storm_options(directory, nullptr);
+        options.verify = id == 1;
+        const CacheStats stats = checked_pass(
+            options, reference, std::vector<int>(order.begin(), order.begin() + 6), counts);
         report_progress(id, stats.disk_hits > 0 ? kDiskPass : kPass);
     }
+    finish(out, counts);
+    return 0;
+}
+
+// After a phase: every kernel looked up once, read-only (so that a miss stores nothing and the
+// statistics are left alone), so that every entry left on disk is compared with a fresh compile.
+int at_rest_main(const std::string& directory, const fs::path& out) {
+    const std::vector<std::string> reference = reference_cubins();
+    if (reference.empty()) return 1;
+    std::vector<int> all(kKernels);
+    for (int k = 0; k < kKernels; ++k) all[static_cast<std::size_t>(k)] = k;
+    CacheOptions options = storm_options(directory, nullptr);
+    options.read_only = true;
+    Counts counts;
+    checked_pass(options, reference, all, counts);
     finish(out, counts);
     return 0;
 }
@@ -429,7 +477,9 @@ std::string describe_status(int status) {
 class Storm {
 public:
     Storm(std::string self, std::string kcache, fs::path root)
-        : self_(std::move(self)), kcache_(std::move(kcache)), root_(std::move(root)),
+        : self_(std::move(self)),
+          kcache_(std::move(kcache)),
+          root_(std::move(root)),
           dir_((root_ / "cache").string()) {
         fs::create_directories(root_ / "out");
         if (::pipe2(progress_, O_CLOEXEC) != 0) std::perror("pipe2");
@@ -469,16 +519,18 @@ public:
             return std::all_of(per_reader.begin(), per_reader.end(),
                                [&](int n) { return n >= at_least; });
         };
-        read_progress(ready, passes, disk_passes,
-                      [&] { return all(ready, 1); }, Clock::now() + kMaxOvertime);
+        read_progress(
+            ready, passes, disk_passes, [&] { return all(ready, 1); }, Clock::now() + kMaxOvertime);
         expect(all(ready, 1), "the readers did not compile their references in time");
         std::thread killer;
         if (kills) killer = std::thread([&] { kill_writers(); });
         const auto start = Clock::now();
-        read_progress(ready, passes, disk_passes, [&] { return false; }, start + seconds);
-        read_progress(ready, passes, disk_passes,
-                      [&] { return all(passes, kMinPasses) && all(disk_passes, 1); },
-                      start + seconds + kMaxOvertime);
+        read_progress(
+            ready, passes, disk_passes, [&] { return false; }, start + seconds);
+        read_progress(
+            ready, passes, disk_passes,
+            [&] { return all(passes, kMinPasses) && all(disk_passes, 1); },
+            start + seconds + kMaxOvertime);
         expect(all(passes, kMinPasses) && all(disk_passes, 1),
                "the readers did not do " + std::to_string(kMinPasses) +
                    " passes with a disk hit each in time");
@@ -496,11 +548,25 @@ public:
 
     // The checks after a phase; the persisted counters before it, to compare growth.
     void check_phase(const Counts& persisted_before, bool exact) {
+        // What the storm left on disk holds the bytes of a fresh compile, entry by entry.
+        const fs::path at_rest_out = root_ / "out" / (phase_ + "-at-rest.json");
+        const Spawned at_rest = spawn({self_, "at-rest", dir_, at_rest_out.string()}, {},
+                                      root_ / "out" / (phase_ + "-at-rest.log"));
+        const int at_rest_status = wait_for(at_rest.pid);
+        const std::string at_rest_log = read_text(at_rest.log);
+        expect(WIFEXITED(at_rest_status) && WEXITSTATUS(at_rest_status) == 0 &&
+                   !has_sanitizer_report(at_rest_log),
+               "at-rest check ended with " + describe_status(at_rest_status) + ":\n" + at_rest_log);
+        Counts at_rest_counts = parse_counts(read_text(at_rest_out));
+        expect(at_rest_counts["loads_checked"] == kKernels && at_rest_counts["wrong_loads"] == 0 &&
+                   at_rest_counts["lookup_errors"] == 0,
+               "at-rest check: " + to_json(at_rest_counts) + "\n" + at_rest_log);
+
         // Budgets held: a final cleanup under the tiny budget leaves it within.
         auto cleaned = run_kcache({"-c"}, {"KCACHE_MAX_FILES=" + std::to_string(kTinyMaxFiles),
                                            std::string("KCACHE_MAX_SIZE=") + kTinyMaxSize});
-        expect(cleaned.first == 0, "final kcache -c: " + describe_status(cleaned.first) + ": " +
-                                       cleaned.second);
+        expect(cleaned.first == 0,
+               "final kcache -c: " + describe_status(cleaned.first) + ": " + cleaned.second);
         auto verified = run_kcache({"verify"}, {});
         expect(verified.first == 0 && verified.second.find(" 0 bad") != std::string::npos,
                "final kcache verify: " + verified.second);
@@ -520,6 +586,11 @@ public:
                "failed lookups: " + std::to_string(get(s, "lookup_errors")));
         expect(get(s, "prebuild_errors") == 0,
                "failed prebuilds (not I/O): " + std::to_string(get(s, "prebuild_errors")));
+        // Writes are atomic and nothing here flips a byte: a torn entry would be found corrupt.
+        expect(get(s, "disk.corrupt") == 0 && at_rest_counts["disk.corrupt"] == 0,
+               "corrupt entries found: " + std::to_string(get(s, "disk.corrupt")));
+        expect(get(s, "verify_failures") == 0,
+               "verified hits that failed: " + std::to_string(get(s, "verify_failures")));
         expect(get(s, "loads_not_binary") == 0,
                "PTX handed to the driver: " + std::to_string(get(s, "loads_not_binary")));
         check_counts_add_up();
@@ -564,8 +635,8 @@ public:
                 in_flight = 0;
             }
             if (!in_flight) continue;
-            const std::uint64_t upper =
-                lower + get(killed_snapshots_, name) + *in_flight * static_cast<std::uint64_t>(kills_);
+            const std::uint64_t upper = lower + get(killed_snapshots_, name) +
+                                        *in_flight * static_cast<std::uint64_t>(kills_);
             if (name == "prebuilds") {
                 bounds_ = "prebuilds " + std::to_string(lower) + " <= " + std::to_string(value) +
                           " <= " + std::to_string(upper) + ", ";
@@ -574,7 +645,9 @@ public:
                                        ", more than the " + std::to_string(upper) +
                                        " all processes could have counted");
         }
-        summary_ += phase_ + ": " + std::to_string(kills_) + " kills, " + bounds_ +
+        summary_ += phase_ + ": " + std::to_string(kills_) + " kills, " + bounds_ + "at rest " +
+                    std::to_string(at_rest_counts["disk.hits"]) + " entries of " +
+                    std::to_string(at_rest_counts["loads_checked"]) + " kernels checked, " +
                     std::to_string(get(s, "loads_checked")) + " loads and " +
                     std::to_string(get(s, "read_backs_checked")) + " read-backs checked (" +
                     std::to_string(get(s, "wrong_loads")) + " wrong), reader disk hits " +
@@ -688,12 +761,12 @@ private:
             std::lock_guard lock(mutex_);
             child.generation = generations_[role + std::to_string(id)]++;
         }
-        const std::string base = phase_ + "-" + role + "-" + std::to_string(id) + "-" +
-                                 std::to_string(child.generation);
+        const std::string base =
+            phase_ + "-" + role + "-" + std::to_string(id) + "-" + std::to_string(child.generation);
         child.out = root_ / "out" / (base + ".json");
-        child.spawned = spawn({self_, role, dir_, std::to_string(id), child.out.string()}, {},
-                              root_ / "out" / (base + ".log"),
-                              role == "reader" ? progress_[1] : -1);
+        child.spawned =
+            spawn({self_, role, dir_, std::to_string(id), child.out.string()}, {},
+                  root_ / "out" / (base + ".log"), role == "reader" ? progress_[1] : -1);
         expect(child.spawned.pid > 0, "could not start " + base);
         if (child.spawned.pid <= 0) return;
         std::lock_guard lock(mutex_);
@@ -790,7 +863,8 @@ private:
                 expect(text.find("bad: ") == std::string::npos, "verify --repair: " + text);
             }
             lock.unlock();
-            std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms / 2 + random() % pause_ms));
+            std::this_thread::sleep_for(
+                std::chrono::milliseconds(pause_ms / 2 + random() % pause_ms));
         }
     }
 
@@ -802,7 +876,7 @@ private:
     int progress_[2] = {-1, -1};  // the readers' progress pipe: read end, write end
     std::atomic<bool> stopping_{false};
     std::atomic<int> kills_{0};
-    std::mutex mutex_;  // guards the members below
+    std::mutex mutex_;             // guards the members below
     std::vector<Child> children_;  // running
     std::map<std::string, int> generations_;
     Counts survivors_;
@@ -841,7 +915,8 @@ int run_main(const std::string& kcache) {
     storm.check_phase(before, /*exact=*/true);
     const double took = std::chrono::duration<double>(Clock::now() - start).count();
     if (!storm.failures().empty()) {
-        for (const auto& failure : storm.failures()) std::fprintf(stderr, "FAIL %s\n", failure.c_str());
+        for (const auto& failure : storm.failures())
+            std::fprintf(stderr, "FAIL %s\n", failure.c_str());
         std::fprintf(stderr, "%s(kept %s)\n", storm.summary().c_str(), root.c_str());
         return 1;
     }
@@ -864,8 +939,11 @@ int main(int argc, char** argv) {
     using namespace kcache::storm;
     const std::vector<std::string> args(argv + 1, argv + argc);
     if (args.size() == 2 && args[0] == "run") return run_main(args[1]);
-    if (args.size() == 4 && args[0] == "writer") return writer_main(args[1], std::stoi(args[2]), args[3]);
-    if (args.size() == 4 && args[0] == "reader") return reader_main(args[1], std::stoi(args[2]), args[3]);
+    if (args.size() == 4 && args[0] == "writer")
+        return writer_main(args[1], std::stoi(args[2]), args[3]);
+    if (args.size() == 4 && args[0] == "reader")
+        return reader_main(args[1], std::stoi(args[2]), args[3]);
+    if (args.size() == 3 && args[0] == "at-rest") return at_rest_main(args[1], args[2]);
     std::fprintf(stderr,
                  "usage: kcache_storm run PATH_TO_KCACHE\n"
                  "       kcache_storm writer|reader CACHE_DIR ID REPORT (started by run)\n");
