@@ -853,6 +853,16 @@ private:
             expect(!has_sanitizer_report(text), "kcache " + what + " sanitizer report:\n" + text);
             expect((WIFEXITED(status) && WEXITSTATUS(status) == 0) || busy,
                    "kcache " + what + " ended with " + describe_status(status) + ":\n" + text);
+            if (what == "cleanup" && !busy) {
+                // "...; N entries (SIZE) left": what the cleanup itself left within the budget.
+                const std::size_t at = text.rfind(" entries (");
+                const std::size_t start = at == std::string::npos ? at : text.rfind(' ', at - 1);
+                const std::uint64_t left =
+                    start == std::string::npos
+                        ? ~0ull
+                        : std::strtoull(text.c_str() + start + 1, nullptr, 10);
+                expect(left <= kTinyMaxFiles, "kcache -c left more than the budget: " + text);
+            }
             if (what == "verify") {
                 // "N entries checked, B bad, R removed": a bad entry is a torn or wrong write.
                 const std::size_t at = text.find(" bad, ");
