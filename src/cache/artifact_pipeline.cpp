@@ -486,9 +486,9 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
             compiled = workers_->compile_cuda(program, recipe.target);
             if (!compiled && compiled.error().code() == Errc::kIoError) {
                 // The workers failed, not the compile: this process can still do it.
-                util::log_line(util::LogLevel::kInfo, "compile workers failed (" +
-                                                          compiled.error().message() +
-                                                          "); compiling in this process");
+                util::warn_once("workers-failed", "compile workers failed (" +
+                                                      compiled.error().message() +
+                                                      "); compiling in this process");
                 compiled = compile::compile_cuda(program, recipe.target);
             }
         } else {
@@ -499,9 +499,8 @@ Result<ArtifactPipeline::Produced> ArtifactPipeline::compile_and_store(std::stri
         if (!compiled && compiled.error().code() == Errc::kUnsupported) {
             // nvJitLink was found but cannot be used (say, another CUDA major's): the driver's
             // JIT still can, as it did before there was a host compiler.
-            util::log_line(util::LogLevel::kInfo, "nvJitLink unusable (" +
-                                                      compiled.error().message() +
-                                                      "); PTX goes to the driver's JIT");
+            util::warn_once("nvjitlink", "nvJitLink unusable (" + compiled.error().message() +
+                                             "); PTX goes to the driver's JIT");
             return Produced{source, Origin::kDriverJit, 0, {}, nullptr};
         }
     }

@@ -97,9 +97,9 @@ std::shared_ptr<compile::WorkerPool> make_workers(const CacheOptions& options) {
                                     ? compile::default_worker_command()
                                     : options.compile_worker_command;
     if (command.empty()) {
-        util::log_line(util::LogLevel::kInfo,
-                       "no compile worker command (set KCACHE_COMPILE_WORKER): compiling CUDA C++ "
-                       "in this process");
+        util::warn_once("workers",
+                        "no compile worker command (set KCACHE_COMPILE_WORKER): compiling CUDA C++ "
+                        "in this process");
         return nullptr;
     }
     std::size_t workers = options.compile_workers;
@@ -110,8 +110,8 @@ std::shared_ptr<compile::WorkerPool> make_workers(const CacheOptions& options) {
     }
     auto pool = compile::WorkerPool::start(command, {"compile-worker"}, workers);
     if (!pool) {
-        util::log_line(util::LogLevel::kInfo,
-                       "compile workers off, compiling in this process: " + pool.error().message());
+        util::warn_once("workers",
+                        "compile workers off, compiling in this process: " + pool.error().message());
         return nullptr;
     }
     return std::shared_ptr<compile::WorkerPool>(std::move(*pool));

@@ -82,7 +82,8 @@ std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fing
                             directory_->read_only() ? util::kNeverStamp : kStampGranularity);
     if (!bytes && bytes.error().code() != Errc::kCorruptEntry) {
         errors_.fetch_add(1, std::memory_order_relaxed);
-        util::log_line(util::LogLevel::kInfo, "disk read failed: " + bytes.error().message());
+        util::warn_once("disk-read:" + directory_->path(),
+                        "disk read failed (a miss): " + bytes.error().message());
     }
     if (bytes && !*bytes) {
         if (lookup) misses_.fetch_add(1, std::memory_order_relaxed);
@@ -129,7 +130,8 @@ Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const StoredEn
     }
     if (!written) {
         errors_.fetch_add(1, std::memory_order_relaxed);
-        util::log_line(util::LogLevel::kInfo, "disk write failed: " + written.error().message());
+        util::warn_once("disk-write:" + directory_->path(),
+                        "disk write failed (kept in memory only): " + written.error().message());
         return written;
     }
     writes_.fetch_add(1, std::memory_order_relaxed);
@@ -192,7 +194,8 @@ Result<CleanupReport> DiskStore::cleanup(const CleanupRequest& request) {
     auto report = clean_directory(*directory_, request);
     if (!report) {
         errors_.fetch_add(1, std::memory_order_relaxed);
-        util::log_line(util::LogLevel::kInfo, "disk cleanup failed: " + report.error().message());
+        util::warn_once("disk-cleanup:" + directory_->path(),
+                        "disk cleanup failed: " + report.error().message());
         return report;
     }
     if (!report->ran) {

@@ -98,7 +98,7 @@ void log_line(LogLevel level, std::string_view line) {
 void warn_once(std::string_view topic, std::string_view line) {
     if (!log_enabled(LogLevel::kWarn)) return;
     std::lock_guard lock(g_write_mutex);
-    if (!g_warned.emplace(topic).second) return;
+    if (!g_warned.emplace(topic).second && g_config.level < LogLevel::kInfo) return;
     write(line);
 }
 

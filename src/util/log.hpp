@@ -24,8 +24,8 @@ void set_log_setting(std::string_view value);
 // Writes "kcache: <line>\n" atomically with respect to other kcache log lines.
 void log_line(LogLevel level, std::string_view line);
 
-// A warning, written the first time its `topic` is warned of in this process only: a library
-// says what is wrong once, not at every call that meets it.
+// A warning, written the first time its `topic` is warned of in this process; later ones of the
+// topic are info lines. A library says what is wrong once, not at every call that meets it.
 void warn_once(std::string_view topic, std::string_view line);
 
 // For tests: re-read KCACHE_LOG, and forget which topics were warned of.
