@@ -34,6 +34,23 @@ if(KCACHE_FUZZ)
   set(kcache_hardening_link -fsanitize=address,undefined)
 endif()
 
+# TSan runs the suites where threads and processes meet (docs/testing.md), as one executable of
+# those files: the TSan build then compiles no other test. Named "tsan:Suite.Test" in ctest.
+if(KCACHE_SANITIZE STREQUAL "thread" AND KCACHE_BUILD_TESTS)
+  set(kcache_tsan_test_files concurrency disk_store disk_cleanup persistent_stats stats_flusher
+    worker_pool worker_protocol epoch entry_refs single_flight eviction tiers kernel_cache
+    spare_buffer)
+  list(TRANSFORM kcache_tsan_test_files PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/tests/cpu/)
+  list(TRANSFORM kcache_tsan_test_files APPEND _test.cpp)
+  add_executable(kcache_tsan_tests EXCLUDE_FROM_ALL ${kcache_tsan_test_files})
+  target_link_libraries(kcache_tsan_tests PRIVATE kcache_internal kcache_examples GTest::gtest_main)
+  target_compile_definitions(kcache_tsan_tests PRIVATE
+    KCACHE_TOOL_PATH="$<TARGET_FILE:kcache_tool>" KCACHE_SOURCE_DIR="${CMAKE_CURRENT_SOURCE_DIR}")
+  add_dependencies(kcache_tsan_tests kcache_tool)
+  gtest_discover_tests(kcache_tsan_tests DISCOVERY_TIMEOUT 60 TEST_PREFIX "tsan:"
+    PROPERTIES LABELS tsan)
+endif()
+
 if(kcache_hardening_compile)
   get_property(kcache_targets DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY BUILDSYSTEM_TARGETS)
   foreach(target IN LISTS kcache_targets)
