@@ -142,6 +142,7 @@ void values() {
         "yes", "Off",  "true",    "/tmp/kcache", "debug", "2.5T"};
     int i = 0;
     for (const char* text : texts) put("values", "value_" + std::to_string(i++), text);
+    put("values", "fingerprint", "0123456789abcdef0123456789abcdef");  // a key index record's
 }
 
 void config_file() {

@@ -1,5 +1,6 @@
 // Fuzz target: the value parsers every setting goes through, wherever it came from
-// (util::parse_size, parse_bool, parse_unsigned, and check_value for every setting).
+// (util::parse_size, parse_bool, parse_unsigned, and check_value for every setting), and the
+// fingerprint a key index record names (store::parse_fingerprint).
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <string_view>
 
 #include "fuzz_check.hpp"
+#include "store/key_index.hpp"
 #include "util/config.hpp"
 #include "util/size.hpp"
 
@@ -59,6 +61,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         auto checked = check_value(setting, text);
         KCACHE_FUZZ_CHECK(checked.ok() == (!has_break && accepted_by_type(setting, text)));
         if (!checked) KCACHE_FUZZ_CHECK(checked.error().code() == kcache::Errc::kInvalidArgument);
+    }
+    // Exactly Fingerprint::hex()'s 32 lowercase digits, so that one fingerprint has one name.
+    if (const auto fingerprint = kcache::store::parse_fingerprint(text)) {
+        KCACHE_FUZZ_CHECK(fingerprint->hex() == text);
     }
     KCACHE_FUZZ_CHECK((find_setting(text) != nullptr) ==
                       std::any_of(settings().begin(), settings().end(),
