@@ -3,7 +3,10 @@
 # The CUDA toolkit (cuda.h) is expected at /usr/local/cuda, as on the project's machines;
 # libcuda itself is optional (loaded at run time).
 set -euo pipefail
-packages=(cmake g++ make libgtest-dev libxxhash-dev libcli11-dev libzstd-dev)
+# clang-14 and libclang-rt-14-dev (libFuzzer, clang's sanitizer runtimes) build the fuzz targets;
+# g++ brings its own ASan, UBSan and TSan runtimes (scripts/test-hardening.sh).
+packages=(cmake g++ make libgtest-dev libxxhash-dev libcli11-dev libzstd-dev clang-14
+  libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the build needs, builds, runs every test (GPU tests skip
-# without a GPU) under ctest.
+# without a GPU) under ctest, then the sanitizer builds and fuzz targets
+# (scripts/test-hardening.sh) unless KCACHE_TEST_QUICK=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -8,3 +9,6 @@ export PATH="/usr/local/cuda/bin:$PATH"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 300
+if [ "${KCACHE_TEST_QUICK:-0}" != 1 ]; then
+  bash scripts/test-hardening.sh
+fi

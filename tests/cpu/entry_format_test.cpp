@@ -171,7 +171,9 @@ TEST(KeyMaterialText, RejectsAnyOtherFieldAmongOrAfterTheKernels) {
 }
 
 TEST(KeyMaterialText, ViewsSplitTheKernelLines) {
-    auto key = KeyMaterialView::parse(std::string(kSingleFields) + "kernel: a: b\nkernel: c\n");
+    // The views point into the text, which must outlive them.
+    const std::string text = std::string(kSingleFields) + "kernel: a: b\nkernel: c\n";
+    auto key = KeyMaterialView::parse(text);
     ASSERT_TRUE(key.ok());
     EXPECT_EQ(key->kernel_names(), (std::vector<std::string_view>{"a: b", "c"}));
     EXPECT_EQ(key->owned().kernel_names, (std::vector<std::string>{"a: b", "c"}));

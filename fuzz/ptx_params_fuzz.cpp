@@ -1,0 +1,31 @@
+// Fuzz target: the PTX parameter scanner (compile::ptx_param_sizes) and the param-sizes line of an
+// entry's key material (compile::parse_param_sizes_line), which a hit trusts for its launch check.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "compile/ptx_params.hpp"
+#include "fuzz_check.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    using namespace kcache::compile;
+    // A copy sized exactly, so that ASan catches a read one past the text.
+    const std::string text(reinterpret_cast<const char*>(data), size);
+
+    // As PTX: kernels sorted by name, each once, and the line stored for them reads back as them.
+    const PtxParamSizes sizes = ptx_param_sizes(text);
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        KCACHE_FUZZ_CHECK(!sizes[i].first.empty());
+        if (i > 0) KCACHE_FUZZ_CHECK(sizes[i - 1].first < sizes[i].first);
+    }
+    const auto stored = parse_param_sizes_line(param_sizes_line(sizes));
+    KCACHE_FUZZ_CHECK(stored.has_value() && *stored == sizes);
+
+    // As a param-sizes line: what it accepts writes back to a line that reads the same.
+    if (const auto parsed = parse_param_sizes_line(text)) {
+        const auto again = parse_param_sizes_line(param_sizes_line(*parsed));
+        KCACHE_FUZZ_CHECK(again.has_value() && *again == *parsed);
+    }
+    return 0;
+}
