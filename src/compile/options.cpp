@@ -112,7 +112,7 @@ Result<std::vector<std::string>> normalize_options(const std::vector<std::string
 bool lean_recipe_allows(const std::vector<std::string>& normalized) {
     // The front end's alone. Normalized spellings: -D, -U and -I glued to their values, -include=.
     constexpr std::array<std::string_view, 5> kPrefixes = {"-D", "-U", "-I", "-include=", "-diag"};
-    constexpr std::array<std::string_view, 2> kValued = {"-std", "-builtin-move-forward"};
+    constexpr std::array<std::string_view, 2> kFrontEndValued = {"-std", "-builtin-move-forward"};
     constexpr std::array<std::string_view, 12> kFlags = {"-default-device",
                                                          "-device-as-default-execution-space",
                                                          "-w",
@@ -131,7 +131,7 @@ bool lean_recipe_allows(const std::vector<std::string>& normalized) {
         if (option.starts_with("--")) option.remove_prefix(1);
         bool known = false;
         for (std::string_view prefix : kPrefixes) known = known || option.starts_with(prefix);
-        for (std::string_view name : kValued) known = known || names(option, name);
+        for (std::string_view name : kFrontEndValued) known = known || names(option, name);
         for (std::string_view flag : kFlags) known = known || option == flag;
         if (!known) return false;
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <limits>
 #include <optional>
 
 namespace kcache::compile {
@@ -131,6 +132,8 @@ std::optional<std::size_t> param_size(std::string_view declaration) {
     if (first == last || *first == '0') return std::nullopt;
     const auto [end, error] = std::from_chars(first, last, count);
     if (error != std::errc() || end != last || count == 0) return std::nullopt;
+    // A size that wraps would pass the launch check with a wrong size: not read, the driver asks.
+    if (count > std::numeric_limits<std::size_t>::max() / type_bytes) return std::nullopt;
     return type_bytes * count;
 }
 
@@ -234,7 +237,10 @@ std::optional<PtxParamSizes> parse_param_sizes_line(std::string_view line) {
     while (!line.empty()) {
         const std::size_t end = std::min(line.find(';'), line.size());
         const std::string_view item = line.substr(0, end);
-        line.remove_prefix(end == line.size() ? end : end + 1);
+        const bool another = end != line.size();
+        line.remove_prefix(another ? end + 1 : end);
+        // A trailing ';' is not what param_sizes_line writes: the line must read back exactly.
+        if (another && line.empty()) return std::nullopt;
         const std::size_t equals = item.find('=');
         if (equals == 0 || equals == std::string_view::npos) return std::nullopt;
         const std::string_view name = item.substr(0, equals);

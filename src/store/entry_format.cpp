@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <cstring>
+#include <new>
 
 #include "util/spare_buffer.hpp"
 #include "util/xxh3_kernels.hpp"
@@ -15,6 +16,8 @@ constexpr std::size_t kChecksumSize = 16;
 // No cubin comes near this; a larger declared size is damage (or an attack) and must not make
 // us allocate it.
 constexpr std::uint64_t kMaxPayloadBytes = 1ull << 30;
+// zstd's frames expand at most about 32,000-fold (runs of one byte); this allows twice that.
+constexpr std::uint64_t kMaxCompressionRatio = 65536;
 
 // Fixed-size header, little-endian fields.
 struct Header {
@@ -282,7 +285,16 @@ Result<Layout> check(std::string_view bytes) {
 
 // A checked zstd payload, decompressed into `out`.
 Result<void> inflate(const Layout& layout, std::string& out) {
-    out.resize(layout.payload_bytes);
+    // The declared size is the entry's word, checked only by decompressing: a frame may not claim
+    // more than zstd's best ratio allows, or a tiny entry would have a gigabyte allocated for it.
+    if (layout.payload_bytes / kMaxCompressionRatio > layout.stored.size()) {
+        return corrupt("payload declares more than its compressed bytes can hold");
+    }
+    try {
+        out.resize(layout.payload_bytes);
+    } catch (const std::bad_alloc&) {
+        return corrupt("no memory to decompress the payload");
+    }
     const std::size_t size = ZSTD_decompressDCtx(thread_dctx(), out.data(), out.size(),
                                                  layout.stored.data(), layout.stored.size());
     if (ZSTD_isError(size) || size != layout.payload_bytes) {

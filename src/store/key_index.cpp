@@ -17,21 +17,26 @@ constexpr std::size_t kHexDigits = 32;
 constexpr std::size_t kShownKeyBytes = 60;
 constexpr std::size_t kShownFingerprintDigits = 12;
 
-struct Record {
-    util::Fingerprint fingerprint;
-    std::string_view caller_key;
-};
+}  // namespace
 
-// "<32 hex digits>\n<caller's key>\n"; the key may itself hold newlines, so it is everything
-// between the first newline and the last.
-std::optional<Record> parse_record(std::string_view text) {
+std::optional<KeyRecord> parse_key_record(std::string_view text) {
     if (text.size() < kHexDigits + 2 || text[kHexDigits] != '\n' || text.back() != '\n') {
         return std::nullopt;
     }
     auto fingerprint = parse_fingerprint(text.substr(0, kHexDigits));
     if (!fingerprint) return std::nullopt;
-    return Record{*fingerprint, text.substr(kHexDigits + 1, text.size() - kHexDigits - 2)};
+    return KeyRecord{*fingerprint, text.substr(kHexDigits + 1, text.size() - kHexDigits - 2)};
 }
+
+std::string format_key_record(const util::Fingerprint& fingerprint, std::string_view caller_key) {
+    std::string text = fingerprint.hex();
+    text += '\n';
+    text += caller_key;
+    text += '\n';
+    return text;
+}
+
+namespace {
 
 std::optional<std::uint64_t> parse_word(std::string_view hex) {
     std::uint64_t value = 0;
@@ -75,10 +80,7 @@ std::string KeyIndex::path_of(std::string_view caller_key) const {
 
 void KeyIndex::record(std::string_view caller_key, const util::Fingerprint& fingerprint) {
     if (directory_->read_only()) return;
-    std::string text = fingerprint.hex();
-    text += '\n';
-    text += caller_key;
-    text += '\n';
+    const std::string text = format_key_record(fingerprint, caller_key);
     // Unsynced: a record lost in a crash only costs a later miss its explanation, while an
     // fsync would cost every compile a second wait for the disk.
     auto written =
@@ -101,7 +103,7 @@ std::optional<util::Fingerprint> KeyIndex::last_stored(std::string_view caller_k
         return std::nullopt;
     }
     if (!*bytes) return std::nullopt;
-    const auto record = parse_record(**bytes);
+    const auto record = parse_key_record(**bytes);
     if (!record) {
         // Records are replaced by rename, so a running reader never sees half of one; a malformed
         // file is damage (or a record a crash left empty: they are not fsynced) and only gets in

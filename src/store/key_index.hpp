@@ -49,6 +49,16 @@ private:
     std::shared_ptr<const CacheDirectory> directory_;  // records live under keys/
 };
 
+// A record's text, "<32 hex digits>\n<caller's key>\n"; the key may itself hold newlines, so it is
+// everything between the first newline and the last. nullopt for anything else (the text is
+// untrusted: it lives in the cache directory). The key is a view into `text`.
+struct KeyRecord {
+    util::Fingerprint fingerprint;
+    std::string_view caller_key;
+};
+std::optional<KeyRecord> parse_key_record(std::string_view text);
+std::string format_key_record(const util::Fingerprint& fingerprint, std::string_view caller_key);
+
 // The inverse of Fingerprint::hex(): exactly 32 lowercase hex digits, high word first; nullopt for
 // anything else. (Here rather than in util/fingerprint so that only the index depends on it.)
 std::optional<util::Fingerprint> parse_fingerprint(std::string_view hex);

@@ -45,13 +45,6 @@ constexpr std::array<StatsField, 20> kFields{{
 // Every counter must be listed, or it would silently never reach the file.
 static_assert(sizeof(StatsCounters) == (kFields.size() + 1) * sizeof(std::uint64_t));
 
-// One shard as read: the counters this version knows, and those of newer versions, which are
-// written back untouched so that an older program does not erase a newer one's counts.
-struct Shard {
-    StatsCounters counters;
-    std::vector<std::pair<std::string, std::uint64_t>> unknown;
-};
-
 bool valid_name(std::string_view name) {
     return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
@@ -67,13 +60,12 @@ std::optional<std::uint64_t> parse_number(std::string_view text) {
     return value;
 }
 
-// nullopt: not a stats file this program can trust. Strict on purpose: every file is written
-// whole by rename, so anything malformed is damage (or not ours), and a wrong count is worse
-// than a logged reset.
-std::optional<Shard> parse(std::string_view text) {
+}  // namespace
+
+std::optional<StatsShard> parse_stats_shard(std::string_view text) {
     // The final newline is required: a file cut short at a line boundary would otherwise pass.
     if (text.empty() || text.back() != '\n') return std::nullopt;
-    Shard shard;
+    StatsShard shard;
     bool first = true;
     std::size_t pos = 0;
     while (pos < text.size()) {
@@ -107,7 +99,7 @@ std::optional<Shard> parse(std::string_view text) {
     return shard;
 }
 
-std::string format(const Shard& shard) {
+std::string format_stats_shard(const StatsShard& shard) {
     std::string out;
     out.reserve(512);
     auto line = [&](std::string_view name, std::uint64_t value) {
@@ -123,6 +115,10 @@ std::string format(const Shard& shard) {
     return out;
 }
 
+namespace {
+
+using Shard = StatsShard;
+
 // A missing shard is an empty one; a corrupt one is logged and taken as empty.
 Result<Shard> load(const CacheDirectory& directory, const std::string& relative) {
     const std::string path = directory.path_of(relative);
@@ -133,7 +129,7 @@ Result<Shard> load(const CacheDirectory& directory, const std::string& relative)
     }
     if (!text) return text.error();
     if (!*text) return Shard{};
-    if (auto shard = parse(**text)) return std::move(*shard);
+    if (auto shard = parse_stats_shard(**text)) return std::move(*shard);
     util::log_line(util::LogLevel::kInfo, "statistics file " + path +
                                               " is corrupt: counted as zeros until the next "
                                               "update rewrites it");
@@ -200,7 +196,7 @@ Result<void> PersistentStats::add(const StatsCounters& delta,
     StatsCounters addend = delta;
     addend.zeroed_at = 0;
     shard->counters += addend;
-    return directory_->write_atomic(relative, format(*shard));
+    return directory_->write_atomic(relative, format_stats_shard(*shard));
 }
 
 Result<StatsCounters> PersistentStats::read() const {
@@ -218,7 +214,7 @@ Result<void> PersistentStats::zero(std::chrono::milliseconds patience) const {
     Shard zeroed;
     zeroed.counters.zeroed_at = seconds_since_epoch();
     // Counters of newer versions are dropped with the rest: an absent name reads as zero.
-    const std::string text = format(zeroed);
+    const std::string text = format_stats_shard(zeroed);
     std::optional<Error> first_error;
     for (unsigned i = 0; i < kShards; ++i) {
         const std::string relative = shard_relative_path(i);

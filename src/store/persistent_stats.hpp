@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "kcache/result.hpp"
 #include "store/cache_directory.hpp"
@@ -57,6 +58,18 @@ struct StatsField {
 };
 // Every counter, zeroed_at excluded, in the order the stats file lists them.
 std::span<const StatsField> stats_fields() noexcept;
+
+// One shard file as read: the counters this version knows, and those of newer versions, which are
+// written back untouched so that an older program does not erase a newer one's counts.
+struct StatsShard {
+    StatsCounters counters;
+    std::vector<std::pair<std::string, std::uint64_t>> unknown;
+};
+// nullopt: not a stats file this program can trust. Strict on purpose: every file is written
+// whole by rename, so anything malformed is damage (or not ours), and a wrong count is worse
+// than a logged reset. The text is untrusted (it lives in the cache directory).
+std::optional<StatsShard> parse_stats_shard(std::string_view text);
+std::string format_stats_shard(const StatsShard& shard);
 
 // How long add() waits for a shard's lock by default. A holder keeps it for one read and one
 // small fsynced write (milliseconds); a second is long enough that only a stuck holder (a

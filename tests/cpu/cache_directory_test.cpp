@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -256,15 +257,32 @@ TEST(CacheDirectory, AReplacedDirectoryIsAcceptedAgainBeforeItIsUsed) {
 
 TEST(Log, WarningsAreOnByDefaultAndEachTopicIsSaidOnce) {
     TempDir dir;
-    const std::string file = dir.path() + "/log";
+    const std::string file = dir.path() + "/stderr";
     util::set_log_setting("warn");
     EXPECT_TRUE(util::log_enabled(util::LogLevel::kWarn));
     EXPECT_FALSE(util::log_enabled(util::LogLevel::kInfo));
-    util::set_log_setting(file);  // a path: everything, to that file
-    util::warn_once("disk", "first");
-    util::warn_once("disk", "second");
-    util::warn_once("other", "third");
+    {
+        // The default level writes to stderr: catch it in a file for the test.
+        std::fflush(stderr);
+        const int saved = dup(2);
+        const int fd = open(file.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
+        ASSERT_GE(fd, 0);
+        dup2(fd, 2);
+        close(fd);
+        util::warn_once("disk", "first");
+        util::warn_once("disk", "second");
+        util::warn_once("other", "third");
+        util::log_line(util::LogLevel::kInfo, "not at this level");
+        std::fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+    }
     EXPECT_EQ(**util::read_named_file(file, 1000), "kcache: first\nkcache: third\n");
+    // Asked for more (a path: everything to that file), a topic's later lines are info lines.
+    const std::string log = dir.path() + "/log";
+    util::set_log_setting(log);
+    util::warn_once("disk", "fourth");
+    EXPECT_EQ(**util::read_named_file(log, 1000), "kcache: fourth\n");
     util::set_log_setting("off");
     EXPECT_FALSE(util::log_enabled(util::LogLevel::kWarn));
     util::set_log_setting("nonsense");  // never silences warnings

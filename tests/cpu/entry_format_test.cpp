@@ -254,6 +254,24 @@ TEST(EntryFormat, NonZeroPaddingIsCorruptEvenWithAValidChecksum) {
     EXPECT_EQ(decoded.error().code(), Errc::kCorruptEntry);
 }
 
+TEST(EntryFormat, AZstdFrameClaimingMoreThanItsBytesCanHoldIsRejectedBeforeAllocating) {
+    StoredEntry entry = small_entry();
+    entry.payload.assign(std::size_t{16} << 20, '\0');  // 16 MiB of zeros: a frame of ~0.5 KiB
+    std::string bytes = encode(entry, Compression::kZstd);
+    ASSERT_TRUE(decode(bytes).ok());
+    // Cut the frame to its header and first block, fixing the stored size and the checksum: a
+    // frame that still says 16 MiB in 24 bytes, which no zstd frame can be.
+    const std::size_t frame = bytes.find("\x28\xb5\x2f\xfd");
+    ASSERT_NE(frame, std::string::npos);
+    const std::size_t stored = bytes.size() - 16 - frame;
+    bytes.erase(frame + 24, stored - 24);
+    auto decoded = decode(with_field(bytes, 24, 24, 8));
+    ASSERT_FALSE(decoded.ok());
+    EXPECT_EQ(decoded.error().code(), Errc::kCorruptEntry);
+    EXPECT_NE(decoded.error().message().find("declares more than"), std::string::npos)
+        << decoded.error().message();
+}
+
 TEST(EntryFormat, AHugeDeclaredPayloadIsRejectedWithoutAllocatingIt) {
     const std::string bytes = encode(small_entry());
     // payload_bytes (offset 16, 8 bytes): 2^40.

@@ -30,6 +30,20 @@ TEST(PtxParams, TheExampleKernels) {
     EXPECT_EQ(sizes_of(examples::scale_ptx(), "scale_kernel"), (Sizes{8, 4, 4}));
 }
 
+TEST(PtxParams, AnArrayWhoseSizeWouldWrapIsLeftToTheDriver) {
+    const std::string ptx =
+        ".visible .entry k(.param .b64 p[2305843009213693953], .param .b128 q[4])\n{\n  ret;\n}\n";
+    EXPECT_EQ(sizes_of(ptx, "k"), (Sizes{999})) << "8 x (2^61 + 1) wraps to 8";
+    const std::string fits = ".visible .entry k(.param .b128 q[4])\n{\n  ret;\n}\n";
+    EXPECT_EQ(sizes_of(fits, "k"), (Sizes{64}));
+}
+
+TEST(PtxParams, ASizesLineWithATrailingSeparatorDoesNotRead) {
+    EXPECT_TRUE(parse_param_sizes_line("a=1;b=2").has_value());
+    EXPECT_FALSE(parse_param_sizes_line("a=1;").has_value());
+    EXPECT_FALSE(parse_param_sizes_line("a=1;b=2;").has_value());
+}
+
 TEST(PtxParams, EveryFundamentalTypeHasItsSize) {
     const std::string ptx =
         ".visible .entry k(\n"
