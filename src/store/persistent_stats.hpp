@@ -42,7 +42,7 @@ struct StatsCounters {
     std::uint64_t disk_rejected = 0;  // of disk_misses: an entry of other key material
     std::uint64_t prebuilds = 0;
     std::uint64_t prebuild_compiles = 0;  // of compiles: those of prebuilds
-    std::uint64_t config_errors = 0;  // settings a process could not use
+    std::uint64_t config_errors = 0;      // settings a process could not use
     // Seconds since the Unix epoch of the last zero(); 0: never zeroed. A time, not a counter:
     // += keeps the later of the two.
     std::uint64_t zeroed_at = 0;

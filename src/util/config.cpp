@@ -209,11 +209,11 @@ ParsedConfigFile parse_config_file(std::string_view text, std::string_view path)
             continue;
         }
         if (setting->scope == SettingScope::kNotInFile) {
-            parsed.problems.push_back(where + ": " + std::string(setting->key) +
-                                      " cannot be set in kcache.conf (" +
-                                      std::string(setting->not_in_file_because) + "); use " +
-                                      (setting->key == kDirKey ? "-d or " : "-o or ") +
-                                      std::string(setting->environment));
+            parsed.problems.push_back(
+                where + ": " + std::string(setting->key) + " cannot be set in kcache.conf (" +
+                std::string(setting->not_in_file_because) + "); use " +
+                (setting->key == kDirKey ? "-d or " : "") + std::string(setting->environment) +
+                (setting->key == kDirKey ? "" : " (or CacheOptions in code)"));
             continue;
         }
         if (setting->scope == SettingScope::kEnvironmentOnly) {
@@ -454,8 +454,7 @@ Result<void> check_file_setting(std::string_view key, std::string_view value) {
     if (setting == nullptr) return unknown_key({}, key);
     if (setting->scope != SettingScope::kAnywhere) {
         return invalid(std::string(key) + " cannot be set in kcache.conf; use " +
-                       (setting->scope == SettingScope::kNotInFile ? "the command line or " : "") +
-                       std::string(setting->environment));
+                       (key == kDirKey ? "-d or " : "") + std::string(setting->environment));
     }
     if (auto checked = check_value(*setting, trim(value)); !checked) {
         return invalid(std::string(key) + ": " + checked.error().message());

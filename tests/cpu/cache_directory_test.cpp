@@ -46,14 +46,7 @@ void as_nobody(const std::function<bool()>& check) {
     EXPECT_EQ(WEXITSTATUS(status), 0) << "the check failed as nobody (3: could not become nobody)";
 }
 
-StoredEntry sample(const std::string& payload = "cubin bytes") {
-    StoredEntry entry;
-    entry.key.arch = "sm_90";
-    entry.key.source_kind = "ptx";
-    entry.key.caller_key = "gelu:16";
-    entry.payload = payload;
-    return entry;
-}
+using test::sample;
 const util::Fingerprint kPrint{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
 
 TEST(CacheDirectory, ItsOwnPrivateDirectoryIsAcceptedAndAMissingOneMade) {

@@ -33,14 +33,7 @@ public:
     }
 };
 
-StoredEntry sample(const std::string& payload = "cubin bytes") {
-    StoredEntry entry;
-    entry.key.arch = "sm_90";
-    entry.key.source_kind = "ptx";
-    entry.key.caller_key = "gelu:16";
-    entry.payload = payload;
-    return entry;
-}
+using test::sample;
 
 const util::Fingerprint kPrint{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
 

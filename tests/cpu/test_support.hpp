@@ -195,6 +195,16 @@ inline std::shared_ptr<store::CacheDirectory> cache_directory(
     return std::move(*opened);
 }
 
+// A small entry for the stores' tests: PTX-compiled for sm_90 under a caller's key.
+inline store::StoredEntry sample(const std::string& payload = "cubin bytes") {
+    store::StoredEntry entry;
+    entry.key.arch = "sm_90";
+    entry.key.source_kind = "ptx";
+    entry.key.caller_key = "gelu:16";
+    entry.payload = payload;
+    return entry;
+}
+
 // The stores over a test's directory, as they were made from a path before they took one.
 inline store::PersistentStats stats_at(const std::string& path,
                                        util::Files& files = util::real_files()) {
