@@ -37,7 +37,7 @@ endif()
 # TSan runs the suites where threads and processes meet (docs/testing.md), as one executable of
 # those files: the TSan build then compiles no other test. Named "tsan:Suite.Test" in ctest.
 if(KCACHE_SANITIZE STREQUAL "thread" AND KCACHE_BUILD_TESTS)
-  set(kcache_tsan_test_files concurrency disk_store disk_cleanup persistent_stats stats_flusher
+  set(kcache_tsan_test_files concurrency disk_store disk_cleanup persistent_stats stats_flusher files
     worker_pool worker_protocol epoch entry_refs single_flight eviction tiers kernel_cache
     spare_buffer)
   list(TRANSFORM kcache_tsan_test_files PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/tests/cpu/)

@@ -11,6 +11,7 @@
 #include "fuzz_check.hpp"
 #include "store/key_index.hpp"
 #include "util/config.hpp"
+#include "util/log.hpp"
 #include "util/size.hpp"
 
 namespace {
@@ -29,6 +30,8 @@ bool accepted_by_type(const Setting& setting, std::string_view text) {
             return !text.empty();
         case SettingType::kString:
             return true;
+        case SettingType::kLog:
+            return kcache::util::is_log_setting(text);
     }
     return false;
 }

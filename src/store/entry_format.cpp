@@ -15,9 +15,11 @@ constexpr char kMagic[8] = {'K', 'C', 'A', 'C', 'H', 'E', 'E', '\x01'};
 constexpr std::size_t kChecksumSize = 16;
 // No cubin comes near this; a larger declared size is damage (or an attack) and must not make
 // us allocate it.
-constexpr std::uint64_t kMaxPayloadBytes = 1ull << 30;
-// zstd's frames expand at most about 32,000-fold (runs of one byte); this allows twice that.
-constexpr std::uint64_t kMaxCompressionRatio = 65536;
+// As the disk tier's bound on an entry file (store/cache_directory.hpp).
+constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{256} << 20;
+// Cubins compress a few-fold; a frame that claims far more could be a small file asking for a
+// large allocation (zstd itself allows about 32,000-fold).
+constexpr std::uint64_t kMaxCompressionRatio = 1024;
 
 // Fixed-size header, little-endian fields.
 struct Header {

@@ -19,6 +19,8 @@ namespace {
 constexpr std::string_view kHeader = "kcache-stats ";
 constexpr std::string_view kZeroedAt = "zeroed_at";
 constexpr char kHexDigits[] = "0123456789abcdef";
+// 9999-12-31: later than any zero() kcache will do, early enough for every calendar conversion.
+constexpr std::uint64_t kLatestZeroedAt = 253402300799;
 
 constexpr std::array<StatsField, 20> kFields{{
     {"hits", &StatsCounters::hits},
@@ -85,6 +87,9 @@ std::optional<StatsShard> parse_stats_shard(std::string_view text) {
         }
         if (!valid_name(name)) return std::nullopt;
         if (name == kZeroedAt) {
+            // A time (seconds since 1970); one far in the future is no stamp kcache wrote, and
+            // would make `kcache -s` show a date the C library cannot convert.
+            if (*value > kLatestZeroedAt) return std::nullopt;
             shard.counters.zeroed_at = *value;
             continue;
         }

@@ -22,7 +22,8 @@ constexpr std::array kSettings = {
     Setting{"log", "KCACHE_LOG", SettingType::kLog, SettingScope::kAnywhere, "warn",
             "`warn` (each warning once, on stderr)",
             "`off`/`0`: nothing; `info`/`1`: also one line per miss, compile, eviction; "
-            "`debug`/`2`: more; a path containing `/`: append every line to that file"},
+            "`debug`/`2`: more; a path containing `/` (not in `kcache.conf`): append every line "
+            "to that file"},
     Setting{"verify",
             "KCACHE_VERIFY",
             SettingType::kBool,
@@ -178,6 +179,19 @@ ConfigEntry make_entry(const Setting& setting, std::string value, Origin origin,
     return entry;
 }
 
+// What a file inside the cache directory may not say even of a setting it may hold: a log file
+// to append to (a level it may set), which would let the directory pick a file of the user's to
+// write into.
+Result<void> file_may_hold(const Setting& setting, std::string_view value) {
+    if (setting.type == SettingType::kLog && value.find('/') != std::string_view::npos) {
+        return invalid(std::string(setting.key) +
+                       ": a file to log to cannot be named in kcache.conf (the directory would "
+                       "choose a file to write); use " +
+                       std::string(setting.environment));
+    }
+    return ok();
+}
+
 // A value from a source that could not be used: the setting keeps what it had (a lower source's,
 // or the default), unless it guards something, where it takes its safe value.
 void fall_back(const Setting& setting, std::vector<ConfigEntry>& entries, Origin origin,
@@ -225,6 +239,10 @@ ParsedConfigFile parse_config_file(std::string_view text, std::string_view path)
         if (auto checked = check_value(*setting, line.value); !checked) {
             parsed.problems.push_back(where + ": " + std::string(setting->key) + ": " +
                                       checked.error().message());
+            continue;
+        }
+        if (auto allowed = file_may_hold(*setting, line.value); !allowed) {
+            parsed.problems.push_back(where + ": " + allowed.error().message());
             continue;
         }
         parsed.settings.push_back(FileSetting{setting, std::string(line.value), number});
@@ -459,7 +477,7 @@ Result<void> check_file_setting(std::string_view key, std::string_view value) {
     if (auto checked = check_value(*setting, trim(value)); !checked) {
         return invalid(std::string(key) + ": " + checked.error().message());
     }
-    return ok();
+    return file_may_hold(*setting, trim(value));
 }
 
 std::string settings_markdown_table() {

@@ -45,12 +45,18 @@ public:
         return *heartbeat;
     }
 
-    void add(int fd) {
+    // Never throws: a lock whose heartbeat cannot start (no memory, no thread left) is still
+    // held, and only looks silent to others after kSilentPeriods, as a stopped holder would.
+    void add(int fd) noexcept {
         std::lock_guard<std::mutex> lock(mutex_);
-        fds_.push_back(fd);
-        if (!running_) {
-            running_ = true;
-            std::thread([this] { run(); }).detach();
+        try {
+            fds_.push_back(fd);
+            if (!running_) {
+                std::thread([this] { run(); }).detach();
+                running_ = true;  // only once a thread runs: a later lock tries again otherwise
+            }
+        } catch (...) {
+            // Kept without a heartbeat (see above); the thread is tried again by the next add.
         }
     }
 
@@ -118,11 +124,15 @@ std::string host_name() {
 
 // Says who holds the lock now and starts its heartbeat. The record is rewritten whole by each
 // holder; a waiter reading it mid-write finds it unreadable for a moment, never someone else.
-void become_holder(int fd) {
-    static const std::string host = host_name();
-    const std::string record = "pid " + std::to_string(getpid()) + " host " + host + "\n";
-    std::ignore = ftruncate(fd, 0);
-    std::ignore = pwrite(fd, record.data(), record.size(), 0);
+void become_holder(int fd) noexcept {
+    try {
+        static const std::string host = host_name();
+        const std::string record = "pid " + std::to_string(getpid()) + " host " + host + "\n";
+        std::ignore = ftruncate(fd, 0);
+        std::ignore = pwrite(fd, record.data(), record.size(), 0);
+    } catch (...) {
+        // No memory for the record: the lock is held all the same, its holder unnamed.
+    }
     std::ignore = futimens(fd, nullptr);
     Heartbeat::instance().add(fd);
 }

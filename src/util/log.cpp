@@ -1,6 +1,11 @@
 #include "util/log.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -53,14 +58,34 @@ void load_from_environment() {
     apply(value != nullptr ? value : "");
 }
 
-void write(std::string_view line) {
-    FILE* out = stderr;
-    if (!g_config.path.empty()) {
-        out = std::fopen(g_config.path.c_str(), "a");
-        if (out == nullptr) out = stderr;  // a bad log path must not silence errors entirely
+// The log file, opened for each line: never a FIFO that would stall every caller (O_NONBLOCK,
+// then only a regular file is kept), never inherited by a child (O_CLOEXEC). -1: stderr.
+int open_log_file(const std::string& path) {
+    const int fd =
+        open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    struct stat info {};
+    if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+        close(fd);
+        return -1;
     }
-    std::fprintf(out, "kcache: %.*s\n", static_cast<int>(line.size()), line.data());
-    if (out != stderr) std::fclose(out);
+    return fd;
+}
+
+void write(std::string_view line) {
+    std::string text = "kcache: ";
+    text.append(line).push_back('\n');
+    // A bad log path must not silence errors entirely: stderr then.
+    const int fd = g_config.path.empty() ? -1 : open_log_file(g_config.path);
+    const int out = fd >= 0 ? fd : 2;
+    std::size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::write(out, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += static_cast<std::size_t>(n);
+    }
+    if (fd >= 0) close(fd);
 }
 
 }  // namespace

@@ -276,6 +276,11 @@ TEST(Log, WarningsAreOnByDefaultAndEachTopicIsSaidOnce) {
     util::set_log_setting(log);
     util::warn_once("disk", "fourth");
     EXPECT_EQ(**util::read_named_file(log, 1000), "kcache: fourth\n");
+    // A FIFO as the log file stalls nobody: the line goes to stderr instead.
+    const std::string fifo = dir.path() + "/fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    util::set_log_setting(fifo);
+    util::log_line(util::LogLevel::kInfo, "to stderr");
     util::set_log_setting("off");
     EXPECT_FALSE(util::log_enabled(util::LogLevel::kWarn));
     util::set_log_setting("nonsense");  // never silences warnings

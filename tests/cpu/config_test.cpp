@@ -483,6 +483,15 @@ TEST_F(ConfigTest, LogLevelsAreCheckedWhereverTheyComeFrom) {
     EXPECT_FALSE(cache::load_settings({{"log", "loud"}}).ok());
     write_text(conf(), "log = loud\n");
     EXPECT_EQ(load().problems().size(), 1u);
+    // A level from the file, but no file to write to: the directory would choose it.
+    write_text(conf(), "log = info\n");
+    EXPECT_EQ(entry(load(), "log").value, "info");
+    write_text(conf(), "log = /home/someone/.bashrc\n");
+    const Config named = load();
+    EXPECT_EQ(entry(named, "log").origin, Origin::kDefault);
+    ASSERT_EQ(named.problems().size(), 1u);
+    EXPECT_NE(named.problems()[0].find("cannot be named in kcache.conf"), std::string::npos);
+    EXPECT_FALSE(cache::set_config_value(dir_.path(), {}, "log", "/tmp/x.log").ok());
     reload_log_config();
 }
 

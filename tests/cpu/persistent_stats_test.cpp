@@ -83,6 +83,13 @@ bool add_many(const PersistentStats& stats, int count = kAddsPerProcess) {
     return true;
 }
 
+TEST(PersistentStatsShard, AZeroedAtNoCalendarCanShowIsNoShardOfOurs) {
+    const std::string good = "kcache-stats 1\nzeroed_at 1764800000\nhits 3\n";
+    ASSERT_TRUE(parse_stats_shard(good).has_value());
+    EXPECT_EQ(parse_stats_shard(good)->counters.hits, 3u);
+    EXPECT_FALSE(parse_stats_shard("kcache-stats 1\nzeroed_at 99999999999999999\nhits 3\n"));
+}
+
 TEST(PersistentStats, MissingDirectoryReadsAsZeros) {
     TempDir dir;
     auto stats = test::stats_at(dir.path() + "/never-created");

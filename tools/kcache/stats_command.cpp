@@ -70,7 +70,12 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
     if (c.zeroed_at != 0) {
         const std::time_t when = static_cast<std::time_t>(c.zeroed_at);
         char text[64];
-        std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", std::localtime(&when));
+        struct tm local {};
+        if (localtime_r(&when, &local) == nullptr ||
+            std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local) == 0) {
+            std::snprintf(text, sizeof text, "%llu s after 1970",
+                          static_cast<unsigned long long>(c.zeroed_at));
+        }
         std::printf("Statistics zeroed:              %s\n", text);
     }
     std::printf("Lookups by key:                 %10" PRIu64 "\n", lookups);
