@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <utility>
 
 namespace kcache::store {
@@ -56,6 +57,13 @@ Result<std::shared_ptr<CacheDirectory>> CacheDirectory::open(std::string path,
                                                              util::Files& files) {
     if (path.empty()) return Error(Errc::kInvalidArgument, "no cache directory given");
     while (path.size() > 1 && path.back() == '/') path.pop_back();
+    // Absolute, so that a later chdir() of the program cannot point check_replaced elsewhere.
+    if (path.front() != '/') {
+        std::error_code error;
+        const std::filesystem::path absolute = std::filesystem::absolute(path, error);
+        if (error) return util::io_error("resolve", path, error.value());
+        path = absolute.string();
+    }
     struct stat named {};
     if (lstat(path.c_str(), &named) != 0) {
         if (errno != ENOENT) return util::io_error("stat", path, errno);
@@ -124,6 +132,11 @@ Result<void> CacheDirectory::write_atomic(std::string_view relative, std::string
 Result<void> CacheDirectory::remove(std::string_view relative) const {
     if (policy_.read_only) return read_only_error();
     return files_.remove(held(), relative);
+}
+
+Result<void> CacheDirectory::remove_tree(std::string_view relative) const {
+    if (policy_.read_only) return read_only_error();
+    return files_.remove_tree(held(), relative);
 }
 
 Result<void> CacheDirectory::make_directories(std::string_view relative) const {

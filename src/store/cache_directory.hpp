@@ -68,6 +68,7 @@ public:
     Result<void> write_atomic(std::string_view relative, std::string_view bytes,
                               util::Durability durability = util::Durability::kSynced) const;
     Result<void> remove(std::string_view relative) const;
+    Result<void> remove_tree(std::string_view relative) const;
     Result<void> make_directories(std::string_view relative) const;
     Result<std::vector<std::string>> list(std::string_view relative = {}) const;
     Result<std::optional<util::FileStatus>> status(std::string_view relative) const;

@@ -22,10 +22,7 @@ std::optional<std::chrono::system_clock::time_point> birth_time(const CacheDirec
         (info.stx_mask & STATX_BTIME) == 0) {
         return std::nullopt;
     }
-    return std::chrono::system_clock::time_point(
-        std::chrono::duration_cast<std::chrono::system_clock::duration>(
-            std::chrono::seconds(info.stx_btime.tv_sec) +
-            std::chrono::nanoseconds(info.stx_btime.tv_nsec)));
+    return util::time_of(timespec{info.stx_btime.tv_sec, info.stx_btime.tv_nsec});
 }
 
 // `relative` is "ab/cdef….kc".
@@ -164,7 +161,7 @@ Result<VerifyReport> verify_entries(const CacheDirectory& directory, bool repair
         // What could not be read for another reason than its shape (permissions, I/O) is not
         // known to be bad, so it is not removed blindly.
         const bool known_bad = bytes || bytes.error().code() == Errc::kCorruptEntry;
-        if (repair && known_bad && directory.remove(relative)) ++report.removed;
+        if (repair && known_bad && directory.remove_tree(relative)) ++report.removed;
     }
     return report;
 }

@@ -140,6 +140,10 @@ std::vector<bool> choose_evictions(const std::vector<Found>& entries, const Clea
         --files;
         bytes -= entries[i].status.size;
     };
+    if (request.all_entries) {
+        for (std::size_t i = 0; i < entries.size(); ++i) take(i);
+        return evict;
+    }
     if (request.evict_older_than) {
         const auto cutoff = now - *request.evict_older_than;
         for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -219,6 +223,16 @@ Result<CleanupReport> clean_directory(const CacheDirectory& directory,
     //      F' (it checked F a moment before) and locks F'': three cleaners, the same as in 3.
     //   5. A live holder whose clock lags by more than the limit looks silent: the same as in 3.
     auto cleanup_lock = directory.try_lock(kCleanupLockName, util::FileLock::IfSilent::kBreak);
+    if (!cleanup_lock) {
+        // Not a file (a FIFO or a folder at its name) would stop every cleanup for good: it is a
+        // stray of its own, removed, and the lock taken afresh.
+        auto status = directory.status(kCleanupLockName);
+        if (status && *status && (*status)->kind != util::FileKind::kRegular &&
+            directory.remove_tree(kCleanupLockName)) {
+            ++report.strays_removed;
+            cleanup_lock = directory.try_lock(kCleanupLockName, util::FileLock::IfSilent::kBreak);
+        }
+    }
     if (!cleanup_lock) return cleanup_lock.error();
     if (!*cleanup_lock) return report;
     report.ran = true;
@@ -300,7 +314,12 @@ Result<CleanupReport> clean_directory(const CacheDirectory& directory,
     }
     for (const Found& stray : found.strays) {
         if (!request.dry_run) {
-            if (auto removed = directory.remove(stray.path); !removed) {
+            // A folder at an entry's name goes whole; a file or link at a folder's name goes
+            // alone, and stays if it became a folder since the scan (a writer made it meanwhile).
+            const bool tree = stray.status.kind == util::FileKind::kDirectory;
+            if (auto removed =
+                    tree ? directory.remove_tree(stray.path) : directory.remove(stray.path);
+                !removed) {
                 note_failure(report, removed.error());
                 continue;
             }

@@ -42,6 +42,8 @@ struct CleanupRequest {
     std::uint64_t max_files = 0;  // number of entries; 0: no file budget
     // Removes every entry whose stamp is older than this, whatever the budgets say.
     std::optional<std::chrono::seconds> evict_older_than;
+    // Removes every entry, whatever its stamp (`kcache -C`; a stamp may lie in the future).
+    bool all_entries = false;
     // Removes every temporary file, however young (`kcache -C`): a writer at work then fails its
     // rename, counted, and its kernel is compiled again at the next miss.
     bool all_temporaries = false;

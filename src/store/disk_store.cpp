@@ -103,8 +103,12 @@ std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fing
             util::log_line(util::LogLevel::kInfo, held.path_of(relative) + ": " + why);
             return nullptr;
         }
-        util::log_line(util::LogLevel::kInfo, held.path_of(relative) + ": " + why + "; removed");
-        if (auto removed = files.remove(held, relative); !removed) {
+        // A folder at the name is left to the cleaner: a lookup removes files, never trees.
+        auto removed = files.remove(held, relative);
+        util::log_line(util::LogLevel::kInfo,
+                       held.path_of(relative) + ": " + why +
+                           (removed ? "; removed" : "; left to the cleanup"));
+        if (!removed && removed.error().code() != Errc::kInvalidArgument) {
             errors_.fetch_add(1, std::memory_order_relaxed);
         }
         return nullptr;

@@ -174,10 +174,7 @@ Look look(const Place& place, int fd) {
     if (fstat(fresh, &now) == 0 && fstat(fd, &held) == 0 && S_ISREG(now.st_mode) &&
         now.st_dev == held.st_dev && now.st_ino == held.st_ino) {
         seen.same_file = true;
-        seen.stamp = std::chrono::system_clock::time_point(
-            std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                std::chrono::seconds(now.st_mtim.tv_sec) +
-                std::chrono::nanoseconds(now.st_mtim.tv_nsec)));
+        seen.stamp = time_of(now.st_mtim);
         char text[320];
         const ssize_t got = pread(fresh, text, sizeof(text), 0);
         if (got > 0) seen.holder = parse_holder(std::string_view(text, static_cast<size_t>(got)));

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -36,11 +37,22 @@ std::string temporary_name(std::string_view name) {
     return temp;
 }
 
-std::chrono::system_clock::time_point modified_time(const struct stat& info) {
+}  // namespace
+
+std::chrono::system_clock::time_point time_of(const struct timespec& when) {
+    // Nanoseconds since 1970 overflow 64 bits past the year 2262: a stamp anyone can set (touch
+    // -d 3000-01-01) is held to the years the clock can count, never wrapped.
+    constexpr std::int64_t kLimit = std::int64_t{250} * 366 * 24 * 3600;
+    const std::int64_t seconds = std::clamp<std::int64_t>(when.tv_sec, -kLimit, kLimit);
     return std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(
-            std::chrono::seconds(info.st_mtim.tv_sec) +
-            std::chrono::nanoseconds(info.st_mtim.tv_nsec)));
+            std::chrono::seconds(seconds) + std::chrono::nanoseconds(when.tv_nsec)));
+}
+
+namespace {
+
+std::chrono::system_clock::time_point modified_time(const struct stat& info) {
+    return time_of(info.st_mtim);
 }
 
 FileStatus status_of(const struct stat& info) {
@@ -154,10 +166,14 @@ Error parent_error(const OpenDirectory& base, std::string_view relative, int err
     return walk_error("open", base.path_of(relative.substr(0, relative.rfind('/'))), error_number);
 }
 
-// Removes what `fd`'s `name` is, a directory with everything below it, never through a link.
-Result<void> remove_at(int fd, const std::string& name, const std::string& shown) {
+// Removes what `fd`'s `name` is, a directory with everything below it (to `depth` more levels),
+// never through a link.
+Result<void> remove_at(int fd, const std::string& name, const std::string& shown, int depth) {
     if (unlinkat(fd, name.c_str(), 0) == 0 || errno == ENOENT) return ok();
     if (errno != EISDIR && errno != EPERM) return io_error("remove", shown, errno);
+    if (depth <= 0) {
+        return Error(Errc::kIoError, "remove " + shown + ": folders nested too deep to remove");
+    }
     const int folder = openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (folder < 0) return io_error("remove", shown, errno);
     DIR* dir = fdopendir(folder);
@@ -173,7 +189,8 @@ Result<void> remove_at(int fd, const std::string& name, const std::string& shown
     }
     Result<void> result = ok();
     for (const std::string& entry : names) {
-        if (auto removed = remove_at(dirfd(dir), entry, shown + "/" + entry); !removed && result) {
+        if (auto removed = remove_at(dirfd(dir), entry, shown + "/" + entry, depth - 1);
+            !removed && result) {
             result = removed;
         }
     }
@@ -267,7 +284,21 @@ public:
             if (failed == ENOENT) return ok();
             return parent_error(base, relative, failed);
         }
-        return remove_at(parent.fd, parent.name, base.path_of(relative));
+        if (unlinkat(parent.fd, parent.name.c_str(), 0) == 0 || errno == ENOENT) return ok();
+        if (errno == EISDIR || errno == EPERM) {
+            return Error(Errc::kInvalidArgument, "remove " + base.path_of(relative) +
+                                                     ": a directory, not removed as a file");
+        }
+        return io_error("remove", base.path_of(relative), errno);
+    }
+
+    Result<void> remove_tree(const OpenDirectory& base, std::string_view relative) override {
+        Parent parent;
+        if (const int failed = open_parent(base, relative, parent)) {
+            if (failed == ENOENT) return ok();
+            return parent_error(base, relative, failed);
+        }
+        return remove_at(parent.fd, parent.name, base.path_of(relative), kMaxTreeDepth);
     }
 
     Result<void> make_directories(const OpenDirectory& base, std::string_view relative,

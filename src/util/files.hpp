@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,9 @@ struct FileStatus {
 // after a crash it is the old file or the whole new one); kUnsynced skips that for files whose
 // loss costs nothing but a note (the key index), sparing every compile a second fsync.
 enum class Durability { kSynced, kUnsynced };
+
+// How deep remove_tree() goes: a folder at one of kcache's names is a mistake, not an archive.
+inline constexpr int kMaxTreeDepth = 8;
 
 // A read that never refreshes the file's modification time.
 inline constexpr std::chrono::seconds kNeverStamp{-1};
@@ -90,9 +94,12 @@ public:
     // file or the new one, never a part. The temporary is removed on any failure.
     virtual Result<void> write_atomic(const OpenDirectory& base, std::string_view relative,
                                       std::string_view bytes, Durability durability) = 0;
-    // Removes what is at `relative` (nothing there is no error). A directory goes with everything
-    // in it, walked without following links.
+    // Removes the file or link at `relative` (nothing there is no error); a directory there is
+    // kInvalidArgument and stays, so that a name that became a folder meanwhile is not emptied.
     virtual Result<void> remove(const OpenDirectory& base, std::string_view relative) = 0;
+    // Removes whatever is at `relative`, a directory with everything in it, walked without
+    // following links, at most kMaxTreeDepth levels deep.
+    virtual Result<void> remove_tree(const OpenDirectory& base, std::string_view relative) = 0;
     // mkdir -p below `base` with `mode` for what it creates; an existing part that is not a
     // directory (a link included) is kIoError.
     virtual Result<void> make_directories(const OpenDirectory& base, std::string_view relative,
@@ -116,6 +123,9 @@ public:
 
 // The real file system.
 Files& real_files();
+
+// A file time as the system clock holds it, clamped to the years it can count.
+std::chrono::system_clock::time_point time_of(const struct timespec& when);
 
 // A file the user named (a source to compile, say), read whole by its path as given, links
 // followed. nullopt if it does not exist; kIoError if it is larger than `max_bytes` or unreadable.

@@ -49,6 +49,16 @@ void as_nobody(const std::function<bool()>& check) {
 using test::sample;
 const util::Fingerprint kPrint{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
 
+TEST(CacheDirectory, ARelativePathIsHeldAsAbsolute) {
+    TempDir dir;
+    const auto before = fs::current_path();
+    fs::current_path(dir.path());
+    auto opened = CacheDirectory::open("cache", DirectoryPolicy{});
+    fs::current_path(before);
+    ASSERT_TRUE(opened.ok()) << opened.error().describe();
+    EXPECT_EQ((*opened)->path(), dir.path() + "/cache");
+}
+
 TEST(CacheDirectory, ItsOwnPrivateDirectoryIsAcceptedAndAMissingOneMade) {
     TempDir dir;
     auto made = CacheDirectory::open(dir.path() + "/a/b", DirectoryPolicy{});
@@ -182,6 +192,11 @@ TEST(CacheDirectory, AFolderOrALinkAtAnEntrysNameIsRemovedAndTheNameWorksAgain) 
     const std::string entry = dir.path() + "/" + DiskStore::relative_path_of(kPrint);
     fs::create_directories(entry + "/inside");
     EXPECT_EQ(store->get(kPrint), nullptr);
+    EXPECT_TRUE(fs::exists(entry)) << "a lookup removes no trees";
+    EXPECT_EQ(store->stats().errors, 0u);
+    auto cleaned = store->cleanup(store->budget_request());
+    ASSERT_TRUE(cleaned.ok());
+    EXPECT_EQ(cleaned->strays_removed, 1u);
     EXPECT_FALSE(fs::exists(entry));
     fs::create_symlink(outside.path() + "/victim", entry);
     EXPECT_EQ(store->get(kPrint), nullptr);
@@ -215,6 +230,44 @@ TEST(CacheDirectory, ALinkedEntryFolderLeadsNoWriteOrRemovalOutside) {
     // Healed: the name is a folder of kcache's again.
     ASSERT_TRUE(store->put(kPrint, sample()).ok());
     EXPECT_NE(store->get(kPrint), nullptr);
+}
+
+TEST(CacheDirectory, AFifoOrAFolderAtTheCleanupLocksNameStopsNoCleanup) {
+    TempDir dir;
+    auto directory = test::cache_directory(dir.path());
+    for (const bool fifo : {true, false}) {
+        const std::string lock = dir.path() + "/" + kCleanupLockName;
+        if (fifo) {
+            ASSERT_EQ(mkfifo(lock.c_str(), 0600), 0);
+        } else {
+            fs::create_directories(lock + "/inside");
+        }
+        auto report = clean_directory(*directory, CleanupRequest{});
+        ASSERT_TRUE(report.ok()) << report.error().describe();
+        EXPECT_TRUE(report->ran);
+        EXPECT_EQ(report->strays_removed, 1u);
+        EXPECT_TRUE(fs::is_regular_file(lock));
+        fs::remove(lock);
+    }
+}
+
+TEST(CacheDirectory, AClearTakesEveryEntryWhateverItsStamp) {
+    TempDir dir;
+    auto store = DiskStore::over(test::cache_directory(dir.path()), 0, 0);
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    const std::string entry = dir.path() + "/" + DiskStore::relative_path_of(kPrint);
+    // Beyond what a nanosecond clock can count, too: held to its range, never wrapped.
+    for (const time_t when : {time_t{2208988800}, time_t{32503680000}}) {  // 2040, 3000
+        ASSERT_TRUE(store->put(kPrint, sample()).ok());
+        const timespec future[2] = {{when, 0}, {when, 0}};
+        ASSERT_EQ(utimensat(AT_FDCWD, entry.c_str(), future, 0), 0);
+        CleanupRequest clear;
+        clear.all_entries = true;
+        auto report = clean_directory(*store->cache_directory(), clear);
+        ASSERT_TRUE(report.ok());
+        EXPECT_EQ(report->entries_removed, 1u);
+        EXPECT_FALSE(fs::exists(entry));
+    }
 }
 
 TEST(CacheDirectory, LeftoverTemporariesAreCountedAndClearedByAClear) {

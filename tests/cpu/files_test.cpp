@@ -158,11 +158,19 @@ TEST(Files, RemoveTakesAFolderWithEverythingInItButNothingALinkInItPointsTo) {
     fs::create_directories(dir.path() + "/ab/cdef.kc/deeper");
     test::write_file(dir.path() + "/ab/cdef.kc/deeper/x", "x");
     fs::create_directory_symlink(outside.dir.path(), dir.path() + "/ab/cdef.kc/out");
-    ASSERT_TRUE(real_files().remove(held(dir.path()), "ab/cdef.kc").ok());
+    auto as_file = real_files().remove(held(dir.path()), "ab/cdef.kc");
+    ASSERT_FALSE(as_file.ok()) << "remove takes files and links, never a tree";
+    EXPECT_EQ(as_file.error().code(), Errc::kInvalidArgument);
+    EXPECT_TRUE(fs::exists(dir.path() + "/ab/cdef.kc/deeper/x"));
+    ASSERT_TRUE(real_files().remove_tree(held(dir.path()), "ab/cdef.kc").ok());
     EXPECT_FALSE(fs::exists(dir.path() + "/ab/cdef.kc"));
     EXPECT_TRUE(outside.untouched());
     EXPECT_TRUE(real_files().remove(held(dir.path()), "ab/missing").ok());
-    EXPECT_TRUE(real_files().remove(held(dir.path()), "no/such/folder").ok());
+    EXPECT_TRUE(real_files().remove_tree(held(dir.path()), "no/such/folder").ok());
+    std::string deep = dir.path() + "/deep";
+    for (int level = 0; level <= kMaxTreeDepth + 1; ++level) deep += "/d";
+    fs::create_directories(deep);
+    EXPECT_FALSE(real_files().remove_tree(held(dir.path()), "deep").ok()) << "too deep";
 }
 
 TEST(Files, AtomicWritesLeaveNoTemporaryBehind) {

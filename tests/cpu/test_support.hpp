@@ -154,6 +154,9 @@ public:
     Result<void> remove(const util::OpenDirectory& base, std::string_view relative) override {
         return util::real_files().remove(base, relative);
     }
+    Result<void> remove_tree(const util::OpenDirectory& base, std::string_view relative) override {
+        return util::real_files().remove_tree(base, relative);
+    }
     Result<void> make_directories(const util::OpenDirectory& base, std::string_view relative,
                                   mode_t mode) override {
         return util::real_files().make_directories(base, relative, mode);

@@ -235,7 +235,8 @@ int run(int argc, char** argv) {
     }
     int status = 0;
     std::shared_ptr<kcache::store::CacheDirectory> opened;
-    if (maintenance && !std::filesystem::is_directory(dir)) {
+    std::error_code no_throw;
+    if (maintenance && !std::filesystem::is_directory(dir, no_throw)) {
         return usage_error("no cache directory at " + dir);
     }
     if (zero_stats || maintenance || show_stats) {
@@ -263,7 +264,7 @@ int run(int argc, char** argv) {
     }
     if (show_config) {
         // A directory that is there but refused: its kcache.conf was not read, and -p says why.
-        if (std::filesystem::exists(dir) && !opened) (void)open_directory();
+        if (std::filesystem::exists(dir, no_throw) && !opened) (void)open_directory();
         for (const auto& entry : config->entries()) {
             std::printf("%-18s = %-24s (%s)\n", std::string(entry.setting->key).c_str(),
                         entry.value.c_str(), entry.origin_name.c_str());

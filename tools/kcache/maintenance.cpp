@@ -96,7 +96,7 @@ std::optional<std::chrono::seconds> parse_age(const std::string& text, std::stri
 int clear_cache(const store::CacheDirectory& directory, bool dry_run) {
     // Everything goes: an age of zero removes every entry, whatever the budgets.
     store::CleanupRequest request;
-    request.evict_older_than = std::chrono::hours(-24 * 3650);  // stamps from the future too
+    request.all_entries = true;  // stamps from the future too
     request.all_temporaries = true;
     request.dry_run = dry_run;
     return report_cleanup("clear", store::clean_directory(directory, request));
