@@ -30,6 +30,39 @@ Result<void> make_path(const std::string& path) {
     return ok();
 }
 
+// How many links the directory's path may pass through at its end (`~/.cache/kcache` -> a bigger
+// disk, and perhaps another hop there).
+constexpr int kMaxLinks = 8;
+
+// The directory `path` names, followed through links at its end that the user or root owns: a
+// link anyone else owns is refused at any hop, since whoever owns a link can point it anywhere
+// (a purged /scratch/kcache made again by someone else as a link into the user's home, say).
+Result<std::string> through_own_links(std::string path, uid_t user) {
+    for (int hop = 0; hop <= kMaxLinks; ++hop) {
+        struct stat named {};
+        if (lstat(path.c_str(), &named) != 0) return util::io_error("stat", path, errno);
+        if (!S_ISLNK(named.st_mode)) return path;
+        if (named.st_uid != user && named.st_uid != 0) {
+            return Error(Errc::kIoError,
+                         "it is, or leads through, a symbolic link owned by another "
+                         "user (" +
+                             path + ", uid " + std::to_string(named.st_uid) + ")");
+        }
+        char target[4096];
+        const ssize_t length = readlink(path.c_str(), target, sizeof target);
+        if (length < 0) return util::io_error("readlink", path, errno);
+        if (static_cast<std::size_t>(length) == sizeof target) {
+            return Error(Errc::kIoError, "readlink " + path + ": target too long");
+        }
+        std::string next(target, static_cast<std::size_t>(length));
+        if (next.empty()) return Error(Errc::kIoError, "readlink " + path + ": empty link");
+        if (next.front() != '/') next = path.substr(0, path.rfind('/') + 1) + next;
+        while (next.size() > 1 && next.back() == '/') next.pop_back();
+        path = std::move(next);
+    }
+    return Error(Errc::kIoError, "more than " + std::to_string(kMaxLinks) + " symbolic links");
+}
+
 }  // namespace
 
 std::optional<std::string> refusal(const std::string& path, uid_t owner, mode_t mode,
@@ -74,13 +107,13 @@ Result<std::shared_ptr<CacheDirectory>> CacheDirectory::open(std::string path,
         if (lstat(path.c_str(), &named) != 0) return util::io_error("stat", path, errno);
     }
     const uid_t user = geteuid();
-    if (S_ISLNK(named.st_mode) && named.st_uid != user && named.st_uid != 0) {
-        // Whoever owns a link can point it anywhere, and the user did not set this one.
-        return Error(Errc::kIoError, "refusing cache directory " + path +
-                                         ": it is a symbolic link owned by another user (uid " +
-                                         std::to_string(named.st_uid) + ")");
+    auto resolved = through_own_links(path, user);
+    if (!resolved) {
+        return Error(Errc::kIoError,
+                     "refusing cache directory " + path + ": " + resolved.error().message());
     }
-    auto opened = files.open_directory(path);
+    // Opened without following a link: one swapped in after the walk above is refused here.
+    auto opened = files.open_directory(*resolved);
     if (!opened) {
         return Error(Errc::kIoError, "cache directory " + path +
                                          " is not a directory: " + opened.error().message());
@@ -94,7 +127,8 @@ Result<std::shared_ptr<CacheDirectory>> CacheDirectory::open(std::string path,
     if (auto why = refusal(path, info.st_uid, info.st_mode, policy, user)) {
         return Error(Errc::kIoError, std::move(*why));
     }
-    auto held = std::make_unique<util::OpenDirectory>(std::move(*opened));
+    // Held under the path as given: messages name it, and check_replaced() looks it up again.
+    auto held = std::make_unique<util::OpenDirectory>(path, opened->release());
     return std::shared_ptr<CacheDirectory>(
         new CacheDirectory(std::move(path), policy, files, std::move(held)));
 }

@@ -206,7 +206,7 @@ class RealFiles final : public Files {
 public:
     Result<OpenDirectory> open_directory(const std::string& path) override {
         // O_PATH: the directory is only ever a base for openat(), never read itself.
-        const int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        const int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) return io_error("open", path, errno);
         return OpenDirectory(path, fd);
     }

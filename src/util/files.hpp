@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kcache/result.hpp"
@@ -56,6 +57,8 @@ public:
     // The path it was opened by, for messages: "<path>/<relative>".
     const std::string& path() const noexcept { return path_; }
     int fd() const noexcept { return fd_; }
+    // Gives up the descriptor, which the caller then owns.
+    int release() noexcept { return std::exchange(fd_, -1); }
     std::string path_of(std::string_view relative) const;
     // Whether its path still names the directory held, not one made in its place after it was
     // removed (one stat).
@@ -74,8 +77,8 @@ class Files {
 public:
     virtual ~Files() = default;
 
-    // Holds `path`, which must be a directory. A symbolic link as its last part is followed (the
-    // caller has looked at it first: see store::CacheDirectory); kIoError if it is not a
+    // Holds `path`, which must be a directory; a symbolic link as its last part is not followed
+    // (store::CacheDirectory follows the links the user set first). kIoError if it is not a
     // directory or cannot be opened.
     virtual Result<OpenDirectory> open_directory(const std::string& path) = 0;
 

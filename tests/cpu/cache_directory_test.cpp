@@ -97,6 +97,27 @@ TEST(CacheDirectory, ALinkTheUserSetIsFollowedAndTheDirectoryBehindItChecked) {
     EXPECT_FALSE(CacheDirectory::open(dir.path() + "/link", DirectoryPolicy{}).ok());
 }
 
+TEST(CacheDirectory, ALinkTheUserSetLeadingToALinkAnotherUserOwnsIsRefused) {
+    TempDir dir;
+    // The user's ~/.cache/kcache -> /scratch/kcache; the scratch purged, and someone else has
+    // made /scratch/kcache a link into the user's home.
+    fs::create_directories(dir.path() + "/home/.ssh");
+    ASSERT_EQ(chmod((dir.path() + "/home/.ssh").c_str(), 0700), 0);
+    fs::create_directories(dir.path() + "/scratch");
+    fs::create_directory_symlink(dir.path() + "/home/.ssh", dir.path() + "/scratch/kcache");
+    fs::create_directory_symlink(dir.path() + "/scratch/kcache", dir.path() + "/home/cache");
+    if (lchown((dir.path() + "/scratch/kcache").c_str(), 12345, 12345) != 0) {
+        GTEST_SKIP() << "no lchown";
+    }
+    auto refused = CacheDirectory::open(dir.path() + "/home/cache", DirectoryPolicy{});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message().find("owned by another user"), std::string::npos)
+        << refused.error().message();
+    // The same chain, every link the user's own, is followed.
+    ASSERT_EQ(lchown((dir.path() + "/scratch/kcache").c_str(), geteuid(), getegid()), 0);
+    EXPECT_TRUE(CacheDirectory::open(dir.path() + "/home/cache", DirectoryPolicy{}).ok());
+}
+
 TEST(CacheDirectory, ALinkAnotherUserOwnsIsRefused) {
     TempDir dir;
     fs::create_directories(dir.path() + "/target");
