@@ -135,7 +135,11 @@ Result<std::shared_ptr<CacheDirectory>> CacheDirectory::open(std::string path,
 
 CacheDirectory::CacheDirectory(std::string path, DirectoryPolicy policy, util::Files& files,
                                std::unique_ptr<util::OpenDirectory> held)
-    : path_(std::move(path)), policy_(policy), files_(files), current_(held.get()) {
+    : path_(std::move(path)),
+      policy_(policy),
+      writers_{geteuid(), policy.read_only},
+      files_(files),
+      current_(held.get()) {
     held_.push_back(std::move(held));
 }
 
@@ -148,7 +152,7 @@ Result<std::optional<std::string>> CacheDirectory::read(std::string_view relativ
                                                         std::chrono::seconds stamp_after) const {
     // A read-only cache keeps its stamps as they are: it may not change the files.
     return files_.read(held(), relative, max_bytes,
-                       policy_.read_only ? util::kNeverStamp : stamp_after);
+                       policy_.read_only ? util::kNeverStamp : stamp_after, writers());
 }
 
 Result<void> CacheDirectory::write_atomic(std::string_view relative, std::string_view bytes,

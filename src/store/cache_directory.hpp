@@ -59,8 +59,14 @@ public:
         return *current_.load(std::memory_order_acquire);
     }
 
-    // The Files operations below the directory held now (see util/files.hpp). Writing ones
-    // fail in read-only mode, without touching the disk.
+    // Who may have written what is read here: the user (and root, in read-only mode); null where
+    // a shared directory is allowed.
+    const util::Writers* writers() const noexcept {
+        return policy_.allow_shared ? nullptr : &writers_;
+    }
+
+    // The Files operations below the directory held now (see util/files.hpp), reads held to
+    // writers(). Writing ones fail in read-only mode, without touching the disk.
     Result<std::optional<std::string>> read(
         std::string_view relative, std::uint64_t max_bytes,
         std::chrono::seconds stamp_after = util::kNeverStamp) const;
@@ -97,6 +103,7 @@ private:
 
     const std::string path_;
     const DirectoryPolicy policy_;
+    const util::Writers writers_;
     util::Files& files_;
     std::atomic<const util::OpenDirectory*> current_;
     mutable std::mutex replaced_mutex_;

@@ -213,7 +213,8 @@ public:
 
     Result<std::optional<std::string>> read(const OpenDirectory& base, std::string_view relative,
                                             std::uint64_t max_bytes,
-                                            std::chrono::seconds stamp_after) override {
+                                            std::chrono::seconds stamp_after,
+                                            const Writers* writers) override {
         if (!is_relative_below(relative)) return invalid_relative(relative);
         // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
         const int fd =
@@ -228,7 +229,7 @@ public:
             }
             return walk_error("open", base.path_of(relative), saved);
         }
-        return read_open_file(fd, base, relative, max_bytes, stamp_after);
+        return read_open_file(fd, base, relative, max_bytes, stamp_after, writers);
     }
 
     Result<void> write_atomic(const OpenDirectory& base, std::string_view relative,
@@ -414,7 +415,8 @@ private:
     static Result<std::optional<std::string>> read_open_file(int fd, const OpenDirectory& base,
                                                              std::string_view relative,
                                                              std::uint64_t max_bytes,
-                                                             std::chrono::seconds stamp_after) {
+                                                             std::chrono::seconds stamp_after,
+                                                             const Writers* writers) {
         const ClosedOnExit closed{fd};
         struct stat info {};
         if (fstat(fd, &info) != 0) {
@@ -425,6 +427,18 @@ private:
             return Error(Errc::kCorruptEntry, base.path_of(relative) + " is " +
                                                   kind_word(info.st_mode) +
                                                   ", not a regular file; not read");
+        }
+        if (writers != nullptr) {
+            // A file someone else wrote, or may rewrite, is none of this directory's: whoever
+            // can write it can plant what kcache would load.
+            const bool owner_ok =
+                info.st_uid == writers->user || (writers->root_too && info.st_uid == 0);
+            if (!owner_ok || (info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+                return Error(Errc::kCorruptEntry, base.path_of(relative) +
+                                                      (owner_ok ? " is writable by others"
+                                                                : " belongs to another user") +
+                                                      "; not read");
+            }
         }
         const auto size = static_cast<std::uint64_t>(info.st_size);
         if (size > max_bytes) {

@@ -37,6 +37,13 @@ enum class Durability { kSynced, kUnsynced };
 // How deep remove_tree() goes: a folder at one of kcache's names is a mistake, not an archive.
 inline constexpr int kMaxTreeDepth = 8;
 
+// Who may have written a file that is read: it must be owned by `user` (or by root, with
+// `root_too`) and writable by no one else (no group or world write bit).
+struct Writers {
+    uid_t user = 0;
+    bool root_too = false;
+};
+
 // A read that never refreshes the file's modification time.
 inline constexpr std::chrono::seconds kNeverStamp{-1};
 
@@ -84,14 +91,15 @@ public:
 
     // Whole-file read: nullopt if nothing is there; kCorruptEntry if what is there is not a
     // regular file (a FIFO, a device, a directory, a link) or is larger than `max_bytes`, which
-    // is checked before anything is read or allocated; kIoError for any other failure, an
-    // allocation that fails included. With `stamp_after` >= 0 the file's modification time is
-    // set to now if it is older than that (ignored if that fails: a directory we may read but
-    // not change still serves hits).
+    // is checked before anything is read or allocated, or, with `writers`, one that others may
+    // have written; kIoError for any other failure, an allocation that fails included. With
+    // `stamp_after` >= 0 the file's modification time is set to now if it is older than that
+    // (ignored if that fails: a directory we may read but not change still serves hits).
     virtual Result<std::optional<std::string>> read(const OpenDirectory& base,
                                                     std::string_view relative,
                                                     std::uint64_t max_bytes,
-                                                    std::chrono::seconds stamp_after) = 0;
+                                                    std::chrono::seconds stamp_after,
+                                                    const Writers* writers = nullptr) = 0;
     // Atomic replace: writes a uniquely named temporary (`<name>.tmp.<host>.<pid>.<random>`) in
     // the same folder, fsyncs it (kSynced) and renames it over `relative`. Readers see the old
     // file or the new one, never a part. The temporary is removed on any failure.

@@ -180,6 +180,27 @@ TEST(CacheDirectory, RootsCacheIsRefusedToAnotherUserExceptReadOnlyAndThenNothin
     EXPECT_EQ(files_now(), before);
 }
 
+TEST(CacheDirectory, AnEntryOthersWroteOrMayRewriteIsAMissNotALoad) {
+    TempDir dir;
+    auto store = DiskStore::over(test::cache_directory(dir.path()), 0, 0);
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    const std::string entry = dir.path() + "/" + DiskStore::relative_path_of(kPrint);
+    ASSERT_EQ(chmod(entry.c_str(), 0666), 0);  // anyone may rewrite it in place
+    EXPECT_EQ(store->get(kPrint), nullptr);
+    EXPECT_EQ(store->stats().corrupt, 1u);
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    ASSERT_NE(store->get(kPrint), nullptr);
+    if (chown(entry.c_str(), 12345, 12345) != 0) GTEST_SKIP() << "cannot chown here";
+    EXPECT_EQ(store->get(kPrint), nullptr) << "another user's file in the user's directory";
+    // A shared directory, allowed from outside it, trusts its writers.
+    DiskOptions shared;
+    shared.directory = dir.path();
+    shared.allow_shared_directory = true;
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    ASSERT_EQ(chmod(entry.c_str(), 0664), 0);
+    EXPECT_NE((*DiskStore::open(shared))->get(kPrint), nullptr);
+}
+
 TEST(CacheDirectory, AnotherUsersDirectoryIsRefusedBeforeAnythingInItIsRead) {
     TempDir dir;
     ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);

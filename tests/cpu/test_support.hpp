@@ -144,8 +144,9 @@ public:
     }
     Result<std::optional<std::string>> read(const util::OpenDirectory& base,
                                             std::string_view relative, std::uint64_t max_bytes,
-                                            std::chrono::seconds stamp_after) override {
-        return util::real_files().read(base, relative, max_bytes, stamp_after);
+                                            std::chrono::seconds stamp_after,
+                                            const util::Writers* writers) override {
+        return util::real_files().read(base, relative, max_bytes, stamp_after, writers);
     }
     Result<void> write_atomic(const util::OpenDirectory& base, std::string_view relative,
                               std::string_view bytes, util::Durability durability) override {
