@@ -115,6 +115,10 @@ Result<DirectorySize> measure_directory(const CacheDirectory& directory) {
     auto folders = directory.list();
     if (!folders) return folders.error();
     DirectorySize size;
+    for (const auto& [relative, status] : other_temporaries(directory, *folders)) {
+        ++size.temporaries;
+        size.temporary_bytes += status.size;
+    }
     for (const auto& folder : *folders) {
         if (!is_entry_folder(folder)) continue;
         auto names = directory.list(folder);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "util/config.hpp"
 #include "util/file_lock.hpp"
 #include "util/log.hpp"
 
@@ -51,6 +52,7 @@ struct Found {
 
 // Paths are relative to the cache directory.
 struct Scan {
+    std::vector<std::string> top;  // the directory's own listing
     std::vector<Found> entries;
     std::vector<Found> temporaries;
     std::vector<Found> locks;
@@ -68,6 +70,7 @@ Result<Scan> scan(const CacheDirectory& directory, CleanupReport& report) {
     auto top = directory.list();
     if (!top) return top.error();
     Scan out;
+    out.top = *top;
     for (const std::string& folder : *top) {
         const bool ours = is_entry_folder(folder) || folder == "stats" || folder == "keys";
         if (!ours) continue;
@@ -205,6 +208,35 @@ void sweep_key_index(const CacheDirectory& directory, const CleanupRequest& requ
 
 }  // namespace
 
+std::vector<std::pair<std::string, util::FileStatus>> other_temporaries(
+    const CacheDirectory& directory, const std::vector<std::string>& top) {
+    std::vector<std::pair<std::string, util::FileStatus>> found;
+    // As util::Files::write_atomic names them: "<name>.tmp.<host>.<pid>.<random>".
+    const auto stem_of = [](std::string_view name) {
+        const std::size_t at = name.find(".tmp.");
+        return at == std::string_view::npos ? std::optional<std::string_view>()
+                                            : std::optional<std::string_view>(name.substr(0, at));
+    };
+    const auto add = [&](const std::string& relative) {
+        if (auto status = directory.status(relative); status && *status) {
+            found.emplace_back(relative, **status);
+        }
+    };
+    bool stats = false;
+    for (const std::string& name : top) {
+        stats = stats || name == "stats";
+        if (stem_of(name) == std::optional<std::string_view>(util::kConfigFileName)) add(name);
+    }
+    if (!stats) return found;
+    auto names = directory.list("stats");
+    if (!names) return found;  // not a folder: a stray the scan reports
+    for (const std::string& name : *names) {
+        const auto stem = stem_of(name);
+        if (stem && stem->size() == 1 && is_hex(*stem)) add("stats/" + name);
+    }
+    return found;
+}
+
 Result<CleanupReport> clean_directory(const CacheDirectory& directory,
                                       const CleanupRequest& request) {
     CleanupReport report;
@@ -329,6 +361,21 @@ Result<CleanupReport> clean_directory(const CacheDirectory& directory,
                            (request.dry_run ? " would be removed" : " removed") +
                            ": not what kcache keeps under that name");
         ++report.strays_removed;
+    }
+    // Stale ones only, even for a clear: a statistics update or a `kcache -o` at work must land,
+    // and a clear is about entries.
+    for (const auto& [relative, status] : other_temporaries(directory, found.top)) {
+        if (now - status.modified <= kStaleTemporaryAge) continue;
+        if (!request.dry_run) {
+            auto removed = status.kind == util::FileKind::kDirectory
+                               ? directory.remove_tree(relative)
+                               : directory.remove(relative);
+            if (!removed) {
+                note_failure(report, removed.error());
+                continue;
+            }
+        }
+        ++report.temps_swept;
     }
     sweep_key_index(directory, request, now, report);
     return report;

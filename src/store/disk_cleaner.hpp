@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "kcache/result.hpp"
 #include "store/cache_directory.hpp"
@@ -80,6 +82,12 @@ struct CleanupReport {
 // cleaning. kIoError when the directory cannot be listed or the cleanup lock cannot be opened.
 Result<CleanupReport> clean_directory(const CacheDirectory& directory,
                                       const CleanupRequest& request);
+
+// The temporary files of the directory's other atomic writes (kcache.conf's at the top, the
+// statistics shards' in stats/): (relative path, status) of each, links and all. `top` is the
+// listing of the directory itself, which the caller has made.
+std::vector<std::pair<std::string, util::FileStatus>> other_temporaries(
+    const CacheDirectory& directory, const std::vector<std::string>& top);
 
 // What a name inside an entry folder is: `<hex>.kc`, `<hex>.kc.tmp.<host>.<pid>.<random>` (see
 // util::Files::write_atomic) or `<hex>.kc.lock` (DiskStore::lock).

@@ -329,6 +329,26 @@ TEST(CacheDirectory, LeftoverTemporariesAreCountedAndClearedByAClear) {
     EXPECT_EQ(measure_directory(*directory)->temporaries, 0u);
 }
 
+TEST(CacheDirectory, TheTemporariesOfKcacheConfAndOfTheStatisticsAreCountedAndCleared) {
+    TempDir dir;
+    auto directory = test::cache_directory(dir.path());
+    ASSERT_TRUE(directory->write_atomic("kcache.conf.tmp.host.1.2", "max_files = 1\n").ok());
+    ASSERT_TRUE(directory->write_atomic("stats/3.tmp.host.1.2", "kcache-stats 1\n").ok());
+    ASSERT_TRUE(directory->write_atomic("stats/notes.tmp.x", "mine").ok());  // not kcache's
+    EXPECT_EQ(measure_directory(*directory)->temporaries, 2u);
+    CleanupRequest clear;
+    clear.all_temporaries = true;
+    // A fresh one is an update at work, which even a clear leaves to land; a stale one goes.
+    EXPECT_EQ(clean_directory(*directory, clear)->temps_swept, 0u);
+    const timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};
+    for (const char* name : {"/kcache.conf.tmp.host.1.2", "/stats/3.tmp.host.1.2"}) {
+        ASSERT_EQ(utimensat(AT_FDCWD, (dir.path() + name).c_str(), long_ago, 0), 0);
+    }
+    EXPECT_EQ(clean_directory(*directory, CleanupRequest{})->temps_swept, 2u);
+    EXPECT_EQ(measure_directory(*directory)->temporaries, 0u);
+    EXPECT_TRUE(fs::exists(dir.path() + "/stats/notes.tmp.x"));
+}
+
 TEST(CacheDirectory, AReplacedDirectoryIsAcceptedAgainBeforeItIsUsed) {
     TempDir dir;
     const std::string path = dir.path() + "/cache";
