@@ -190,11 +190,6 @@ Result<std::optional<util::FileStatus>> CacheDirectory::status(std::string_view 
     return files_.status(held(), relative);
 }
 
-Result<void> CacheDirectory::touch(std::string_view relative) const {
-    if (policy_.read_only) return read_only_error();
-    return files_.touch(held(), relative);
-}
-
 Result<util::OpenDirectory> CacheDirectory::parent_of(std::string_view relative,
                                                       std::string& name) const {
     if (!util::is_relative_below(relative)) {

@@ -49,7 +49,6 @@ public:
 
     const std::string& path() const noexcept { return path_; }
     bool read_only() const noexcept { return policy_.read_only; }
-    const DirectoryPolicy& policy() const noexcept { return policy_; }
     util::Files& files() const noexcept { return files_; }
     std::string path_of(std::string_view relative) const { return held().path_of(relative); }
 
@@ -78,7 +77,6 @@ public:
     Result<void> make_directories(std::string_view relative) const;
     Result<std::vector<std::string>> list(std::string_view relative = {}) const;
     Result<std::optional<util::FileStatus>> status(std::string_view relative) const;
-    Result<void> touch(std::string_view relative) const;
     // An advisory lock on the file `relative` (made if needed, with its folders): see
     // util::FileLock. nullopt when it cannot be had in time or in read-only mode.
     std::optional<util::FileLock> lock(std::string_view relative,
