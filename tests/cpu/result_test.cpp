@@ -1,5 +1,6 @@
 // Result<T> and Error: the value-or-error type every public kcache call returns.
 #include "kcache/result.hpp"
+#include "util/try.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,6 +11,55 @@
 
 namespace kcache {
 namespace {
+
+Result<int> parse_digit(char c) {
+    if (c < '0' || c > '9') return Error(Errc::kInvalidArgument, std::string("not a digit: ") + c);
+    return c - '0';
+}
+
+Result<int> add_digits(char a, char b, int* steps) {
+    TRY_ASSIGN(int first, parse_digit(a));
+    ++*steps;
+    TRY_ASSIGN(const int second, parse_digit(b));
+    ++*steps;
+    return first + second;
+}
+
+Result<void> check_digit(char c, int* steps) {
+    TRY(parse_digit(c));
+    ++*steps;
+    return ok();
+}
+
+TEST(Try, AssignsTheValuesAndGoesOn) {
+    int steps = 0;
+    Result<int> sum = add_digits('3', '4', &steps);
+    ASSERT_TRUE(sum.ok());
+    EXPECT_EQ(*sum, 7);
+    EXPECT_EQ(steps, 2);
+}
+
+TEST(Try, ReturnsTheFirstErrorAndStopsThere) {
+    int steps = 0;
+    Result<int> sum = add_digits('x', '4', &steps);
+    ASSERT_FALSE(sum.ok());
+    EXPECT_EQ(sum.error().message(), "not a digit: x");
+    EXPECT_EQ(steps, 0);
+    sum = add_digits('1', 'y', &steps);
+    ASSERT_FALSE(sum.ok());
+    EXPECT_EQ(sum.error().message(), "not a digit: y");
+    EXPECT_EQ(steps, 1);
+}
+
+TEST(Try, PropagatesIntoAVoidResult) {
+    int steps = 0;
+    EXPECT_TRUE(check_digit('5', &steps).ok());
+    EXPECT_EQ(steps, 1);
+    Result<void> failed = check_digit('z', &steps);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.error().code(), Errc::kInvalidArgument);
+    EXPECT_EQ(steps, 1);
+}
 
 TEST(Result, HoldsTheValueItWasBuiltFrom) {
     Result<int> result = 42;
