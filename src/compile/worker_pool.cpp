@@ -18,6 +18,7 @@
 #include "compile/worker_protocol.hpp"
 #include "driver/compiler_api.hpp"
 #include "util/log.hpp"
+#include "util/try.hpp"
 
 extern char** environ;  // NOLINT: POSIX declares it nowhere else
 
@@ -37,30 +38,27 @@ namespace {
 
 constexpr const char* kNvrtcOverride = "KCACHE_NVRTC_LIBRARY";
 
-void close_fd(int& fd) {
-    if (fd >= 0) (void)::close(fd);
-    fd = -1;
-}
-
 // A pipe whose ends are both close-on-exec from birth (another thread may spawn meanwhile: a
 // worker that inherits another worker's stdin never sees end of file) and above 0-2, so that the
 // child's dup2 onto 0 and 1 always makes a fresh descriptor without close-on-exec.
-Result<void> make_pipe(int fds[2]) {
+struct Pipe {
+    util::UniqueFd read;
+    util::UniqueFd write;
+};
+
+Result<Pipe> make_pipe() {
+    int fds[2] = {-1, -1};
     if (::pipe2(fds, O_CLOEXEC) != 0) {
         return Error(Errc::kIoError, std::string("pipe2: ") + std::strerror(errno));
     }
-    for (int i = 0; i < 2; ++i) {
-        if (fds[i] > STDERR_FILENO) continue;
-        int moved = ::fcntl(fds[i], F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
-        int error_number = errno;
-        close_fd(fds[i]);
-        if (moved < 0) {
-            close_fd(fds[1 - i]);
-            return Error(Errc::kIoError, std::string("fcntl: ") + std::strerror(error_number));
-        }
-        fds[i] = moved;
+    Pipe pipe{util::UniqueFd(fds[0]), util::UniqueFd(fds[1])};
+    for (util::UniqueFd* end : {&pipe.read, &pipe.write}) {
+        if (end->get() > STDERR_FILENO) continue;
+        util::UniqueFd moved(::fcntl(end->get(), F_DUPFD_CLOEXEC, STDERR_FILENO + 1));
+        if (!moved) return Error(Errc::kIoError, std::string("fcntl: ") + std::strerror(errno));
+        *end = std::move(moved);
     }
-    return ok();
+    return pipe;
 }
 
 std::string describe_status(int status) {
@@ -139,7 +137,7 @@ WorkerPool::~WorkerPool() {
         workers.swap(idle_);
     }
     // Every input first, so that the workers exit in parallel, then reap each one.
-    for (auto& worker : workers) close_fd(worker.to_worker);
+    for (auto& worker : workers) worker.to_worker.reset();
     for (auto& worker : workers) {
         Ending ending = retire(worker);
         util::log_line(util::LogLevel::kDebug,
@@ -163,7 +161,7 @@ Result<WorkerPool::Worker> WorkerPool::acquire() {
     changed_.wait(lock, [&] { return !idle_.empty() || free_slots_ > 0; });
     if (!idle_.empty()) {
         // The most recently used one: its NVRTC is loaded and its caches are warm.
-        Worker worker = idle_.back();
+        Worker worker = std::move(idle_.back());
         idle_.pop_back();
         return worker;
     }
@@ -177,7 +175,7 @@ Result<WorkerPool::Worker> WorkerPool::acquire() {
 void WorkerPool::release(Worker worker) {
     {
         std::lock_guard lock(mutex_);
-        idle_.push_back(worker);
+        idle_.push_back(std::move(worker));
     }
     changed_.notify_one();
 }
@@ -191,19 +189,13 @@ void WorkerPool::give_back_slot() {
 }
 
 Result<WorkerPool::Worker> WorkerPool::spawn() {
-    int to_child[2] = {-1, -1};
-    int from_child[2] = {-1, -1};
-    if (auto made = make_pipe(to_child); !made) return std::move(made).error();
-    if (auto made = make_pipe(from_child); !made) {
-        close_fd(to_child[0]);
-        close_fd(to_child[1]);
-        return std::move(made).error();
-    }
+    TRY_ASSIGN(Pipe to_child, make_pipe());
+    TRY_ASSIGN(Pipe from_child, make_pipe());
 
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, to_child[0], STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, from_child[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, to_child.read.get(), STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, from_child.write.get(), STDOUT_FILENO);
     // stderr is inherited: the worker's log lines (KCACHE_LOG) go where ours go. Nothing else
     // is: the application's descriptors without O_CLOEXEC (sockets, files) stay out of a
     // process that lives as long as the pool.
@@ -228,16 +220,14 @@ Result<WorkerPool::Worker> WorkerPool::spawn() {
                           envp.data());
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attributes);
-    close_fd(to_child[0]);
-    close_fd(from_child[1]);
+    to_child.read.reset();
+    from_child.write.reset();
     if (rc != 0) {
-        close_fd(to_child[1]);
-        close_fd(from_child[0]);
         return Error(Errc::kIoError, "cannot start compile worker " + describe_command() + ": " +
                                          std::strerror(rc));
     }
-    worker.to_worker = to_child[1];
-    worker.from_worker = from_child[0];
+    worker.to_worker = std::move(to_child.write);
+    worker.from_worker = std::move(from_child.read);
     {
         std::lock_guard lock(mutex_);
         live_pids_.push_back(worker.pid);
@@ -251,7 +241,7 @@ Result<WorkerPool::Worker> WorkerPool::spawn() {
                                          std::to_string(worker.pid) + ") " + why + "; it " +
                                          ending.how);
     };
-    auto frame = read_frame(worker.from_worker, startup_timeout_);
+    auto frame = read_frame(worker.from_worker.get(), startup_timeout_);
     if (!frame) {
         return refuse("gave no valid hello within " + std::to_string(startup_timeout_.count()) +
                       " ms: " + frame.error().message());
@@ -269,12 +259,12 @@ Result<WorkerPool::Worker> WorkerPool::spawn() {
 }
 
 Result<Result<Compiled>> WorkerPool::exchange(const Worker& worker, const std::string& request) {
-    if (auto sent = write_frame(worker.to_worker, request); !sent) {
+    if (auto sent = write_frame(worker.to_worker.get(), request); !sent) {
         return Error(Errc::kIoError, "sending the request: " + sent.error().message());
     }
     // Bounded: a worker that hangs must not hang its caller (and every process waiting on the
     // same fingerprint's lock) for ever. Heavy-header compiles take minutes at worst.
-    auto frame = read_frame(worker.from_worker, kCompileTimeout);
+    auto frame = read_frame(worker.from_worker.get(), kCompileTimeout);
     if (!frame) return Error(Errc::kIoError, "reading the answer: " + frame.error().message());
     if (!frame->has_value()) return Error(Errc::kIoError, "no answer (end of file)");
     auto response = decode_response(**frame);
@@ -282,10 +272,9 @@ Result<Result<Compiled>> WorkerPool::exchange(const Worker& worker, const std::s
     return Result<Result<Compiled>>(std::move(*response));
 }
 
-WorkerPool::Ending WorkerPool::retire(const Worker& worker) {
-    Worker closing = worker;
-    close_fd(closing.to_worker);
-    close_fd(closing.from_worker);
+WorkerPool::Ending WorkerPool::retire(Worker& worker) {
+    worker.to_worker.reset();
+    worker.from_worker.reset();
     {
         std::lock_guard lock(mutex_);
         live_pids_.erase(std::remove(live_pids_.begin(), live_pids_.end(), worker.pid),
@@ -327,7 +316,7 @@ Result<Compiled> WorkerPool::compile_cuda(const CudaProgram& program, const Targ
 
     auto first = exchange(*worker, request);
     if (first) {
-        release(*worker);
+        release(std::move(*worker));
         return std::move(*first);
     }
     Ending first_ending = retire(*worker);
@@ -347,7 +336,7 @@ Result<Compiled> WorkerPool::compile_cuda(const CudaProgram& program, const Targ
     }
     auto second = exchange(*fresh, request);
     if (second) {
-        release(*fresh);
+        release(std::move(*fresh));
         return std::move(*second);
     }
     Ending second_ending = retire(*fresh);

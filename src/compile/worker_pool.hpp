@@ -15,6 +15,7 @@
 
 #include "compile/compiler.hpp"
 #include "kcache/result.hpp"
+#include "util/unique_fd.hpp"
 
 namespace kcache::compile {
 
@@ -58,8 +59,8 @@ public:
 private:
     struct Worker {
         pid_t pid = -1;
-        int to_worker = -1;    // its stdin
-        int from_worker = -1;  // its stdout
+        util::UniqueFd to_worker;    // its stdin
+        util::UniqueFd from_worker;  // its stdout
     };
     // How a retired worker ended, for messages and for telling a compiler crash from the rest.
     struct Ending {
@@ -81,7 +82,7 @@ private:
     Result<Result<Compiled>> exchange(const Worker& worker, const std::string& request);
     // Ends a worker: closes its pipes, gives it a moment to exit, kills it if it still runs,
     // reaps it. The slot stays held.
-    Ending retire(const Worker& worker);
+    Ending retire(Worker& worker);
     void give_back_slot();
     std::string describe_command() const;
 

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "util/files.hpp"
@@ -22,7 +23,7 @@
 namespace kcache::util {
 
 struct FileLock::Access {
-    static FileLock make(int fd) { return FileLock(fd); }
+    static FileLock make(UniqueFd fd) { return FileLock(std::move(fd)); }
 };
 
 namespace {
@@ -103,15 +104,14 @@ struct Place {
 
 // The lock file, opened for locking: created if missing, never through a link (O_NOFOLLOW) and
 // never blocking on a FIFO (O_NONBLOCK); anything but a regular file is refused (EINVAL).
-int open_lock_file(const Place& place) {
-    const int fd = openat(place.directory_fd, place.name.c_str(),
-                          O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0600);
-    if (fd < 0) return -1;
+UniqueFd open_lock_file(const Place& place) {
+    UniqueFd fd(openat(place.directory_fd, place.name.c_str(),
+                       O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0600));
+    if (!fd) return fd;
     struct stat status {};
-    if (fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
-        close(fd);
+    if (fstat(fd.get(), &status) != 0 || !S_ISREG(status.st_mode)) {
+        fd.reset();
         errno = EINVAL;
-        return -1;
     }
     return fd;
 }
@@ -166,20 +166,19 @@ struct Look {
 
 Look look(const Place& place, int fd) {
     Look seen;
-    const int fresh = openat(place.directory_fd, place.name.c_str(),
-                             O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
-    if (fresh < 0) return seen;
+    const UniqueFd fresh(openat(place.directory_fd, place.name.c_str(),
+                                O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK));
+    if (!fresh) return seen;
     struct stat now {};
     struct stat held {};
-    if (fstat(fresh, &now) == 0 && fstat(fd, &held) == 0 && S_ISREG(now.st_mode) &&
+    if (fstat(fresh.get(), &now) == 0 && fstat(fd, &held) == 0 && S_ISREG(now.st_mode) &&
         now.st_dev == held.st_dev && now.st_ino == held.st_ino) {
         seen.same_file = true;
         seen.stamp = time_of(now.st_mtim);
         char text[320];
-        const ssize_t got = pread(fresh, text, sizeof(text), 0);
+        const ssize_t got = pread(fresh.get(), text, sizeof(text), 0);
         if (got > 0) seen.holder = parse_holder(std::string_view(text, static_cast<size_t>(got)));
     }
-    close(fresh);
     return seen;
 }
 
@@ -199,7 +198,8 @@ std::string seconds(std::chrono::steady_clock::duration waited) {
     return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " s";
 }
 
-std::optional<FileLock> wait_for(const Place& place, std::chrono::milliseconds patience, int fd) {
+std::optional<FileLock> wait_for(const Place& place, std::chrono::milliseconds patience,
+                                 UniqueFd fd) {
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + patience;
     // Polling rather than a blocking flock: a blocking wait cannot be bounded, and a stuck
@@ -213,25 +213,24 @@ std::optional<FileLock> wait_for(const Place& place, std::chrono::milliseconds p
     std::chrono::system_clock::time_point last_stamp;
     auto last_move = start;
     for (;;) {
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        if (flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
             if (said) {
                 log_line(LogLevel::kInfo, "got the lock " + place.name + " after " +
                                               seconds(std::chrono::steady_clock::now() - start));
             }
-            return FileLock::Access::make(fd);
+            return FileLock::Access::make(std::move(fd));
         }
         if (errno != EWOULDBLOCK && errno != EINTR) break;
         const auto now = std::chrono::steady_clock::now();
         if (now >= next_look) {
             next_look = now + period() / 4;
-            seen = look(place, fd);
+            seen = look(place, fd.get());
             if (!seen.same_file) {
                 // Removed or replaced (a cleaner broke or swept it): wait on the file the name
                 // leads to now, else this lock would be on a file nobody else can find.
-                const int reopened = open_lock_file(place);
-                if (reopened < 0) break;
-                close(fd);
-                fd = reopened;
+                UniqueFd reopened = open_lock_file(place);
+                if (!reopened) break;
+                fd = std::move(reopened);
                 last_move = now;
                 continue;
             }
@@ -263,7 +262,6 @@ std::optional<FileLock> wait_for(const Place& place, std::chrono::milliseconds p
         std::this_thread::sleep_for(pause);
         pause = std::min(pause * 2, std::chrono::microseconds(20000));
     }
-    close(fd);
     return std::nullopt;
 }
 
@@ -282,31 +280,29 @@ void FileLock::set_heartbeat_period(std::chrono::milliseconds period) noexcept {
     heartbeat_ms.store(std::max<std::int64_t>(1, period.count()), std::memory_order_relaxed);
 }
 
-FileLock::FileLock(int fd) : fd_(fd) {
-    become_holder(fd);
+FileLock::FileLock(UniqueFd fd) : fd_(std::move(fd)) {
+    become_holder(fd_.get());
 }
 
 namespace {
 
 std::optional<FileLock> acquire_at(const Place& place, std::chrono::milliseconds patience) {
-    const int fd = open_lock_file(place);
-    if (fd < 0) return std::nullopt;
-    return wait_for(place, patience, fd);
+    UniqueFd fd = open_lock_file(place);
+    if (!fd) return std::nullopt;
+    return wait_for(place, patience, std::move(fd));
 }
 
 Result<std::optional<FileLock>> try_acquire_at(const Place& place, FileLock::IfSilent if_silent) {
-    int fd = open_lock_file(place);
-    if (fd < 0) return io_error("open", place.name, errno);
+    UniqueFd fd = open_lock_file(place);
+    if (!fd) return io_error("open", place.name, errno);
     for (int attempt = 0;; ++attempt) {
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-            return std::optional<FileLock>(FileLock::Access::make(fd));
+        if (flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
+            return std::optional<FileLock>(FileLock::Access::make(std::move(fd)));
+        }
         if (errno == EINTR) continue;
         const int saved = errno;
-        if (saved != EWOULDBLOCK) {
-            close(fd);
-            return io_error("lock", place.name, saved);
-        }
-        const Look seen = look(place, fd);
+        if (saved != EWOULDBLOCK) return io_error("lock", place.name, saved);
+        const Look seen = look(place, fd.get());
         if (if_silent == FileLock::IfSilent::kKeep || attempt > 0 || !silent(seen)) break;
         // The holder is silent: its file goes, and whoever comes next (this process, just below)
         // creates and locks a fresh one. Why that is safe is the caller's to say.
@@ -314,11 +310,9 @@ Result<std::optional<FileLock>> try_acquire_at(const Place& place, FileLock::IfS
                                       seen.holder.describe() + ", has not stamped it for " +
                                       seconds(silence_limit()) + " (stopped or hung?)");
         if (unlinkat(place.directory_fd, place.name.c_str(), 0) != 0 && errno != ENOENT) break;
-        close(fd);
         fd = open_lock_file(place);
-        if (fd < 0) return io_error("open", place.name, errno);
+        if (!fd) return io_error("open", place.name, errno);
     }
-    close(fd);
     return std::optional<FileLock>();
 }
 
@@ -344,15 +338,12 @@ Result<std::optional<FileLock>> FileLock::try_acquire(int directory_fd,
     return try_acquire_at(Place{directory_fd, relative_name}, if_silent);
 }
 
-FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_) {
-    other.fd_ = -1;
-}
+FileLock::FileLock(FileLock&& other) noexcept : fd_(std::move(other.fd_)) {}
 
 FileLock& FileLock::operator=(FileLock&& other) noexcept {
     if (this != &other) {
         release();
-        fd_ = other.fd_;
-        other.fd_ = -1;
+        fd_ = std::move(other.fd_);
     }
     return *this;
 }
@@ -362,11 +353,10 @@ FileLock::~FileLock() {
 }
 
 void FileLock::release() noexcept {
-    if (fd_ >= 0) {
-        Heartbeat::instance().remove(fd_);
-        flock(fd_, LOCK_UN);
-        close(fd_);
-        fd_ = -1;
+    if (fd_) {
+        Heartbeat::instance().remove(fd_.get());
+        flock(fd_.get(), LOCK_UN);
+        fd_.reset();
     }
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "kcache/result.hpp"
+#include "util/unique_fd.hpp"
 
 namespace kcache::util {
 
@@ -63,9 +64,9 @@ public:
     struct Access;  // defined in file_lock.cpp only: lets its helpers make a holder
 
 private:
-    explicit FileLock(int fd);  // the holder of `fd`'s lock: says so in the file, stamps it
+    explicit FileLock(UniqueFd fd);  // the holder of `fd`'s lock: says so in the file, stamps it
     void release() noexcept;
-    int fd_ = -1;
+    UniqueFd fd_;
 };
 
 }  // namespace kcache::util

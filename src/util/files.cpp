@@ -4,20 +4,19 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <random>
 #include <utility>
 
-#include "util/closed_fd.hpp"
+#include "util/beneath.hpp"
+#include "util/unique_fd.hpp"
 #include "util/spare_buffer.hpp"
 
 namespace kcache::util {
@@ -76,94 +75,17 @@ const char* kind_word(mode_t mode) {
     return "not a regular file";
 }
 
-Error invalid_relative(std::string_view relative) {
-    // Appended, not concatenated: GCC 12 at -O3 warns falsely (-Wrestrict) on "'" + string.
-    std::string message = "'";
-    message.append(relative).append("' is not a path below the cache directory");
-    return Error(Errc::kInvalidArgument, std::move(message));
-}
-
-// openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS does the walk in one call (a lookup's
-// only system call but the read); where the kernel lacks it, each level is opened in turn.
-std::atomic<bool> g_no_openat2{false};
-
-int open_beneath(int base, const std::string& relative, int flags) {
-    if (!g_no_openat2.load(std::memory_order_relaxed)) {
-        open_how how{};
-        how.flags = static_cast<std::uint64_t>(flags) | O_NOFOLLOW | O_CLOEXEC;
-        how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-        const long fd = syscall(SYS_openat2, base, relative.c_str(), &how, sizeof how);
-        if (fd >= 0) return static_cast<int>(fd);
-        // ENOSYS: an older kernel; EPERM: a seccomp filter that does not know the call.
-        if (errno != ENOSYS && errno != EPERM) return -1;
-        g_no_openat2.store(true, std::memory_order_relaxed);
-    }
-    int fd = base;
-    std::size_t start = 0;
-    for (;;) {
-        const std::size_t slash = relative.find('/', start);
-        const bool last = slash == std::string::npos;
-        const std::string part = relative.substr(start, last ? std::string::npos : slash - start);
-        const int next = openat(
-            fd, part.c_str(),
-            last ? flags | O_NOFOLLOW | O_CLOEXEC : O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        const int saved = errno;
-        if (fd != base) close(fd);
-        if (next < 0) {
-            errno = saved;
-            return -1;
-        }
-        if (last) return next;
-        fd = next;
-        start = slash + 1;
-    }
-}
-
-// The folder holding `relative`'s last part, held, and that part's name. The folder is `base`
-// itself (not owned: fd borrowed) for a name directly below it.
-struct Parent {
-    int fd = -1;
-    bool owned = false;
-    std::string name;
-    Parent() = default;
-    Parent(const Parent&) = delete;
-    Parent& operator=(const Parent&) = delete;
-    ~Parent() {
-        if (owned && fd >= 0) close(fd);
-    }
+struct DirectoryStreamCloser {
+    void operator()(DIR* stream) const noexcept { (void)closedir(stream); }
 };
+// A directory being read: it owns the descriptor it was opened from.
+using DirectoryStream = std::unique_ptr<DIR, DirectoryStreamCloser>;
 
-// Errors for what lies on the way: ELOOP and ENOTDIR there mean a link or a file where a folder
-// should be, which a path walked with links followed would have gone through.
-Error walk_error(const std::string& what, const std::string& path, int error_number) {
-    if (error_number == ELOOP || error_number == EXDEV) {
-        return Error(Errc::kIoError, what + " " + path +
-                                         ": a symbolic link on the way, which kcache does not "
-                                         "follow below its directory");
-    }
-    return io_error(what, path, error_number);
-}
-
-// 0, or the errno of the failure (EINVAL: `relative` is not a path below `base`).
-int open_parent(const OpenDirectory& base, std::string_view relative, Parent& parent) {
-    if (!is_relative_below(relative)) return EINVAL;
-    const std::size_t slash = relative.rfind('/');
-    parent.name =
-        std::string(slash == std::string_view::npos ? relative : relative.substr(slash + 1));
-    if (slash == std::string_view::npos) {
-        parent.fd = base.fd();
-        return 0;
-    }
-    parent.fd =
-        open_beneath(base.fd(), std::string(relative.substr(0, slash)), O_PATH | O_DIRECTORY);
-    if (parent.fd < 0) return errno;
-    parent.owned = true;
-    return 0;
-}
-
-Error parent_error(const OpenDirectory& base, std::string_view relative, int error_number) {
-    if (error_number == EINVAL) return invalid_relative(relative);
-    return walk_error("open", base.path_of(relative.substr(0, relative.rfind('/'))), error_number);
+// nullptr with errno if fdopendir fails, `fd` closed either way.
+DirectoryStream stream_of(UniqueFd fd) {
+    DirectoryStream stream(fdopendir(fd.get()));
+    if (stream) (void)fd.release();
+    return stream;
 }
 
 // Removes what `fd`'s `name` is, a directory with everything below it (to `depth` more levels),
@@ -174,27 +96,22 @@ Result<void> remove_at(int fd, const std::string& name, const std::string& shown
     if (depth <= 0) {
         return Error(Errc::kIoError, "remove " + shown + ": folders nested too deep to remove");
     }
-    const int folder = openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (folder < 0) return io_error("remove", shown, errno);
-    DIR* dir = fdopendir(folder);
-    if (dir == nullptr) {
-        const int saved = errno;
-        close(folder);
-        return io_error("remove", shown, saved);
-    }
+    UniqueFd folder(openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!folder) return io_error("remove", shown, errno);
+    const DirectoryStream dir = stream_of(std::move(folder));
+    if (!dir) return io_error("remove", shown, errno);
     std::vector<std::string> names;
-    while (const dirent* item = readdir(dir)) {
+    while (const dirent* item = readdir(dir.get())) {
         const std::string_view entry = item->d_name;
         if (entry != "." && entry != "..") names.emplace_back(entry);
     }
     Result<void> result = ok();
     for (const std::string& entry : names) {
-        if (auto removed = remove_at(dirfd(dir), entry, shown + "/" + entry, depth - 1);
+        if (auto removed = remove_at(dirfd(dir.get()), entry, shown + "/" + entry, depth - 1);
             !removed && result) {
             result = removed;
         }
     }
-    closedir(dir);
     if (!result) return result;
     if (unlinkat(fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
         return io_error("remove", shown, errno);
@@ -206,9 +123,9 @@ class RealFiles final : public Files {
 public:
     Result<OpenDirectory> open_directory(const std::string& path) override {
         // O_PATH: the directory is only ever a base for openat(), never read itself.
-        const int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) return io_error("open", path, errno);
-        return OpenDirectory(path, fd);
+        UniqueFd fd(open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!fd) return io_error("open", path, errno);
+        return OpenDirectory(path, std::move(fd));
     }
 
     Result<std::optional<std::string>> read(const OpenDirectory& base, std::string_view relative,
@@ -217,9 +134,9 @@ public:
                                             const Writers* writers) override {
         if (!is_relative_below(relative)) return invalid_relative(relative);
         // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-        const int fd =
+        UniqueFd fd =
             open_beneath(base.fd(), std::string(relative), O_RDONLY | O_NONBLOCK | O_NOCTTY);
-        if (fd < 0) {
+        if (!fd) {
             const int saved = errno;  // before path_of allocates
             if (saved == ENOENT) return std::optional<std::string>();
             if (saved == ELOOP) {
@@ -229,50 +146,49 @@ public:
             }
             return walk_error("open", base.path_of(relative), saved);
         }
-        return read_open_file(fd, base, relative, max_bytes, stamp_after, writers);
+        return read_open_file(std::move(fd), base, relative, max_bytes, stamp_after, writers);
     }
 
     Result<void> write_atomic(const OpenDirectory& base, std::string_view relative,
                               std::string_view bytes, Durability durability) override {
         Parent parent;
-        if (const int failed = open_parent(base, relative, parent)) {
+        if (const int failed = parent.open(base, relative)) {
             return parent_error(base, relative, failed);
         }
-        const std::string temp = temporary_name(parent.name);
-        const int fd = openat(parent.fd, temp.c_str(),
-                              O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        const std::string temp = temporary_name(parent.name());
+        UniqueFd fd(openat(parent.fd(), temp.c_str(),
+                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
         const auto shown_temp = [&] {
             const std::size_t slash = relative.rfind('/');
             return base.path_of(slash == std::string_view::npos
                                     ? temp
                                     : std::string(relative.substr(0, slash + 1)) + temp);
         };
-        if (fd < 0) return io_error("create", shown_temp(), errno);
+        if (!fd) return io_error("create", shown_temp(), errno);
         auto fail = [&](const char* what) {
             const int saved = errno;
-            close(fd);
-            unlinkat(parent.fd, temp.c_str(), 0);
+            fd.reset();
+            unlinkat(parent.fd(), temp.c_str(), 0);
             return io_error(what, shown_temp(), saved);
         };
         std::size_t done = 0;
         while (done < bytes.size()) {
-            const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+            const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
             if (n < 0) {
                 if (errno == EINTR) continue;
                 return fail("write");
             }
             done += static_cast<std::size_t>(n);
         }
-        if (durability == Durability::kSynced && fsync(fd) != 0) return fail("fsync");
-        if (close(fd) != 0) {
-            const int saved = errno;
-            unlinkat(parent.fd, temp.c_str(), 0);
+        if (durability == Durability::kSynced && fsync(fd.get()) != 0) return fail("fsync");
+        if (const int saved = fd.close(); saved != 0) {
+            unlinkat(parent.fd(), temp.c_str(), 0);
             return io_error("close", shown_temp(), saved);
         }
         // renameat replaces a link at the name itself, never what it points to.
-        if (renameat(parent.fd, temp.c_str(), parent.fd, parent.name.c_str()) != 0) {
+        if (renameat(parent.fd(), temp.c_str(), parent.fd(), parent.name().c_str()) != 0) {
             const int saved = errno;
-            unlinkat(parent.fd, temp.c_str(), 0);
+            unlinkat(parent.fd(), temp.c_str(), 0);
             return io_error("rename", base.path_of(relative), saved);
         }
         return ok();
@@ -280,12 +196,12 @@ public:
 
     Result<void> remove(const OpenDirectory& base, std::string_view relative) override {
         Parent parent;
-        if (const int failed = open_parent(base, relative, parent)) {
+        if (const int failed = parent.open(base, relative)) {
             // A folder on the way that is not there: nothing to remove below it.
             if (failed == ENOENT) return ok();
             return parent_error(base, relative, failed);
         }
-        if (unlinkat(parent.fd, parent.name.c_str(), 0) == 0 || errno == ENOENT) return ok();
+        if (unlinkat(parent.fd(), parent.name().c_str(), 0) == 0 || errno == ENOENT) return ok();
         if (errno == EISDIR || errno == EPERM) {
             return Error(Errc::kInvalidArgument, "remove " + base.path_of(relative) +
                                                      ": a directory, not removed as a file");
@@ -295,20 +211,17 @@ public:
 
     Result<void> remove_tree(const OpenDirectory& base, std::string_view relative) override {
         Parent parent;
-        if (const int failed = open_parent(base, relative, parent)) {
+        if (const int failed = parent.open(base, relative)) {
             if (failed == ENOENT) return ok();
             return parent_error(base, relative, failed);
         }
-        return remove_at(parent.fd, parent.name, base.path_of(relative), kMaxTreeDepth);
+        return remove_at(parent.fd(), parent.name(), base.path_of(relative), kMaxTreeDepth);
     }
 
     Result<void> make_directories(const OpenDirectory& base, std::string_view relative,
                                   mode_t mode) override {
         if (!is_relative_below(relative)) return invalid_relative(relative);
-        int fd = base.fd();
-        const auto release = [&] {
-            if (fd != base.fd()) close(fd);
-        };
+        UniqueFd level;  // the level reached so far, when not `base` itself
         std::size_t start = 0;
         for (;;) {
             const std::size_t slash = relative.find('/', start);
@@ -316,16 +229,13 @@ public:
                 start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
             const std::string shown = base.path_of(
                 relative.substr(0, slash == std::string_view::npos ? relative.size() : slash));
-            if (mkdirat(fd, part.c_str(), mode) != 0 && errno != EEXIST) {
-                const int saved = errno;
-                release();
-                return io_error("mkdir", shown, saved);
+            const int at = level ? level.get() : base.fd();
+            if (mkdirat(at, part.c_str(), mode) != 0 && errno != EEXIST) {
+                return io_error("mkdir", shown, errno);
             }
-            const int next =
-                openat(fd, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            const int saved = errno;
-            release();
-            if (next < 0) {
+            UniqueFd next(openat(at, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            if (!next) {
+                const int saved = errno;
                 if (saved == ENOTDIR || saved == ELOOP) {
                     return Error(Errc::kIoError, shown +
                                                      " is not a directory (a symbolic link or a "
@@ -333,51 +243,46 @@ public:
                 }
                 return io_error("open", shown, saved);
             }
-            fd = next;
+            level = std::move(next);
             if (slash == std::string_view::npos) break;
             start = slash + 1;
         }
-        release();
         return ok();
     }
 
     Result<std::vector<std::string>> list_directory(const OpenDirectory& base,
                                                     std::string_view relative) override {
-        const int fd = relative.empty() ? openat(base.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                       : is_relative_below(relative)
-                           ? open_beneath(base.fd(), std::string(relative), O_RDONLY | O_DIRECTORY)
-                           : (errno = EINVAL, -1);
-        if (fd < 0) return walk_error("list", base.path_of(relative), errno);
-        DIR* dir = fdopendir(fd);
-        if (dir == nullptr) {
-            const int saved = errno;
-            close(fd);
-            return io_error("list", base.path_of(relative), saved);
+        if (!relative.empty() && !is_relative_below(relative)) {
+            return walk_error("list", base.path_of(relative), EINVAL);
         }
+        UniqueFd fd = relative.empty()
+                          ? UniqueFd(openat(base.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC))
+                          : open_beneath(base.fd(), std::string(relative), O_RDONLY | O_DIRECTORY);
+        if (!fd) return walk_error("list", base.path_of(relative), errno);
+        const DirectoryStream dir = stream_of(std::move(fd));
+        if (!dir) return io_error("list", base.path_of(relative), errno);
         std::vector<std::string> names;
         for (;;) {
             // readdir signals an error only through errno, so it is cleared before each call.
             errno = 0;
-            const dirent* item = readdir(dir);
+            const dirent* item = readdir(dir.get());
             if (item == nullptr) break;
             const std::string_view name = item->d_name;
             if (name != "." && name != "..") names.emplace_back(name);
         }
-        const int saved = errno;
-        closedir(dir);
-        if (saved != 0) return io_error("list", base.path_of(relative), saved);
+        if (const int saved = errno; saved != 0) return io_error("list", base.path_of(relative), saved);
         return names;
     }
 
     Result<std::optional<FileStatus>> status(const OpenDirectory& base,
                                              std::string_view relative) override {
         Parent parent;
-        if (const int failed = open_parent(base, relative, parent)) {
+        if (const int failed = parent.open(base, relative)) {
             if (failed == ENOENT) return std::optional<FileStatus>();
             return parent_error(base, relative, failed);
         }
         struct stat info {};
-        if (fstatat(parent.fd, parent.name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (fstatat(parent.fd(), parent.name().c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
             if (errno == ENOENT) return std::optional<FileStatus>();
             return io_error("stat", base.path_of(relative), errno);
         }
@@ -386,11 +291,11 @@ public:
 
     Result<void> touch(const OpenDirectory& base, std::string_view relative) override {
         Parent parent;
-        if (const int failed = open_parent(base, relative, parent)) {
+        if (const int failed = parent.open(base, relative)) {
             return parent_error(base, relative, failed);
         }
         const timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-        if (utimensat(parent.fd, parent.name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (utimensat(parent.fd(), parent.name().c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
             return io_error("touch", base.path_of(relative), errno);
         }
         return ok();
@@ -399,27 +304,26 @@ public:
     Result<OpenDirectory> open_below(const OpenDirectory& base,
                                      std::string_view relative) override {
         if (relative.empty()) {
-            const int fd = openat(base.fd(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-            if (fd < 0) return io_error("open", base.path(), errno);
-            return OpenDirectory(base.path(), fd);
+            UniqueFd fd(openat(base.fd(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+            if (!fd) return io_error("open", base.path(), errno);
+            return OpenDirectory(base.path(), std::move(fd));
         }
         if (!is_relative_below(relative)) return invalid_relative(relative);
-        const int fd = open_beneath(base.fd(), std::string(relative), O_PATH | O_DIRECTORY);
-        if (fd < 0) return walk_error("open", base.path_of(relative), errno);
-        return OpenDirectory(base.path_of(relative), fd);
+        UniqueFd fd = open_beneath(base.fd(), std::string(relative), O_PATH | O_DIRECTORY);
+        if (!fd) return walk_error("open", base.path_of(relative), errno);
+        return OpenDirectory(base.path_of(relative), std::move(fd));
     }
 
 private:
     // Reads an opened file whole and closes it, stamping it as read() does. Checks its type and
     // size before allocating anything.
-    static Result<std::optional<std::string>> read_open_file(int fd, const OpenDirectory& base,
+    static Result<std::optional<std::string>> read_open_file(UniqueFd fd, const OpenDirectory& base,
                                                              std::string_view relative,
                                                              std::uint64_t max_bytes,
                                                              std::chrono::seconds stamp_after,
                                                              const Writers* writers) {
-        const ClosedOnExit closed{fd};
         struct stat info {};
-        if (fstat(fd, &info) != 0) {
+        if (fstat(fd.get(), &info) != 0) {
             const int saved = errno;
             return io_error("stat", base.path_of(relative), saved);
         }
@@ -462,7 +366,7 @@ private:
         }
         std::size_t done = 0;
         while (done < out.size()) {
-            const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+            const ssize_t n = ::read(fd.get(), out.data() + done, out.size() - done);
             if (n < 0) {
                 if (errno == EINTR) continue;
                 const int saved = errno;
@@ -475,61 +379,13 @@ private:
         if (stamp_after.count() >= 0 &&
             std::chrono::system_clock::now() - modified_time(info) > stamp_after) {
             const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-            (void)futimens(fd, times);  // ignored on purpose: see Files::read
+            (void)futimens(fd.get(), times);  // ignored on purpose: see Files::read
         }
         return std::optional<std::string>(std::move(out));
     }
 };
 
 }  // namespace
-
-bool is_relative_below(std::string_view relative) noexcept {
-    if (relative.empty() || relative.front() == '/' || relative.back() == '/') return false;
-    std::size_t start = 0;
-    for (;;) {
-        const std::size_t slash = relative.find('/', start);
-        const std::string_view part = relative.substr(
-            start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
-        if (part.empty() || part == "." || part == "..") return false;
-        if (part.find('\0') != std::string_view::npos) return false;
-        if (slash == std::string_view::npos) return true;
-        start = slash + 1;
-    }
-}
-
-OpenDirectory::~OpenDirectory() {
-    if (fd_ >= 0) close(fd_);
-}
-
-OpenDirectory::OpenDirectory(OpenDirectory&& other) noexcept
-    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
-
-OpenDirectory& OpenDirectory::operator=(OpenDirectory&& other) noexcept {
-    if (this != &other) {
-        if (fd_ >= 0) close(fd_);
-        path_ = std::move(other.path_);
-        fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-}
-
-std::string OpenDirectory::path_of(std::string_view relative) const {
-    std::string path = path_;
-    if (!relative.empty()) {
-        if (path.empty() || path.back() != '/') path += '/';
-        path.append(relative);
-    }
-    return path;
-}
-
-bool OpenDirectory::still_at_its_path() const noexcept {
-    if (fd_ < 0) return false;
-    struct stat held {};
-    struct stat named {};
-    if (fstat(fd_, &held) != 0) return false;
-    if (stat(path_.c_str(), &named) != 0) return false;
-    return held.st_dev == named.st_dev && held.st_ino == named.st_ino;
-}
 
 Files& real_files() {
     static RealFiles files;
@@ -538,16 +394,15 @@ Files& real_files() {
 
 Result<std::optional<std::string>> read_named_file(const std::string& path,
                                                    std::uint64_t max_bytes) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
+    const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+    if (!fd) {
         if (errno == ENOENT) return std::optional<std::string>();
         return io_error("open", path, errno);
     }
-    const ClosedOnExit closed{fd};
     std::string out;
     char chunk[65536];
     for (;;) {
-        const ssize_t n = ::read(fd, chunk, sizeof chunk);
+        const ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
         if (n < 0) {
             if (errno == EINTR) continue;
             return io_error("read", path, errno);

@@ -11,10 +11,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "kcache/result.hpp"
+#include "util/open_directory.hpp"
 
 namespace kcache::util {
 
@@ -46,35 +46,6 @@ struct Writers {
 
 // A read that never refreshes the file's modification time.
 inline constexpr std::chrono::seconds kNeverStamp{-1};
-
-// A directory held open (O_PATH), the base every operation below it starts from, so that a file
-// below it is reached without walking the directory's own path again, and so that a directory
-// renamed or replaced meanwhile cannot redirect what kcache reads or deletes. Move-only; closes
-// what it holds. fd -1: holds nothing.
-class OpenDirectory {
-public:
-    OpenDirectory() = default;
-    OpenDirectory(std::string path, int fd) noexcept : path_(std::move(path)), fd_(fd) {}
-    ~OpenDirectory();
-    OpenDirectory(OpenDirectory&& other) noexcept;
-    OpenDirectory& operator=(OpenDirectory&& other) noexcept;
-    OpenDirectory(const OpenDirectory&) = delete;
-    OpenDirectory& operator=(const OpenDirectory&) = delete;
-
-    // The path it was opened by, for messages: "<path>/<relative>".
-    const std::string& path() const noexcept { return path_; }
-    int fd() const noexcept { return fd_; }
-    // Gives up the descriptor, which the caller then owns.
-    int release() noexcept { return std::exchange(fd_, -1); }
-    std::string path_of(std::string_view relative) const;
-    // Whether its path still names the directory held, not one made in its place after it was
-    // removed (one stat).
-    bool still_at_its_path() const noexcept;
-
-private:
-    std::string path_;
-    int fd_ = -1;
-};
 
 // Every `relative` is a path below `base` such as "ab/cdef.kc" or "stats/0": not empty, no
 // leading '/', no "." or ".." part (kInvalidArgument otherwise). No symbolic link is followed at

@@ -12,6 +12,8 @@
 #include <set>
 #include <string>
 
+#include "util/unique_fd.hpp"
+
 namespace kcache::util {
 namespace {
 
@@ -59,16 +61,12 @@ void load_from_environment() {
 }
 
 // The log file, opened for each line: never a FIFO that would stall every caller (O_NONBLOCK,
-// then only a regular file is kept), never inherited by a child (O_CLOEXEC). -1: stderr.
-int open_log_file(const std::string& path) {
-    const int fd =
-        open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
-    if (fd < 0) return -1;
+// then only a regular file is kept), never inherited by a child (O_CLOEXEC). None: stderr.
+UniqueFd open_log_file(const std::string& path) {
+    UniqueFd fd(
+        open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600));
     struct stat info {};
-    if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-        close(fd);
-        return -1;
-    }
+    if (fd && (fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode))) fd.reset();
     return fd;
 }
 
@@ -76,8 +74,8 @@ void write(std::string_view line) {
     std::string text = "kcache: ";
     text.append(line).push_back('\n');
     // A bad log path must not silence errors entirely: stderr then.
-    const int fd = g_config.path.empty() ? -1 : open_log_file(g_config.path);
-    const int out = fd >= 0 ? fd : 2;
+    const UniqueFd file = g_config.path.empty() ? UniqueFd() : open_log_file(g_config.path);
+    const int out = file ? file.get() : STDERR_FILENO;
     std::size_t done = 0;
     while (done < text.size()) {
         const ssize_t n = ::write(out, text.data() + done, text.size() - done);
@@ -85,7 +83,6 @@ void write(std::string_view line) {
         if (n <= 0) break;
         done += static_cast<std::size_t>(n);
     }
-    if (fd >= 0) close(fd);
 }
 
 }  // namespace
