@@ -16,6 +16,7 @@
 
 #include "kcache/function_ref.hpp"
 #include "kcache/launch.hpp"
+#include "kcache/provenance.hpp"
 #include "kcache/result.hpp"
 #include "kcache/source.hpp"
 
@@ -155,14 +156,6 @@ struct WarmUpProgress {
     std::size_t total = 0;
     std::string_view key;
     const Error* error = nullptr;
-};
-
-// Where prebuild() found or made an artifact.
-enum class ArtifactOrigin : std::uint8_t {
-    kCompiled,    // compiled now, and put to every tier
-    kMemoryTier,  // already in this process's memory tier
-    kDiskTier,    // already on disk
-    kNotStored,   // a cubin or fatbin: nothing to compile or keep
 };
 
 // A reference to one loaded module (one cache entry). While any handle lives, its library stays
@@ -312,8 +305,10 @@ public:
     // kInvalidArgument for an arch no compiler of kcache's takes (sm_75 to sm_999), before the
     // generator runs. With a disk tier configured, kIoError when the artifact is not on disk
     // after all (the directory was refused, or the write failed): a prebuild's whole point.
+    // Says where the artifact came from: kCompiled, kMemoryTier, kDiskTier, or kBinary for a
+    // cubin or fatbin (nothing to compile or keep).
     template <class MakeSource>
-    Result<ArtifactOrigin> prebuild(std::string_view key, MakeSource&& make_source, int arch) {
+    Result<Provenance> prebuild(std::string_view key, MakeSource&& make_source, int arch) {
         auto generate = [&]() -> Result<Source> { return make_source(); };
         return prebuild_impl(key, generate, arch);
     }
@@ -349,7 +344,7 @@ private:
                                      std::string_view kernel_name,
                                      std::optional<cache::PreparedArtifact>* prepared = nullptr);
     Result<ModuleHandle> module_impl(std::string_view key, SourceFn make_source);
-    Result<ArtifactOrigin> prebuild_impl(std::string_view key, SourceFn make_source, int arch);
+    Result<Provenance> prebuild_impl(std::string_view key, SourceFn make_source, int arch);
 
     std::unique_ptr<cache::CacheCore> core_;
 };

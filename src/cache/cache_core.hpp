@@ -10,10 +10,12 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/artifact_pipeline.hpp"
+#include "build/artifact_builder.hpp"
+#include "build/built_artifact.hpp"
+#include "compile/ptx_params.hpp"
 #include "cache/entry.hpp"
 #include "cache/entry_table.hpp"
-#include "cache/single_flight.hpp"
+#include "util/single_flight.hpp"
 #include "cache/stats_flusher.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "util/striped_counter.hpp"
@@ -24,7 +26,7 @@ namespace kcache::cache {
 // artifact, found in a tier or compiled, not yet loaded.
 struct PreparedArtifact {
     Source source;
-    ArtifactPipeline::Produced produced;
+    build::BuiltArtifact built;
     // What the entry keeps of its source, worked out on the worker too.
     util::Fingerprint source_fingerprint{};
     compile::PtxParamSizes param_sizes;
@@ -51,7 +53,7 @@ public:
     // and leaves counting the compile to the load, as kernel() counts it: compiled and loaded.
     Result<PreparedArtifact> prepare(std::string_view key, FunctionRef<Result<Source>()> make,
                                      int arch, bool for_load);
-    Result<ArtifactOrigin> prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
+    Result<Provenance> prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
                                     int arch);
 
     // Removes a broken module: its JIT failed when a kernel was first resolved (with lazy loading
@@ -96,18 +98,14 @@ private:
 
     std::shared_ptr<driver::Driver> driver_;
     std::shared_ptr<LibraryCounters> library_counters_;
-    // Before pipeline_: constructing the pipeline's store may count an error here, and keep it
-    // (set once in the constructor, then only read).
-    std::atomic<std::uint64_t> disk_open_errors_{0};
-    std::optional<Error> disk_open_error_;
-    ArtifactPipeline pipeline_;
+    build::ArtifactBuilder builder_;
 
     // Read by every hit, written only when a miss publishes: on a line of their own, away from
     // the writers' lock and the counters.
     alignas(util::kCacheLine) std::atomic<EntryTable*> table_;  // written under write_mutex_
     std::atomic<std::uint64_t> tick_{1};  // insertion clock for LRU; bumped under write_mutex_
     alignas(util::kCacheLine) std::mutex write_mutex_;  // serialises table writers
-    SingleFlight flights_;
+    util::SingleFlight flights_;
 
     std::atomic<std::uint64_t> misses_{0}, compiles_{0}, compile_failures_{0}, compile_ns_{0};
     std::atomic<std::uint64_t> code_gone_{0};

@@ -11,7 +11,7 @@ namespace kcache::cache {
 Entry::Entry(std::string key_in, int arch_in, std::uint64_t hash_in,
              util::Fingerprint fingerprint_in, driver::LibraryId library,
              std::shared_ptr<driver::Driver> driver, std::shared_ptr<LibraryCounters> counters,
-             LoweredNames names, compile::PtxParamSizes param_sizes)
+             build::LoweredNames names, compile::PtxParamSizes param_sizes)
     : key(std::move(key_in)),
       arch(arch_in),
       hash(hash_in),

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/lowered_names.hpp"
+#include "build/lowered_names.hpp"
 #include "compile/ptx_params.hpp"
 #include "driver/driver.hpp"
 #include "util/fingerprint.hpp"
@@ -52,7 +52,7 @@ class Entry {
 public:
     Entry(std::string key, int arch, std::uint64_t hash, util::Fingerprint fingerprint,
           driver::LibraryId library, std::shared_ptr<driver::Driver> driver,
-          std::shared_ptr<LibraryCounters> counters, LoweredNames names = {},
+          std::shared_ptr<LibraryCounters> counters, build::LoweredNames names = {},
           compile::PtxParamSizes param_sizes = {});
     ~Entry();
     Entry(const Entry&) = delete;
@@ -137,7 +137,7 @@ private:
     std::atomic<std::uint8_t> broken_{0};  // 0, or the reason's Errc + 1
 
     const driver::LibraryId library_;
-    const LoweredNames names_;  // for CUDA C++ templates; immutable
+    const build::LoweredNames names_;  // for CUDA C++ templates; immutable
     // What a PTX source declares, for kernels resolved later; immutable.
     const compile::PtxParamSizes param_sizes_;
     const std::shared_ptr<driver::Driver> driver_;

@@ -107,7 +107,7 @@ Result<ModuleHandle> KernelCache::module_impl(std::string_view key, SourceFn mak
     return core_->module_slow(key, make_source, *arch);
 }
 
-Result<ArtifactOrigin> KernelCache::prebuild_impl(std::string_view key, SourceFn make_source,
+Result<Provenance> KernelCache::prebuild_impl(std::string_view key, SourceFn make_source,
                                                   int arch) {
     return core_->prebuild(key, make_source, arch);
 }

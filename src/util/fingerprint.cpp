@@ -52,27 +52,6 @@ Fingerprint bytes_hash(std::string_view bytes) {
     return {digest.high, digest.low};
 }
 
-Fingerprint source_fingerprint(const Source& source, int arch,
-                               const std::optional<Fingerprint>& bytes) {
-    const Fingerprint hash = bytes ? *bytes : bytes_hash(source.bytes);
-    FingerprintBuilder builder;
-    builder.add(static_cast<std::uint64_t>(source.kind))
-        .add(static_cast<std::uint64_t>(arch))
-        .add(hash.high)
-        .add(hash.low);
-    // Exactly as given: verification asks whether the generator still returns the same thing.
-    if (source.kind == SourceKind::kCuda) {
-        builder.add(static_cast<std::uint64_t>(source.headers.size()));
-        for (const auto& [name, text] : source.headers) builder.add(name).add(text);
-        builder.add(static_cast<std::uint64_t>(source.options.size()));
-        for (const auto& option : source.options) builder.add(option);
-        builder.add(static_cast<std::uint64_t>(source.name_expressions.size()));
-        for (const auto& expression : source.name_expressions) builder.add(expression);
-    }
-    builder.add(static_cast<std::uint64_t>(source.arch_specific));
-    return builder.finish();
-}
-
 std::uint64_t hash_key(std::string_view key, int arch) noexcept {
     return XXH3_64bits_withSeed(key.data(), key.size(), static_cast<XXH64_hash_t>(arch));
 }

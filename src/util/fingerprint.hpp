@@ -6,7 +6,6 @@
 #include <string>
 #include <string_view>
 
-#include "kcache/source.hpp"
 #include "util/xxh3_kernels.hpp"
 
 namespace kcache::util {
@@ -37,14 +36,9 @@ private:
     void* state_;  // XXH3_state_t, kept opaque so xxhash.h stays out of this header
 };
 
-// XXH3-128 of a source's bytes alone: computed once per request, and taken by both the entry's
-// fingerprint and source_fingerprint(), so that a large source is read once, not twice.
+// XXH3-128 of bytes alone: a large source's, hashed once per request and taken by every
+// fingerprint recipe that covers it (build/fingerprints.hpp), so that it is read once.
 Fingerprint bytes_hash(std::string_view bytes);
-
-// What the in-memory cache records for an entry: the kind of source, its bytes (by their
-// bytes_hash: `bytes` when the caller has it, else computed here) and the arch it was loaded for.
-Fingerprint source_fingerprint(const Source& source, int arch,
-                               const std::optional<Fingerprint>& bytes = std::nullopt);
 
 // 64-bit hash of a caller's key, for the lookup table.
 std::uint64_t hash_key(std::string_view key, int arch) noexcept;

@@ -124,6 +124,9 @@ StormOutcome storm_round(KernelCache& cache) {
     });
 
     for (auto& hitter : hitters) hitter.join();
+    // On a busy machine the hitters may finish before the other two threads are first scheduled:
+    // each of them works at least once, against the other, before the round ends.
+    while (clears.load() == 0 || churned.load() == 0) std::this_thread::yield();
     stop.store(true);
     clearer.join();
     churner.join();

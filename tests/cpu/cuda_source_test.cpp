@@ -477,12 +477,12 @@ TEST_F(CudaSourceTest, PrebuildFillsTheDiskForAnArchWithoutAGpu) {
     auto origin = cache.prebuild(
         "scale", [] { return scale_cuda(); }, 80);
     ASSERT_TRUE(origin.ok()) << origin.error().describe();
-    EXPECT_EQ(*origin, ArtifactOrigin::kCompiled);
+    EXPECT_EQ(*origin, Provenance::kCompiled);
     EXPECT_EQ(fake_->loads(), 0);
     auto again = cache.prebuild(
         "scale", [] { return scale_cuda(); }, 80);
     ASSERT_TRUE(again.ok());
-    EXPECT_EQ(*again, ArtifactOrigin::kMemoryTier);
+    EXPECT_EQ(*again, Provenance::kMemoryTier);
 }
 
 TEST_F(CudaSourceTest, ThreadsMissingOneSourceUnderManyKeysCompileItOnce) {

@@ -1,5 +1,7 @@
-// util::source_fingerprint and FingerprintBuilder: what identifies a compiled module.
+// build::source_digest and util::FingerprintBuilder: what identifies a compiled module.
 #include "util/fingerprint.hpp"
+
+#include "build/fingerprints.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,49 +15,51 @@
 namespace kcache::util {
 namespace {
 
+using build::source_digest;
+
 TEST(Fingerprint, EqualForEqualSourceAndArch) {
     const Source a = Source::ptx(examples::residual_add_ptx());
     const Source b = Source::ptx(examples::residual_add_ptx());
-    EXPECT_EQ(source_fingerprint(a, 90), source_fingerprint(b, 90));
+    EXPECT_EQ(source_digest(a, 90), source_digest(b, 90));
 }
 
 TEST(Fingerprint, DiffersForDifferentBytes) {
-    EXPECT_NE(source_fingerprint(Source::ptx(examples::softmax_rows_ptx(32)), 90),
-              source_fingerprint(Source::ptx(examples::softmax_rows_ptx(33)), 90));
+    EXPECT_NE(source_digest(Source::ptx(examples::softmax_rows_ptx(32)), 90),
+              source_digest(Source::ptx(examples::softmax_rows_ptx(33)), 90));
 }
 
 TEST(Fingerprint, DiffersForOneFlippedByte) {
     std::string text = examples::residual_add_ptx();
-    const Fingerprint before = source_fingerprint(Source::ptx(text), 90);
+    const Fingerprint before = source_digest(Source::ptx(text), 90);
     text[text.size() / 2] ^= 1;
-    EXPECT_NE(source_fingerprint(Source::ptx(text), 90), before);
+    EXPECT_NE(source_digest(Source::ptx(text), 90), before);
 }
 
 TEST(Fingerprint, DiffersForDifferentKind) {
     const std::string bytes = examples::residual_add_ptx();
-    EXPECT_NE(source_fingerprint(Source::ptx(bytes), 90),
-              source_fingerprint(Source::fatbin(bytes), 90));
+    EXPECT_NE(source_digest(Source::ptx(bytes), 90),
+              source_digest(Source::fatbin(bytes), 90));
 }
 
 TEST(Fingerprint, DiffersForDifferentArch) {
     const Source source = Source::ptx(examples::residual_add_ptx());
-    EXPECT_NE(source_fingerprint(source, 80), source_fingerprint(source, 90));
+    EXPECT_NE(source_digest(source, 80), source_digest(source, 90));
 }
 
 // The bytes are hashed once per request and handed on: the fingerprint from that hash is the one
 // computed from the source, and it still tells one flipped byte apart.
 TEST(Fingerprint, FromTheBytesHashIsTheSourcesOwn) {
     const Source source = Source::ptx(examples::gelu_ptx());
-    EXPECT_EQ(source_fingerprint(source, 90, bytes_hash(source.bytes)),
-              source_fingerprint(source, 90));
+    EXPECT_EQ(source_digest(source, 90, bytes_hash(source.bytes)),
+              source_digest(source, 90));
     std::string flipped = source.bytes;
     flipped[flipped.size() / 2] ^= 1;
     EXPECT_NE(bytes_hash(flipped), bytes_hash(source.bytes));
-    EXPECT_NE(source_fingerprint(source, 90, bytes_hash(flipped)), source_fingerprint(source, 90));
+    EXPECT_NE(source_digest(source, 90, bytes_hash(flipped)), source_digest(source, 90));
 }
 
 TEST(Fingerprint, HexIs32LowercaseHexDigits) {
-    const std::string hex = source_fingerprint(Source::ptx(examples::gelu_ptx()), 90).hex();
+    const std::string hex = source_digest(Source::ptx(examples::gelu_ptx()), 90).hex();
     ASSERT_EQ(hex.size(), 32u);
     for (char c : hex) {
         EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'))

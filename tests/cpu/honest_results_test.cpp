@@ -108,8 +108,8 @@ TEST_F(HonestResultsTest, ARejectedEntryIsNotADiskHit) {
 
 TEST_F(HonestResultsTest, APrebuildIsNotALookup) {
     KernelCache cache(options());
-    ASSERT_EQ(cache.prebuild("gelu:16", gelu, 90).value(), ArtifactOrigin::kCompiled);
-    ASSERT_EQ(cache.prebuild("gelu:16", gelu, 90).value(), ArtifactOrigin::kMemoryTier);
+    ASSERT_EQ(cache.prebuild("gelu:16", gelu, 90).value(), Provenance::kCompiled);
+    ASSERT_EQ(cache.prebuild("gelu:16", gelu, 90).value(), Provenance::kMemoryTier);
     const CacheStats s = cache.stats();
     EXPECT_EQ(s.prebuilds, 2u);
     EXPECT_EQ(s.prebuild_compiles, 1u);

@@ -2,6 +2,8 @@
 // configuration, the seed's calls, clear() and the exclusive guard.
 #include <gtest/gtest.h>
 
+#include "build/fingerprints.hpp"
+
 #include <chrono>
 #include <cstdlib>
 #include <future>
@@ -135,7 +137,7 @@ TEST_F(KernelCacheTest, ModuleHandleReportsKeyArchAndFingerprint) {
     EXPECT_EQ(module->key(), "residual_add:f32");
     EXPECT_EQ(module->arch(), 90);
     EXPECT_EQ(module->fingerprint(),
-              util::source_fingerprint(test::residual_add_source(), 90).hex());
+              build::source_digest(test::residual_add_source(), 90).hex());
 }
 
 TEST_F(KernelCacheTest, GeneratorMayReturnResultOfSource) {

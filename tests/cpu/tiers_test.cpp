@@ -452,11 +452,11 @@ TEST_F(PrebuildTest, FillsTheDiskWithoutAGpuAndALaterCacheCompilesNothing) {
         KernelCache builder(o);
         auto origin = builder.prebuild("gelu:16", gelu, 90);
         ASSERT_TRUE(origin.ok()) << origin.error().describe();
-        EXPECT_EQ(*origin, ArtifactOrigin::kCompiled);
+        EXPECT_EQ(*origin, Provenance::kCompiled);
         EXPECT_EQ(builder.size(), 0u);  // nothing loaded
         auto again = builder.prebuild("gelu:16", gelu, 90);
         ASSERT_TRUE(again.ok());
-        EXPECT_EQ(*again, ArtifactOrigin::kMemoryTier);
+        EXPECT_EQ(*again, Provenance::kMemoryTier);
     }
     KernelCache runner(options());
     ASSERT_TRUE(runner.kernel("gelu:16", gelu, "gelu").ok());
@@ -476,7 +476,7 @@ TEST_F(PrebuildTest, ACubinHasNothingToCompile) {
         },
         90);
     ASSERT_TRUE(origin.ok());
-    EXPECT_EQ(*origin, ArtifactOrigin::kNotStored);
+    EXPECT_EQ(*origin, Provenance::kBinary);
 }
 
 TEST_F(PrebuildTest, PtxWithoutHostCompilationIsUnsupported) {
@@ -737,9 +737,9 @@ TEST_F(TiersTest, EightProcessesMissingOneKeyCompileItOnce) {
         ASSERT_EQ(waitpid(pid, &status, 0), pid);
         ASSERT_TRUE(WIFEXITED(status));
         const int code = WEXITSTATUS(status);
-        if (code == static_cast<int>(ArtifactOrigin::kCompiled)) {
+        if (code == static_cast<int>(Provenance::kCompiled)) {
             ++compiled;
-        } else if (code == static_cast<int>(ArtifactOrigin::kDiskTier)) {
+        } else if (code == static_cast<int>(Provenance::kDiskTier)) {
             ++from_disk;
         } else {
             ADD_FAILURE() << "child exited with " << code;

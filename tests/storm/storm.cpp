@@ -305,8 +305,8 @@ int writer_main(const std::string& directory, int id, const fs::path& out) {
             auto origin = cache.prebuild(
                 spec.key, [&] { return Source::ptx(spec.ptx); }, kArch);
             if (origin) {
-                ++counts[*origin == ArtifactOrigin::kCompiled   ? "prebuilt_compiled"
-                         : *origin == ArtifactOrigin::kDiskTier ? "prebuilt_from_disk"
+                ++counts[*origin == Provenance::kCompiled   ? "prebuilt_compiled"
+                         : *origin == Provenance::kDiskTier ? "prebuilt_from_disk"
                                                                 : "prebuilt_other"];
             } else if (origin.error().code() == Errc::kIoError) {
                 ++counts["prebuild_io_errors"];  // -C took its temporary file, or the disk

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-namespace kcache::cache {
+namespace kcache::build {
 
 using LoweredNames = std::vector<std::pair<std::string, std::string>>;  // (expression, lowered)
 
-}  // namespace kcache::cache
+}  // namespace kcache::build

@@ -1,6 +1,6 @@
-#include "cache/single_flight.hpp"
+#include "util/single_flight.hpp"
 
-namespace kcache::cache {
+namespace kcache::util {
 
 std::optional<Error> SingleFlight::Flight::wait() {
     std::unique_lock lock(mutex_);
@@ -36,4 +36,4 @@ void SingleFlight::finish(const std::string& id, const std::shared_ptr<Flight>& 
     flight->done_cv_.notify_all();
 }
 
-}  // namespace kcache::cache
+}  // namespace kcache::util

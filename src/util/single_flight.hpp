@@ -9,10 +9,11 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "kcache/result.hpp"
 
-namespace kcache::cache {
+namespace kcache::util {
 
 class SingleFlight {
 public:
@@ -46,9 +47,34 @@ public:
     void finish(const std::string& id, const std::shared_ptr<Flight>& flight,
                 std::optional<Error> error, std::shared_ptr<const void> value = nullptr);
 
+    // The leader's side of a flight, which lands it however the leader leaves (an exception
+    // included), so that waiters never block on a flight nobody will finish: with the error
+    // given by fail(), or as abandoned, unless succeed() came first.
+    class Landing {
+    public:
+        Landing(SingleFlight& flights, std::string id, std::shared_ptr<Flight> flight)
+            : flights_(flights), id_(std::move(id)), flight_(std::move(flight)) {}
+        ~Landing() { flights_.finish(id_, flight_, std::move(error_), std::move(value_)); }
+        Landing(const Landing&) = delete;
+        Landing& operator=(const Landing&) = delete;
+
+        void succeed(std::shared_ptr<const void> value = nullptr) {
+            error_.reset();
+            value_ = std::move(value);
+        }
+        void fail(Error error) { error_ = std::move(error); }
+
+    private:
+        SingleFlight& flights_;
+        const std::string id_;
+        const std::shared_ptr<Flight> flight_;
+        std::optional<Error> error_ = Error(Errc::kSourceFailed, "the compile was abandoned");
+        std::shared_ptr<const void> value_;
+    };
+
 private:
     mutable std::mutex mutex_;
     std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;  // guarded by mutex_
 };
 
-}  // namespace kcache::cache
+}  // namespace kcache::util

@@ -1,0 +1,82 @@
+#include "build/artifact_builder.hpp"
+
+#include <utility>
+
+#include "util/log.hpp"
+#include "util/try.hpp"
+
+namespace kcache::build {
+namespace {
+
+// The tiers for `options`. A disk directory that cannot be used is warned of once and leaves the
+// memory tier working alone; `why` keeps the reason.
+std::shared_ptr<store::ArtifactStore> open_tiers(const BuildOptions& options,
+                                                 std::optional<Error>& why) {
+    std::unique_ptr<store::DiskStore> disk;
+    if (!options.disk.directory.empty()) {
+        auto opened = store::DiskStore::open(options.disk);
+        if (opened) {
+            disk = std::move(*opened);
+        } else {
+            why = opened.error();
+            util::warn_once("disk-open:" + options.disk.directory,
+                            "disk tier off, working from memory: " + opened.error().message());
+        }
+    }
+    return std::make_shared<store::ArtifactStore>(options.memory_bytes, std::move(disk));
+}
+
+// Worker processes for CUDA C++ when asked for; null (compile in this process) otherwise, or when
+// no worker command can be used.
+std::shared_ptr<compile::WorkerPool> start_workers(const BuildOptions& options) {
+    if (options.compile_workers == 0) return nullptr;
+    const std::string command = options.worker_command.empty()
+                                    ? compile::default_worker_command()
+                                    : options.worker_command;
+    if (command.empty()) {
+        util::warn_once("workers",
+                        "no compile worker command (set KCACHE_COMPILE_WORKER): compiling CUDA C++ "
+                        "in this process");
+        return nullptr;
+    }
+    auto pool = compile::WorkerPool::start(command, {"compile-worker"}, options.compile_workers);
+    if (!pool) {
+        util::warn_once("workers",
+                        "compile workers off, compiling in this process: " + pool.error().message());
+        return nullptr;
+    }
+    return std::shared_ptr<compile::WorkerPool>(std::move(*pool));
+}
+
+}  // namespace
+
+ArtifactBuilder::ArtifactBuilder(const BuildOptions& options)
+    : host_compile_(options.host_compile),
+      tiers_(open_tiers(options, disk_open_error_)),
+      workers_(start_workers(options)) {}
+
+Result<BuiltArtifact> ArtifactBuilder::build(std::string_view key, int arch, const Source& source,
+                                             Asking asking) {
+    TRY_ASSIGN(std::optional<BuildPlan> plan, plan_build(arch, source, host_compile_));
+    if (!plan) {
+        BuiltArtifact for_the_driver;
+        for_the_driver.loadable = source;
+        for_the_driver.provenance =
+            source.kind == SourceKind::kPtx ? Provenance::kDriverJit : Provenance::kBinary;
+        return for_the_driver;
+    }
+    bool rejected = false;
+    auto built = build_once(key, *plan, source, rejected);
+    if (asking == Asking::kLookup) {
+        // One outcome per lookup, from where the artifact came: the tiers may have been read
+        // twice (before and after the compile lock, or after waiting for another thread).
+        using Outcome = store::ArtifactStore::Outcome;
+        Outcome outcome = rejected ? Outcome::kRejected : Outcome::kMiss;
+        if (built && built->provenance == Provenance::kMemoryTier) outcome = Outcome::kMemoryHit;
+        if (built && built->provenance == Provenance::kDiskTier) outcome = Outcome::kDiskHit;
+        tiers_->count(outcome);
+    }
+    return built;
+}
+
+}  // namespace kcache::build

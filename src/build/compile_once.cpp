@@ -1,0 +1,113 @@
+// One compile per fingerprint: threads of this process through single flight, processes through
+// a lock file beside the disk entry. Whoever waited looks in the tiers again.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "build/artifact_builder.hpp"
+#include "build/compile_step.hpp"
+#include "build/store_step.hpp"
+#include "build/tier_lookup.hpp"
+#include "util/log.hpp"
+#include "util/try.hpp"
+
+namespace kcache::build {
+namespace {
+
+std::uint64_t ms_since(std::chrono::steady_clock::time_point start) {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::steady_clock::now() - start)
+                                          .count());
+}
+
+std::uint64_t ns_since(std::chrono::steady_clock::time_point start) {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now() - start)
+                                          .count());
+}
+
+// Key material is line-based text; a caller's key may contain anything.
+std::string one_line(std::string_view key) {
+    std::string line(key);
+    for (char& c : line) {
+        if (c == '\n' || c == '\r') c = ' ';
+    }
+    return line;
+}
+
+}  // namespace
+
+Result<BuiltArtifact> ArtifactBuilder::build_once(std::string_view key, const BuildPlan& plan,
+                                                  const Source& source, bool& rejected) {
+    if (auto hit = find_in_tiers(*tiers_, key, plan, source, rejected)) return std::move(*hit);
+
+    const std::string flight_id = plan.fingerprint.hex();
+    auto ticket = flights_.join(flight_id);
+    if (!ticket.leader) {
+        if (auto error = ticket.flight->wait()) return *error;
+        if (auto hit = find_in_tiers(*tiers_, key, plan, source, rejected)) return std::move(*hit);
+        // Not kept in a tier (too big for memory, and no disk): the leader's own result.
+        if (auto value = std::static_pointer_cast<const BuiltArtifact>(ticket.flight->value())) {
+            BuiltArtifact shared = *value;
+            shared.provenance = Provenance::kMemoryTier;
+            shared.compile_ns = 0;
+            return shared;
+        }
+        return compile_and_store(key, plan, source, rejected);
+    }
+    util::SingleFlight::Landing landing(flights_, flight_id, ticket.flight);
+    auto built = compile_and_store(key, plan, source, rejected);
+    if (built) {
+        // For waiters the tiers cannot serve; one copy of a cubin per compile, small beside it.
+        landing.succeed(std::make_shared<const BuiltArtifact>(*built));
+    } else {
+        landing.fail(built.error());
+    }
+    return built;
+}
+
+Result<BuiltArtifact> ArtifactBuilder::compile_and_store(std::string_view key,
+                                                         const BuildPlan& plan,
+                                                         const Source& source, bool& rejected) {
+    // Across processes: one compiles, the others wait on the lock and then find its result.
+    // Held until the artifact is stored; without the lock in time, compile privately. A holder
+    // that stops stamping its lock (stopped, hung) is not waited for: FileLock gives up after a
+    // few heartbeats and says whom it waited for; a duplicate compile is safe.
+    store::DiskStore* disk = tiers_->disk();
+    std::optional<util::FileLock> lock;
+    if (disk != nullptr) {
+        const auto asked = std::chrono::steady_clock::now();
+        lock = disk->lock(plan.fingerprint, std::chrono::minutes(2));
+        if (lock) {
+            if (auto hit = find_in_tiers(*tiers_, key, plan, source, rejected)) {
+                return std::move(*hit);
+            }
+        } else {
+            KCACHE_LOG(kInfo, "no compile lock for " + one_line(key) + " (" +
+                                  plan.fingerprint.hex() + ") after " +
+                                  std::to_string(ms_since(asked)) + " ms; compiling without it");
+        }
+    }
+
+    const std::string caller_key = one_line(key);
+    explain_miss(tiers_.get(), caller_key, plan);
+    const auto start = std::chrono::steady_clock::now();
+    auto compiled = compile_planned(source, plan, workers_.get());
+    const std::uint64_t compile_ns = ns_since(start);
+    if (!compiled) return std::move(compiled).error();
+    if (!*compiled) {  // nvJitLink cannot be used: the driver's JIT takes the PTX
+        BuiltArtifact for_the_driver;
+        for_the_driver.loadable = source;
+        return for_the_driver;
+    }
+    BuiltArtifact built =
+        store_compiled(tiers_.get(), caller_key, plan, source, std::move(**compiled));
+    built.compile_ns = compile_ns;
+    // Stored: the processes waiting on the lock can go; a due cleanup runs after they do.
+    lock.reset();
+    if (disk != nullptr) disk->run_pending_cleanup();
+    return built;
+}
+
+}  // namespace kcache::build

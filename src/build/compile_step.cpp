@@ -1,0 +1,62 @@
+#include "build/compile_step.hpp"
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "util/log.hpp"
+
+namespace kcache::build {
+namespace {
+
+// An ELF of type ET_EXEC (2), which the driver loads as it is.
+bool is_executable_cubin(std::string_view cubin) {
+    return cubin.size() > 17 && cubin.starts_with("\x7f"
+                                                  "ELF") &&
+           cubin[16] == 2 && cubin[17] == 0;
+}
+
+Result<compile::Compiled> compile_cuda(const Source& source, const compile::Target& target,
+                                       compile::WorkerPool* workers) {
+    compile::CudaProgram program;
+    program.code = source.bytes;
+    program.headers = source.headers;
+    program.options = source.options;
+    program.name_expressions = source.name_expressions;
+    program.allow_disk_headers = source.allow_disk_headers;
+    if (workers == nullptr || !workers->usable_here()) return compile::compile_cuda(program, target);
+    auto compiled = workers->compile_cuda(program, target);
+    if (!compiled && compiled.error().code() == Errc::kIoError) {
+        // The workers failed, not the compile: this process can still do it.
+        util::warn_once("workers-failed", "compile workers failed (" + compiled.error().message() +
+                                              "); compiling in this process");
+        return compile::compile_cuda(program, target);
+    }
+    return compiled;
+}
+
+}  // namespace
+
+Result<std::optional<compile::Compiled>> compile_planned(const Source& source,
+                                                         const BuildPlan& plan,
+                                                         compile::WorkerPool* workers) {
+    Result<compile::Compiled> compiled = source.kind == SourceKind::kCuda
+                                             ? compile_cuda(source, plan.target, workers)
+                                             : compile::link_ptx(source.bytes, plan.target);
+    if (!compiled && source.kind == SourceKind::kPtx &&
+        compiled.error().code() == Errc::kUnsupported) {
+        util::warn_once("nvjitlink", "nvJitLink unusable (" + compiled.error().message() +
+                                         "); PTX goes to the driver's JIT");
+        return std::optional<compile::Compiled>();
+    }
+    if (!compiled) return std::move(compiled).error();
+    if (!is_executable_cubin(compiled->cubin)) {
+        return Error(Errc::kCompileFailed,
+                     "the compiler made a relocatable or otherwise non-executable cubin (an "
+                     "option like -dc or -rdc true?); nothing was stored",
+                     compiled->log);
+    }
+    return std::optional<compile::Compiled>(std::move(compiled).value());
+}
+
+}  // namespace kcache::build

@@ -1,0 +1,81 @@
+// Making an artifact without loading it: for warm_up's workers (prepare) and for a prebuild,
+// which fills the tiers for an arch that needs no GPU here.
+#include <string>
+#include <utility>
+
+#include "build/fingerprints.hpp"
+#include "cache/cache_core.hpp"
+#include "cache/module_loader.hpp"
+#include "cache/source_guard.hpp"
+#include "compile/arch.hpp"
+
+namespace kcache::cache {
+
+Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
+                                            FunctionRef<Result<Source>()> make, int arch,
+                                            bool for_load) {
+    if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
+    if (stats_flusher_) stats_flusher_->maybe_flush();
+    auto source = generate_source(key, make);
+    if (!source) return std::move(source).error();
+    auto built = builder_.build(key, arch, *source,
+                                for_load ? build::ArtifactBuilder::Asking::kLookup
+                                         : build::ArtifactBuilder::Asking::kPrebuild);
+    if (!built) {
+        compile_failures_.fetch_add(1, std::memory_order_relaxed);
+        Error error = std::move(built).error();
+        return Error(error.code(), "key '" + std::string(key) + "': " + error.message(),
+                     error.log());
+    }
+    compile_ns_.fetch_add(built->compile_ns, std::memory_order_relaxed);
+    if (!for_load && built->provenance == Provenance::kCompiled) {
+        compiles_.fetch_add(1, std::memory_order_relaxed);
+        prebuild_compiles_.fetch_add(1, std::memory_order_relaxed);
+    }
+    PreparedArtifact prepared;
+    prepared.source = std::move(source).value();
+    prepared.built = std::move(built).value();
+    if (for_load) {
+        prepared.source_fingerprint =
+            build::source_digest(prepared.source, arch, prepared.built.source_bytes);
+        prepared.param_sizes = ptx_param_sizes_of(
+            prepared.source, recorded_param_sizes(prepared.source, prepared.built.artifact.get()));
+    }
+    return prepared;
+}
+
+Result<Provenance> CacheCore::prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
+                                           int arch) {
+    // Before the generator runs and any compiler sees the arch: a bad one changes nothing.
+    if (auto checked = compile::check_target({arch, false}); !checked) {
+        return Error(Errc::kInvalidArgument,
+                     "key '" + std::string(key) + "': " + checked.error().message());
+    }
+    // A prebuild is for the disk: without the tier that was asked for, it would store nothing.
+    if (const auto& why = builder_.disk_open_error()) {
+        return Error(Errc::kIoError,
+                     "key '" + std::string(key) +
+                         "': not compiled, since nothing could be stored on disk: " +
+                         why->message());
+    }
+    if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
+    prebuilds_.fetch_add(1, std::memory_order_relaxed);
+    auto prepared = prepare(key, make, arch, /*for_load=*/false);
+    if (!prepared) return std::move(prepared).error();
+    const build::BuiltArtifact& built = prepared->built;
+    if (built.not_stored) {
+        const bool compiled = built.provenance == Provenance::kCompiled;
+        return Error(Errc::kIoError,
+                     "key '" + std::string(key) +
+                         "': " + (compiled ? "compiled" : "found in memory") + " for sm_" +
+                         std::to_string(arch) +
+                         " but not stored on disk: " + built.not_stored->message());
+    }
+    if (built.provenance != Provenance::kDriverJit) return built.provenance;
+    return Error(Errc::kUnsupported,
+                 "key '" + std::string(key) +
+                     "': PTX can only be compiled ahead of time with nvJitLink, which is not "
+                     "available here (or host compilation is off)");
+}
+
+}  // namespace kcache::cache

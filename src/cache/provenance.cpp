@@ -1,0 +1,21 @@
+#include "kcache/provenance.hpp"
+
+namespace kcache {
+
+const char* provenance_name(Provenance provenance) noexcept {
+    switch (provenance) {
+        case Provenance::kCompiled:
+            return "compiled";
+        case Provenance::kDriverJit:
+            return "driver JIT";
+        case Provenance::kMemoryTier:
+            return "memory tier";
+        case Provenance::kDiskTier:
+            return "disk tier";
+        case Provenance::kBinary:
+            return "binary";
+    }
+    return "unknown";
+}
+
+}  // namespace kcache
