@@ -26,9 +26,9 @@ namespace driver {
 class Driver;
 }
 namespace cache {
-class Entry;
+class LoadedModule;
 struct ResolvedKernel;
-class CacheCore;
+class LoadedModules;
 struct PreparedArtifact;
 }  // namespace cache
 
@@ -171,18 +171,23 @@ public:
     explicit operator bool() const noexcept { return entry_ != nullptr; }
     const std::string& key() const noexcept;
     int arch() const noexcept;
-    std::string fingerprint() const;  // hex XXH3-128 of what the module was built from
+    // The fingerprint (hex) of the artifact the module was loaded from, as `kcache ls` names it;
+    // empty for code no tier holds (the driver's JIT of PTX, a caller's cubin or fatbin).
+    std::string fingerprint() const;
+    // The source digest (hex): the Source exactly as its generator gave it, and the arch. What
+    // verification (CacheOptions::verify) compares on a hit.
+    std::string source_digest() const;
 
     Result<KernelHandle> kernel(std::string_view name) const;
 
 private:
     friend class KernelCache;
     friend class KernelHandle;
-    friend class cache::CacheCore;
-    ModuleHandle(cache::Entry* entry, std::uint32_t stripe) noexcept  // adopts a reference
+    friend class cache::LoadedModules;
+    ModuleHandle(cache::LoadedModule* entry, std::uint32_t stripe) noexcept  // adopts a reference
         : entry_(entry), stripe_(stripe) {}
 
-    cache::Entry* entry_ = nullptr;
+    cache::LoadedModule* entry_ = nullptr;
     std::uint32_t stripe_ = 0;  // which of the entry's reference counters this handle counts on
 };
 
@@ -227,7 +232,7 @@ public:
 
 private:
     friend class ModuleHandle;
-    friend class cache::CacheCore;
+    friend class cache::LoadedModules;
     KernelHandle(ModuleHandle module, const cache::ResolvedKernel* kernel) noexcept
         : module_(std::move(module)), kernel_(kernel) {}
     Result<void> launch_sized(const LaunchConfig& config, void** args, const std::size_t* sizes,
@@ -346,7 +351,7 @@ private:
     Result<ModuleHandle> module_impl(std::string_view key, SourceFn make_source);
     Result<Provenance> prebuild_impl(std::string_view key, SourceFn make_source, int arch);
 
-    std::unique_ptr<cache::CacheCore> core_;
+    std::unique_ptr<cache::LoadedModules> modules_;
 };
 
 }  // namespace kcache

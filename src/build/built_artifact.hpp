@@ -10,7 +10,7 @@
 #include "kcache/provenance.hpp"
 #include "kcache/result.hpp"
 #include "kcache/source.hpp"
-#include "store/entry_format.hpp"
+#include "store/artifact_format.hpp"
 #include "util/fingerprint.hpp"
 
 namespace kcache::build {
@@ -24,7 +24,7 @@ struct BuiltArtifact {
     LoweredNames names;
     // The artifact from a tier or a compile, verified, whose cubin the loader hands the driver in
     // place (no copy).
-    std::shared_ptr<const store::DecodedEntry> artifact;
+    std::shared_ptr<const store::VerifiedArtifact> artifact;
     util::Fingerprint fingerprint{};  // the artifact's, with `artifact`
     // util::bytes_hash of the source's bytes, where the tiers were asked: what the source digest
     // takes without hashing a large source again.

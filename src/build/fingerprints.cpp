@@ -55,7 +55,7 @@ util::Fingerprint source_digest(const Source& source, int arch,
     return builder.finish();
 }
 
-util::Fingerprint built_from(const store::DecodedEntry& artifact) {
+util::Fingerprint built_from(const store::VerifiedArtifact& artifact) {
     const store::KeyMaterialView& key = artifact.key();
     util::FingerprintBuilder builder;
     builder.add(static_cast<std::uint64_t>(artifact.kind()))

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kcache/source.hpp"
-#include "store/entry_format.hpp"
+#include "store/artifact_format.hpp"
 #include "util/fingerprint.hpp"
 
 namespace kcache::build {
@@ -34,6 +34,6 @@ util::Fingerprint source_digest(const Source& source, int arch,
 
 // What a stored artifact was built from, as its fingerprint covers it (not the caller's key nor
 // the kernel names): two artifacts equal here hold the same kernels.
-util::Fingerprint built_from(const store::DecodedEntry& artifact);
+util::Fingerprint built_from(const store::VerifiedArtifact& artifact);
 
 }  // namespace kcache::build

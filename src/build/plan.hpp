@@ -7,7 +7,7 @@
 #include "compile/compiler.hpp"
 #include "kcache/result.hpp"
 #include "kcache/source.hpp"
-#include "store/entry_format.hpp"
+#include "store/artifact_format.hpp"
 #include "util/fingerprint.hpp"
 
 namespace kcache::build {

@@ -37,7 +37,7 @@ BuiltArtifact store_compiled(store::ArtifactStore* tiers, std::string_view calle
     built.source_bytes = plan.source_bytes;
     built.names.assign(compiled.lowered_names.begin(), compiled.lowered_names.end());
 
-    store::StoredEntry artifact;
+    store::Artifact artifact;
     artifact.kind = store::PayloadKind::kCubin;
     artifact.key = plan.key;
     artifact.key.caller_key = std::string(caller_key);
@@ -61,7 +61,7 @@ BuiltArtifact store_compiled(store::ArtifactStore* tiers, std::string_view calle
             store::KeyIndex::at(disk->cache_directory()).record(caller_key, plan.fingerprint);
         }
     } else {
-        built.artifact = store::DecodedEntry::of(artifact);
+        built.artifact = store::VerifiedArtifact::of(artifact);
     }
     if (built.artifact == nullptr) {  // key material no artifact can hold: the cubin still loads
         if (disk != nullptr && !built.not_stored) {
@@ -74,8 +74,7 @@ BuiltArtifact store_compiled(store::ArtifactStore* tiers, std::string_view calle
     return built;
 }
 
-void explain_miss(store::ArtifactStore* tiers, std::string_view caller_key,
-                  const BuildPlan& plan) {
+void explain_miss(store::ArtifactStore* tiers, std::string_view caller_key, const BuildPlan& plan) {
     store::DiskStore* disk = tiers != nullptr ? tiers->disk() : nullptr;
     if (disk == nullptr || !util::log_enabled(util::LogLevel::kInfo)) return;
     auto index = store::KeyIndex::at(disk->cache_directory());

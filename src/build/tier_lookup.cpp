@@ -14,7 +14,8 @@ constexpr std::string_view kArrow = " <- ";
 // Key material is line-based text; an expression may contain anything else.
 std::string one_line(std::string_view text) {
     std::string line(text);
-    std::replace_if(line.begin(), line.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+    std::replace_if(
+        line.begin(), line.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
     return line;
 }
 
@@ -27,7 +28,8 @@ std::optional<LoweredNames> names_for(const store::KeyMaterialView& stored,
     for (const auto& expression : expressions) {
         auto line = std::find_if(lines.begin(), lines.end(), [&](std::string_view text) {
             const std::size_t arrow = text.find(kArrow);
-            return arrow != std::string_view::npos && text.substr(arrow + kArrow.size()) == expression;
+            return arrow != std::string_view::npos &&
+                   text.substr(arrow + kArrow.size()) == expression;
         });
         if (line == lines.end()) return std::nullopt;
         names.emplace_back(expression, std::string(line->substr(0, line->find(kArrow))));
@@ -56,7 +58,7 @@ std::optional<BuiltArtifact> find_in_tiers(store::ArtifactStore& tiers, std::str
     if (!found) return std::nullopt;
     // The file name is the fingerprint; the recorded key material must agree with it too. It is
     // compared as views into the artifact's bytes: no string per field on a hit.
-    const store::DecodedEntry& artifact = *found->entry;
+    const store::VerifiedArtifact& artifact = *found->entry;
     const store::KeyMaterialView& stored = artifact.key();
     std::optional<LoweredNames> names = source.kind == SourceKind::kCuda
                                             ? names_for(stored, source.name_expressions)
@@ -71,8 +73,8 @@ std::optional<BuiltArtifact> find_in_tiers(store::ArtifactStore& tiers, std::str
         return std::nullopt;
     }
     BuiltArtifact built;
-    built.provenance = found->tier == store::Tier::kDisk ? Provenance::kDiskTier
-                                                         : Provenance::kMemoryTier;
+    built.provenance =
+        found->tier == store::Tier::kDisk ? Provenance::kDiskTier : Provenance::kMemoryTier;
     built.names = std::move(*names);
     // No copy of the payload: the loader loads it in place from the artifact, which the memory
     // tier and the loaded module share.

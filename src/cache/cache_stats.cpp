@@ -1,9 +1,9 @@
 // What a cache counted, gathered from its own counters, its loaded modules and its tiers.
-#include "cache/cache_core.hpp"
+#include "cache/loaded_modules.hpp"
 
 namespace kcache::cache {
 
-CacheStats CacheCore::stats() const {
+CacheStats LoadedModules::stats() const {
     CacheStats s;
     s.hits = hits.sum();
     s.misses = misses_.load(std::memory_order_relaxed);

@@ -2,14 +2,14 @@
 // launch.
 #include <string>
 
-#include "cache/entry.hpp"
+#include "cache/loaded_module.hpp"
 #include "kcache/kernel_cache.hpp"
 
 namespace kcache {
 
 ModuleHandle::ModuleHandle(const ModuleHandle& other) noexcept
     : entry_(other.entry_), stripe_(other.stripe_) {
-    // Counted on the source's stripe: see Entry's protocol comment.
+    // Counted on the source's stripe: see LoadedModule's protocol comment.
     if (entry_ != nullptr) entry_->add_ref(stripe_);
 }
 
@@ -38,7 +38,11 @@ int ModuleHandle::arch() const noexcept {
 }
 
 std::string ModuleHandle::fingerprint() const {
-    return entry_ != nullptr ? entry_->fingerprint.hex() : std::string();
+    return entry_ != nullptr && entry_->artifact ? entry_->artifact->hex() : std::string();
+}
+
+std::string ModuleHandle::source_digest() const {
+    return entry_ != nullptr ? entry_->source_digest.hex() : std::string();
 }
 
 Result<KernelHandle> ModuleHandle::kernel(std::string_view name) const {

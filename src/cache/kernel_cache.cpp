@@ -1,9 +1,9 @@
-// KernelCache: the public face of CacheCore, plus configuration and the per-thread counters.
+// KernelCache: the public face of LoadedModules, plus configuration and the per-thread counters.
 #include "kcache/kernel_cache.hpp"
 
 #include <cstdlib>
 
-#include "cache/cache_core.hpp"
+#include "cache/loaded_modules.hpp"
 #include "cache/options_from_config.hpp"
 #include "cache/settings.hpp"
 #include "cache/thread_counters.hpp"
@@ -49,7 +49,7 @@ void reset_thread_stats() noexcept {
 }
 
 KernelCache::KernelCache(CacheOptions options)
-    : core_(std::make_unique<cache::CacheCore>(std::move(options))) {}
+    : modules_(std::make_unique<cache::LoadedModules>(std::move(options))) {}
 
 KernelCache::~KernelCache() = default;
 
@@ -60,7 +60,7 @@ KernelCache& KernelCache::global() {
     // The leaked cache is never destroyed, so its statistics are flushed at exit; registered
     // after it is built, so this runs before the statics it was built on are destroyed.
     static const bool flush_at_exit = [] {
-        std::atexit([] { cache->core_->flush_stats(); });
+        std::atexit([] { cache->modules_->flush_stats(); });
         return true;
     }();
     (void)flush_at_exit;
@@ -70,12 +70,12 @@ KernelCache& KernelCache::global() {
 Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn make_source,
                                               std::string_view kernel_name,
                                               std::optional<cache::PreparedArtifact>* prepared) {
-    driver::Driver& driver = core_->driver();
-    if (!core_->options.verify) {
+    driver::Driver& driver = modules_->driver();
+    if (!modules_->options.verify) {
         // Where every device of the process has one arch (the usual 8 x H200), a hit needs no
         // driver call at all: the arch is known without asking which context is current.
         if (const std::optional<int> uniform = driver.uniform_arch()) {
-            if (auto handle = core_->find_kernel(key, *uniform, kernel_name)) {
+            if (auto handle = modules_->find_kernel(key, *uniform, kernel_name)) {
                 return std::move(*handle);
             }
         }
@@ -83,33 +83,33 @@ Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn mak
     // Misses (and verification) need a current context: the compile resolves kernels in it.
     auto arch = driver.current_arch();
     if (!arch) return std::move(arch).error();
-    if (!core_->options.verify && !driver.uniform_arch()) {
-        if (auto handle = core_->find_kernel(key, *arch, kernel_name)) return std::move(*handle);
+    if (!modules_->options.verify && !driver.uniform_arch()) {
+        if (auto handle = modules_->find_kernel(key, *arch, kernel_name)) return std::move(*handle);
     }
-    auto module = core_->module_slow(key, make_source, *arch, prepared);
+    auto module = modules_->module_slow(key, make_source, *arch, prepared);
     if (!module) return std::move(module).error();
     auto kernel = module->kernel(kernel_name);
     if (!kernel && kernel.error().code() == Errc::kArtifactGone) {
         // Code loaded without its bytes, which left the tiers before this context needed them:
         // dropped, and built again now, once.
-        core_->discard(*module);
-        module = core_->module_slow(key, make_source, *arch);
+        modules_->discard(*module);
+        module = modules_->module_slow(key, make_source, *arch);
         if (!module) return std::move(module).error();
         kernel = module->kernel(kernel_name);
     }
-    if (!kernel && kernel.error().code() == Errc::kCompileFailed) core_->discard(*module);
+    if (!kernel && kernel.error().code() == Errc::kCompileFailed) modules_->discard(*module);
     return kernel;
 }
 
 Result<ModuleHandle> KernelCache::module_impl(std::string_view key, SourceFn make_source) {
-    auto arch = core_->driver().current_arch();
+    auto arch = modules_->driver().current_arch();
     if (!arch) return std::move(arch).error();
-    return core_->module_slow(key, make_source, *arch);
+    return modules_->module_slow(key, make_source, *arch);
 }
 
 Result<Provenance> KernelCache::prebuild_impl(std::string_view key, SourceFn make_source,
-                                                  int arch) {
-    return core_->prebuild(key, make_source, arch);
+                                              int arch) {
+    return modules_->prebuild(key, make_source, arch);
 }
 
 Result<ModuleHandle> KernelCache::get_or_compile(std::string_view key, std::string_view ptx) {
@@ -125,26 +125,26 @@ Result<void> KernelCache::compile_lock_launch(std::string_view key, std::string_
 }
 
 void KernelCache::clear() {
-    std::lock_guard lock(core_->clear_mutex);
-    core_->clear_locked();
+    std::lock_guard lock(modules_->clear_mutex);
+    modules_->clear_locked();
 }
 
 ExclusiveGuard KernelCache::exclusive() {
-    return ExclusiveGuard(*this, std::unique_lock(core_->clear_mutex));
+    return ExclusiveGuard(*this, std::unique_lock(modules_->clear_mutex));
 }
 
 void ExclusiveGuard::clear() {
-    cache_->core_->clear_locked();
+    cache_->modules_->clear_locked();
 }
 
 CacheStats KernelCache::stats() const {
-    return core_->stats();
+    return modules_->stats();
 }
 std::size_t KernelCache::size() const {
-    return core_->size();
+    return modules_->size();
 }
 const CacheOptions& KernelCache::options() const noexcept {
-    return core_->options;
+    return modules_->options;
 }
 
 }  // namespace kcache

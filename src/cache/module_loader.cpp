@@ -24,7 +24,7 @@ std::uint64_t since(std::chrono::steady_clock::time_point start) {
 // kernels. Holds the tiers weakly: loaded code may outlive its cache, and must not keep them.
 driver::ImageSource read_back(const std::shared_ptr<store::ArtifactStore>& tiers,
                               const util::Fingerprint& fingerprint,
-                              const store::DecodedEntry& loaded) {
+                              const store::VerifiedArtifact& loaded) {
     return [weak = std::weak_ptr<store::ArtifactStore>(tiers), fingerprint,
             inputs = build::built_from(loaded)]() -> Result<driver::Image> {
         auto held = weak.lock();
@@ -48,8 +48,8 @@ driver::ImageSource read_back(const std::shared_ptr<store::ArtifactStore>& tiers
 
 }  // namespace
 
-std::optional<compile::PtxParamSizes> recorded_param_sizes(const Source& source,
-                                                           const store::DecodedEntry* artifact) {
+std::optional<compile::PtxParamSizes> recorded_param_sizes(
+    const Source& source, const store::VerifiedArtifact* artifact) {
     if (source.kind != SourceKind::kPtx || artifact == nullptr) return std::nullopt;
     return compile::parse_param_sizes_line(artifact->key().param_sizes);
 }
@@ -63,6 +63,8 @@ Result<LoadedCode> load_module(driver::Driver& driver,
     std::optional<compile::PtxParamSizes> param_sizes =
         recorded_param_sizes(source, built.artifact.get());
     const bool compiled_here = built.artifact != nullptr || built.loadable.kind != source.kind;
+    std::optional<util::Fingerprint> artifact;
+    if (built.artifact != nullptr) artifact = built.fingerprint;
     Result<driver::LibraryId> library = Error(Errc::kInvalidArgument, "not loaded");
     if (built.artifact != nullptr) {
         // A disk hit is kept by no tier: the driver may let its bytes go and read them back.
@@ -70,8 +72,8 @@ Result<LoadedCode> load_module(driver::Driver& driver,
         const std::string_view payload = built.artifact->payload();
         driver::ImageSource again = from_disk ? read_back(tiers, built.fingerprint, *built.artifact)
                                               : driver::ImageSource();
-        library = driver.load_binary(driver::Image{payload, std::move(built.artifact)},
-                                     std::move(again));
+        library =
+            driver.load_binary(driver::Image{payload, std::move(built.artifact)}, std::move(again));
     } else if (built.loadable.kind == SourceKind::kCubin ||
                built.loadable.kind == SourceKind::kFatbin) {
         // A caller's binary: its bytes, moved here, are the ones a module made later uses.
@@ -87,14 +89,16 @@ Result<LoadedCode> load_module(driver::Driver& driver,
         KCACHE_LOG(kInfo, "compiled artifact for " + std::string(key) + " did not load (" +
                               library.error().message() + "); handing the PTX to the driver");
         built.provenance = Provenance::kDriverJit;
+        artifact.reset();
         library = driver.load_library(source);
     }
     TRY_ASSIGN(driver::LibraryId loaded, std::move(library));
     std::uint64_t compile_ns = built.compile_ns;
     // Loading PTX is the driver's JIT: that is compile time too.
     if (built.provenance == Provenance::kDriverJit) compile_ns += since(start);
-    return LoadedCode{loaded,           built.provenance,   compile_ns,
-                      std::move(built.names), built.source_bytes, std::move(param_sizes)};
+    return LoadedCode{
+        loaded,   built.provenance,      compile_ns, std::move(built.names), built.source_bytes,
+        artifact, std::move(param_sizes)};
 }
 
 }  // namespace kcache::cache

@@ -20,6 +20,7 @@ struct LoadedCode {
     std::uint64_t compile_ns = 0;  // the host compile's, or the driver's JIT; 0 for a tier hit
     build::LoweredNames names;
     std::optional<util::Fingerprint> source_bytes{};  // as in build::BuiltArtifact
+    std::optional<util::Fingerprint> artifact{};      // the artifact's fingerprint, if one loaded
     // A PTX source's kernels' parameter sizes as its artifact recorded them at compile time;
     // nullopt where no artifact was loaded or it recorded none readable.
     std::optional<compile::PtxParamSizes> param_sizes{};
@@ -28,7 +29,7 @@ struct LoadedCode {
 // The parameter sizes `artifact` recorded when `source` (PTX) was compiled into it; nullopt for
 // another kind of source, no artifact, or a line that does not read.
 std::optional<compile::PtxParamSizes> recorded_param_sizes(const Source& source,
-                                                           const store::DecodedEntry* artifact);
+                                                           const store::VerifiedArtifact* artifact);
 
 // Loads `built` for every context (the driver's JIT for PTX the build layer left to it, which
 // counts as compile time). A disk hit is loaded without keeping its bytes: the driver reads them

@@ -3,7 +3,7 @@
 // that readers on the hit path never wait.
 #include <algorithm>
 
-#include "cache/cache_core.hpp"
+#include "cache/loaded_modules.hpp"
 #include "cache/thread_counters.hpp"
 #include "util/epoch.hpp"
 #include "util/log.hpp"
@@ -17,18 +17,18 @@ std::string describe_key(std::string_view key, int arch) {
 
 }  // namespace
 
-void CacheCore::discard(const ModuleHandle& module) {
-    Entry* entry = module.entry_;
+void LoadedModules::discard(const ModuleHandle& module) {
+    LoadedModule* entry = module.entry_;
     {
         std::lock_guard lock(write_mutex_);
-        const EntryTable* table = table_.load(std::memory_order_relaxed);
-        std::vector<Entry*> kept;
+        const ModuleTable* table = table_.load(std::memory_order_relaxed);
+        std::vector<LoadedModule*> kept;
         kept.reserve(table->size());
-        for (Entry* e : table->entries()) {
+        for (LoadedModule* e : table->entries()) {
             if (e != entry) kept.push_back(e);
         }
         if (kept.size() == table->size()) return;  // already gone (evicted, cleared)
-        replace_table(new EntryTable(kept));
+        replace_table(new ModuleTable(kept));
     }
     if (entry->broken_because() == Errc::kArtifactGone) {
         code_gone_.fetch_add(1, std::memory_order_relaxed);
@@ -44,21 +44,21 @@ void CacheCore::discard(const ModuleHandle& module) {
     entry->retire();  // unloaded once the caller's handle goes
 }
 
-std::vector<Entry*> CacheCore::publish(Entry* entry) {
+std::vector<LoadedModule*> LoadedModules::publish(LoadedModule* entry) {
     entry->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed) + 1,
                            std::memory_order_relaxed);
-    EntryTable* table = table_.load(std::memory_order_relaxed);
+    ModuleTable* table = table_.load(std::memory_order_relaxed);
     if (!table->try_insert(entry)) {  // full enough: a bigger table, with room to grow in place
-        std::vector<Entry*> entries = table->entries();
+        std::vector<LoadedModule*> entries = table->entries();
         entries.push_back(entry);
-        replace_table(new EntryTable(entries));
+        replace_table(new ModuleTable(entries));
     }
     return evict_over_budget();
 }
 
-std::vector<Entry*> CacheCore::evict_over_budget() {
+std::vector<LoadedModule*> LoadedModules::evict_over_budget() {
     const std::size_t budget = std::max<std::size_t>(1, options.max_entries);
-    const EntryTable* table = table_.load(std::memory_order_relaxed);
+    const ModuleTable* table = table_.load(std::memory_order_relaxed);
     if (table->size() <= budget) return {};
 
     // Least recently used first, and among those, entries no handle holds: evicting a held one
@@ -66,13 +66,13 @@ std::vector<Entry*> CacheCore::evict_over_budget() {
     // while we sort, so the sort works on a snapshot: a comparator reading live values would
     // be inconsistent, which std::sort punishes by running off the end of the range.
     struct Candidate {
-        Entry* entry;
+        LoadedModule* entry;
         bool held;
         std::uint64_t last_used;
     };
     std::vector<Candidate> order;
     order.reserve(table->size());
-    for (Entry* entry : table->entries()) {
+    for (LoadedModule* entry : table->entries()) {
         order.push_back(
             {entry, entry->referenced(), entry->last_used.load(std::memory_order_relaxed)});
     }
@@ -81,34 +81,34 @@ std::vector<Entry*> CacheCore::evict_over_budget() {
         return a.last_used < b.last_used;
     });
     const std::size_t excess = order.size() - budget;
-    std::vector<Entry*> victims;
-    std::vector<Entry*> kept;
+    std::vector<LoadedModule*> victims;
+    std::vector<LoadedModule*> kept;
     for (std::size_t i = 0; i < order.size(); ++i) {
         (i < excess ? victims : kept).push_back(order[i].entry);
     }
-    replace_table(new EntryTable(kept));
+    replace_table(new ModuleTable(kept));
     evictions_.fetch_add(victims.size(), std::memory_order_relaxed);
     return victims;
 }
 
-void CacheCore::replace_table(EntryTable* table) {
-    const EntryTable* old = table_.exchange(table, std::memory_order_acq_rel);
+void LoadedModules::replace_table(ModuleTable* table) {
+    const ModuleTable* old = table_.exchange(table, std::memory_order_acq_rel);
     util::EpochDomain::global().retire([old] { delete old; });
 }
 
-void CacheCore::clear_locked() {
-    std::vector<Entry*> victims;
+void LoadedModules::clear_locked() {
+    std::vector<LoadedModule*> victims;
     {
         std::lock_guard lock(write_mutex_);
         victims = table_.load(std::memory_order_relaxed)->entries();
-        replace_table(new EntryTable({}));
+        replace_table(new ModuleTable({}));
     }
-    for (Entry* victim : victims) victim->retire();
+    for (LoadedModule* victim : victims) victim->retire();
     thread_counters() = {};
     util::EpochDomain::global().collect();
 }
 
-std::size_t CacheCore::size() const {
+std::size_t LoadedModules::size() const {
     auto guard = util::EpochDomain::global().pin();
     return table_.load(std::memory_order_acquire)->size();
 }

@@ -4,16 +4,16 @@
 #include <utility>
 
 #include "build/fingerprints.hpp"
-#include "cache/cache_core.hpp"
+#include "cache/loaded_modules.hpp"
 #include "cache/module_loader.hpp"
 #include "cache/source_guard.hpp"
 #include "compile/arch.hpp"
 
 namespace kcache::cache {
 
-Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
-                                            FunctionRef<Result<Source>()> make, int arch,
-                                            bool for_load) {
+Result<PreparedArtifact> LoadedModules::prepare(std::string_view key,
+                                                FunctionRef<Result<Source>()> make, int arch,
+                                                bool for_load) {
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
     if (stats_flusher_) stats_flusher_->maybe_flush();
     auto source = generate_source(key, make);
@@ -36,7 +36,7 @@ Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
     prepared.source = std::move(source).value();
     prepared.built = std::move(built).value();
     if (for_load) {
-        prepared.source_fingerprint =
+        prepared.source_digest =
             build::source_digest(prepared.source, arch, prepared.built.source_bytes);
         prepared.param_sizes = ptx_param_sizes_of(
             prepared.source, recorded_param_sizes(prepared.source, prepared.built.artifact.get()));
@@ -44,7 +44,7 @@ Result<PreparedArtifact> CacheCore::prepare(std::string_view key,
     return prepared;
 }
 
-Result<Provenance> CacheCore::prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
+Result<Provenance> LoadedModules::prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
                                            int arch) {
     // Before the generator runs and any compiler sees the arch: a bad one changes nothing.
     if (auto checked = compile::check_target({arch, false}); !checked) {
@@ -53,10 +53,10 @@ Result<Provenance> CacheCore::prebuild(std::string_view key, FunctionRef<Result<
     }
     // A prebuild is for the disk: without the tier that was asked for, it would store nothing.
     if (const auto& why = builder_.disk_open_error()) {
-        return Error(Errc::kIoError,
-                     "key '" + std::string(key) +
-                         "': not compiled, since nothing could be stored on disk: " +
-                         why->message());
+        return Error(
+            Errc::kIoError,
+            "key '" + std::string(key) +
+                "': not compiled, since nothing could be stored on disk: " + why->message());
     }
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
     prebuilds_.fetch_add(1, std::memory_order_relaxed);
@@ -65,11 +65,10 @@ Result<Provenance> CacheCore::prebuild(std::string_view key, FunctionRef<Result<
     const build::BuiltArtifact& built = prepared->built;
     if (built.not_stored) {
         const bool compiled = built.provenance == Provenance::kCompiled;
-        return Error(Errc::kIoError,
-                     "key '" + std::string(key) +
-                         "': " + (compiled ? "compiled" : "found in memory") + " for sm_" +
-                         std::to_string(arch) +
-                         " but not stored on disk: " + built.not_stored->message());
+        return Error(Errc::kIoError, "key '" + std::string(key) +
+                                         "': " + (compiled ? "compiled" : "found in memory") +
+                                         " for sm_" + std::to_string(arch) +
+                                         " but not stored on disk: " + built.not_stored->message());
     }
     if (built.provenance != Provenance::kDriverJit) return built.provenance;
     return Error(Errc::kUnsupported,

@@ -13,7 +13,7 @@
 #include <thread>
 #include <unordered_set>
 
-#include "cache/cache_core.hpp"
+#include "cache/loaded_modules.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "util/log.hpp"
 
@@ -81,7 +81,7 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
     std::vector<Result<KernelHandle>> results(
         items.size(), Result<KernelHandle>(Error(Errc::kInvalidArgument, "not warmed up")));
     if (items.empty()) return results;
-    auto arch = core_->driver().current_arch();
+    auto arch = modules_->driver().current_arch();
     if (!arch) {
         for (auto& result : results) result = arch.error();
         return results;
@@ -117,9 +117,9 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
             const std::size_t i = firsts[n];
             const WarmUpItem& item = items[i];
             Slot& slot = slots[i];
-            if (!core_->contains(item.key, *arch)) {
+            if (!modules_->contains(item.key, *arch)) {
                 auto made = [&]() -> Result<Source> { return item.make_source(); };
-                auto prepared = core_->prepare(item.key, made, *arch, /*for_load=*/true);
+                auto prepared = modules_->prepare(item.key, made, *arch, /*for_load=*/true);
                 if (prepared) {
                     slot.prepared = std::move(prepared).value();
                 } else {

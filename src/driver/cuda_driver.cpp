@@ -62,7 +62,7 @@ public:
         if (!code) return std::move(code).error();
         // With lazy loading the driver may defer the JIT of PTX to the first kernel lookup in a
         // context; get_kernel() then reports it with the log, and the cache drops the code
-        // (CacheCore::discard).
+        // (LoadedModules::discard).
         return static_cast<LibraryId>(code->release());
     }
 

@@ -41,17 +41,18 @@ void ArtifactStore::count(Outcome outcome) noexcept {
     }
 }
 
-std::shared_ptr<const DecodedEntry> ArtifactStore::read_back(const util::Fingerprint& fingerprint) {
+std::shared_ptr<const VerifiedArtifact> ArtifactStore::read_back(
+    const util::Fingerprint& fingerprint) {
     auto entry = memory_.get(fingerprint);
     if (!entry && disk_) entry = disk_->get(fingerprint, DiskStore::Reading::kReadBack);
     if (entry) read_backs_.fetch_add(1, std::memory_order_relaxed);
     return entry;
 }
 
-Stored ArtifactStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
+Stored ArtifactStore::put(const util::Fingerprint& fingerprint, const Artifact& entry,
                           DiskStore::Cleaning cleaning) {
     // A compile's entry, once through the entry format: what a disk hit would have kept.
-    auto decoded = DecodedEntry::of(entry);
+    auto decoded = VerifiedArtifact::of(entry);
     memory_.put(fingerprint, decoded);
     if (!disk_) return {std::move(decoded), ok()};
     Result<void> written = disk_->put(fingerprint, entry, cleaning);

@@ -35,7 +35,7 @@ struct ArtifactStats {
 enum class Tier { kMemory, kDisk };
 
 struct Found {
-    std::shared_ptr<const DecodedEntry> entry;  // never null; a memory hit's is the tier's own
+    std::shared_ptr<const VerifiedArtifact> entry;  // never null; a memory hit's is the tier's own
     Tier tier;
     // A memory hit whose write to the disk tier failed: why it is not on disk.
     std::optional<Error> not_on_disk{};
@@ -44,7 +44,7 @@ struct Found {
 // What put() did: the entry as the memory tier holds it (decoded, as a hit would be; null for
 // key material no entry can hold), and the disk write's outcome (ok without a disk tier).
 struct Stored {
-    std::shared_ptr<const DecodedEntry> entry;
+    std::shared_ptr<const VerifiedArtifact> entry;
     Result<void> disk;
 };
 
@@ -63,11 +63,11 @@ public:
     void count(Outcome outcome) noexcept;
     // The bytes of code loaded earlier without keeping them, for another context: find() without
     // counting a lookup; a success counts as a read-back. Null when no tier has the entry.
-    std::shared_ptr<const DecodedEntry> read_back(const util::Fingerprint& fingerprint);
+    std::shared_ptr<const VerifiedArtifact> read_back(const util::Fingerprint& fingerprint);
     // Puts to every tier. A disk failure is counted by the disk tier and returned; the artifact
     // is still in memory, so a caller loading it may ignore it, and a later memory hit of it
     // says it is not on disk.
-    Stored put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
+    Stored put(const util::Fingerprint& fingerprint, const Artifact& entry,
                DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow);
 
     ArtifactStats stats() const;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kcache/result.hpp"
+#include "store/artifact_format.hpp"
 #include "store/cache_directory.hpp"
-#include "store/entry_format.hpp"
 
 namespace kcache::store {
 

@@ -68,8 +68,8 @@ std::optional<util::FileLock> DiskStore::lock(const util::Fingerprint& fingerpri
     return directory_->lock(relative_path_of(fingerprint) + ".lock", patience);
 }
 
-std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fingerprint,
-                                                   Reading reading) {
+std::shared_ptr<const VerifiedArtifact> DiskStore::get(const util::Fingerprint& fingerprint,
+                                                       Reading reading) {
     const bool lookup = reading == Reading::kLookup;
     const std::string relative = relative_path_of(fingerprint);
     // Read and, if bad, removed below the same directory: one replaced meanwhile keeps its
@@ -91,8 +91,8 @@ std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fing
         return nullptr;
     }
     // Decoded in place: the file's bytes become the entry's, payload included.
-    auto entry = bytes ? DecodedEntry::decode(std::move(**bytes))
-                       : Result<std::shared_ptr<const DecodedEntry>>(bytes.error());
+    auto entry = bytes ? VerifiedArtifact::decode(std::move(**bytes))
+                       : Result<std::shared_ptr<const VerifiedArtifact>>(bytes.error());
     if (!entry) {
         if (lookup) misses_.fetch_add(1, std::memory_order_relaxed);
         if (entry.error().code() != Errc::kCorruptEntry) return nullptr;  // I/O, counted above
@@ -118,7 +118,7 @@ std::shared_ptr<const DecodedEntry> DiskStore::get(const util::Fingerprint& fing
     return std::move(entry).value();
 }
 
-Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
+Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const Artifact& entry,
                             Cleaning cleaning) {
     if (directory_->read_only()) return directory_->read_only_error();
     const std::string bytes = encode(entry);

@@ -13,9 +13,9 @@
 #include <string>
 
 #include "kcache/result.hpp"
+#include "store/artifact_format.hpp"
 #include "store/cache_directory.hpp"
 #include "store/disk_cleaner.hpp"
-#include "store/entry_format.hpp"
 #include "util/file_lock.hpp"
 #include "util/files.hpp"
 #include "util/fingerprint.hpp"
@@ -74,8 +74,8 @@ public:
     enum class Reading { kLookup, kReadBack, kUncounted };
     // Null on a miss. A hit refreshes the entry's mtime, its recency stamp for eviction, when
     // older than kStampGranularity.
-    std::shared_ptr<const DecodedEntry> get(const util::Fingerprint& fingerprint,
-                                            Reading reading = Reading::kLookup);
+    std::shared_ptr<const VerifiedArtifact> get(const util::Fingerprint& fingerprint,
+                                                Reading reading = Reading::kLookup);
     // After a successful write, cleans the directory when due: at this store's first write,
     // then whenever it has written a tenth of a budget since its last scan, or enough to take
     // the directory that scan found over a budget. A failed cleanup is counted and logged; it
@@ -83,7 +83,7 @@ public:
     // kDeferred leaves a due cleanup to run_pending_cleanup(): a caller holding the entry's
     // compile lock releases it first, so that processes waiting on it do not wait on a scan.
     enum class Cleaning { kNow, kDeferred };
-    Result<void> put(const util::Fingerprint& fingerprint, const StoredEntry& entry,
+    Result<void> put(const util::Fingerprint& fingerprint, const Artifact& entry,
                      Cleaning cleaning = Cleaning::kNow);
     void run_pending_cleanup();
 

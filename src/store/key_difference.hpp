@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/entry_format.hpp"
+#include "store/artifact_format.hpp"
 
 namespace kcache::store {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <utility>
 
+#include "store/artifact_format.hpp"
 #include "store/cache_directory.hpp"
-#include "store/entry_format.hpp"
 #include "util/fingerprint.hpp"
 
 namespace kcache::store {

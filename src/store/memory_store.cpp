@@ -2,7 +2,7 @@
 
 namespace kcache::store {
 
-std::shared_ptr<const DecodedEntry> MemoryStore::get(const util::Fingerprint& fingerprint) {
+std::shared_ptr<const VerifiedArtifact> MemoryStore::get(const util::Fingerprint& fingerprint) {
     std::lock_guard lock(mutex_);
     auto it = index_.find(fingerprint);
     if (it == index_.end()) return nullptr;
@@ -11,7 +11,7 @@ std::shared_ptr<const DecodedEntry> MemoryStore::get(const util::Fingerprint& fi
 }
 
 void MemoryStore::put(const util::Fingerprint& fingerprint,
-                      std::shared_ptr<const DecodedEntry> entry) {
+                      std::shared_ptr<const VerifiedArtifact> entry) {
     if (!entry) return;
     const std::size_t bytes = entry->cost();
     std::lock_guard lock(mutex_);

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "store/entry_format.hpp"
+#include "store/artifact_format.hpp"
 #include "util/fingerprint.hpp"
 
 namespace kcache::store {
@@ -19,9 +19,9 @@ public:
     explicit MemoryStore(std::size_t max_bytes) : max_bytes_(max_bytes) {}
 
     // Null on a miss.
-    std::shared_ptr<const DecodedEntry> get(const util::Fingerprint& fingerprint);
+    std::shared_ptr<const VerifiedArtifact> get(const util::Fingerprint& fingerprint);
     // An entry larger than the whole budget is not kept, nor a null one.
-    void put(const util::Fingerprint& fingerprint, std::shared_ptr<const DecodedEntry> entry);
+    void put(const util::Fingerprint& fingerprint, std::shared_ptr<const VerifiedArtifact> entry);
 
     std::size_t bytes() const;
     std::size_t size() const;
@@ -33,7 +33,7 @@ private:
     };
     struct Item {
         util::Fingerprint fingerprint;
-        std::shared_ptr<const DecodedEntry> entry;
+        std::shared_ptr<const VerifiedArtifact> entry;
         std::size_t bytes;
     };
 

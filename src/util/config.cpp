@@ -169,7 +169,7 @@ std::size_t index_of(const Setting& setting) {
     return static_cast<std::size_t>(&setting - kSettings.data());
 }
 
-ConfigEntry make_entry(const Setting& setting, std::string value, Origin origin,
+ConfigEntry make_entry(const Setting& setting, std::string value, SettingOrigin origin,
                        std::string_view config_file) {
     ConfigEntry entry;
     entry.setting = &setting;
@@ -194,7 +194,7 @@ Result<void> file_may_hold(const Setting& setting, std::string_view value) {
 
 // A value from a source that could not be used: the setting keeps what it had (a lower source's,
 // or the default), unless it guards something, where it takes its safe value.
-void fall_back(const Setting& setting, std::vector<ConfigEntry>& entries, Origin origin,
+void fall_back(const Setting& setting, std::vector<ConfigEntry>& entries, SettingOrigin origin,
                std::string_view config_file) {
     if (setting.safe_value.empty()) return;
     entries[index_of(setting)] =
@@ -260,15 +260,16 @@ const Setting* find_setting(std::string_view key) {
     return found == kSettings.end() ? nullptr : &*found;
 }
 
-std::string origin_name(Origin origin, const Setting& setting, std::string_view config_file) {
+std::string origin_name(SettingOrigin origin, const Setting& setting,
+                        std::string_view config_file) {
     switch (origin) {
-        case Origin::kDefault:
+        case SettingOrigin::kDefault:
             return "default";
-        case Origin::kConfigFile:
+        case SettingOrigin::kConfigFile:
             return std::string(config_file);
-        case Origin::kEnvironment:
+        case SettingOrigin::kEnvironment:
             return "environment (" + std::string(setting.environment) + ")";
-        case Origin::kCommandLine:
+        case SettingOrigin::kCommandLine:
             return "command line";
     }
     return "default";
@@ -358,16 +359,16 @@ Result<ConfigEntry> config_directory(
         if (auto checked = check_value(dir, given->second); !checked) {
             return invalid("command line: dir: " + checked.error().message());
         }
-        return make_entry(dir, given->second, Origin::kCommandLine, {});
+        return make_entry(dir, given->second, SettingOrigin::kCommandLine, {});
     }
     if (auto value = env_string("KCACHE_DIR")) {
-        return make_entry(dir, *value, Origin::kEnvironment, {});
+        return make_entry(dir, *value, SettingOrigin::kEnvironment, {});
     }
     if (auto xdg = env_string("XDG_CACHE_HOME")) {
-        return make_entry(dir, *xdg + "/kcache", Origin::kDefault, {});
+        return make_entry(dir, *xdg + "/kcache", SettingOrigin::kDefault, {});
     }
     if (auto home = env_string("HOME")) {
-        return make_entry(dir, *home + "/.cache/kcache", Origin::kDefault, {});
+        return make_entry(dir, *home + "/.cache/kcache", SettingOrigin::kDefault, {});
     }
     return Error(Errc::kIoError,
                  "no cache directory: set KCACHE_DIR (neither XDG_CACHE_HOME nor HOME is set)");
@@ -380,7 +381,7 @@ Result<Config> load_config(std::string_view directory,
     config.entries_.reserve(kSettings.size());
     for (const Setting& setting : kSettings) {
         config.entries_.push_back(
-            make_entry(setting, std::string(setting.default_value), Origin::kDefault, {}));
+            make_entry(setting, std::string(setting.default_value), SettingOrigin::kDefault, {}));
     }
     const Setting& dir = *find_setting(kDirKey);
     config.dir_index_ = index_of(dir);
@@ -396,7 +397,7 @@ Result<Config> load_config(std::string_view directory,
         config.entries_[config.dir_index_] = std::move(*resolved);
     } else {
         config.entries_[config.dir_index_] =
-            make_entry(dir, std::string(directory), Origin::kCommandLine, {});
+            make_entry(dir, std::string(directory), SettingOrigin::kCommandLine, {});
     }
     if (!config.directory().empty()) {
         config.config_file_ = join_path(config.directory(), kConfigFileName);
@@ -408,7 +409,7 @@ Result<Config> load_config(std::string_view directory,
             ParsedConfigFile parsed = parse_config_file(*file->text, file->path);
             for (FileSetting& line : parsed.settings) {
                 config.entries_[index_of(*line.setting)] = make_entry(
-                    *line.setting, std::move(line.value), Origin::kConfigFile, file->path);
+                    *line.setting, std::move(line.value), SettingOrigin::kConfigFile, file->path);
             }
             config.problems_.insert(config.problems_.end(), parsed.problems.begin(),
                                     parsed.problems.end());
@@ -422,11 +423,11 @@ Result<Config> load_config(std::string_view directory,
         if (!value) continue;
         if (auto checked = check_value(setting, *value); !checked) {
             config.problems_.push_back(name + ": " + checked.error().message());
-            fall_back(setting, config.entries_, Origin::kEnvironment, {});
+            fall_back(setting, config.entries_, SettingOrigin::kEnvironment, {});
             continue;
         }
         config.entries_[index_of(setting)] =
-            make_entry(setting, std::move(*value), Origin::kEnvironment, {});
+            make_entry(setting, std::move(*value), SettingOrigin::kEnvironment, {});
     }
 
     for (const auto& [key, value] : command_line_overrides) {
@@ -440,7 +441,8 @@ Result<Config> load_config(std::string_view directory,
         if (auto checked = check_value(*setting, value); !checked) {
             return invalid("command line: " + key + ": " + checked.error().message());
         }
-        config.entries_[index_of(*setting)] = make_entry(*setting, value, Origin::kCommandLine, {});
+        config.entries_[index_of(*setting)] =
+            make_entry(*setting, value, SettingOrigin::kCommandLine, {});
     }
     return config;
 }

@@ -57,10 +57,10 @@ std::span<const Setting> settings();
 // Null for an unknown key.
 const Setting* find_setting(std::string_view key);
 
-enum class Origin : std::uint8_t { kDefault, kConfigFile, kEnvironment, kCommandLine };
+enum class SettingOrigin : std::uint8_t { kDefault, kConfigFile, kEnvironment, kCommandLine };
 
 // "default", the path of kcache.conf, "environment (KCACHE_X)" or "command line".
-std::string origin_name(Origin origin, const Setting& setting, std::string_view config_file);
+std::string origin_name(SettingOrigin origin, const Setting& setting, std::string_view config_file);
 
 // The typed parsers every value goes through, wherever it came from. Errors quote the text.
 Result<bool> parse_bool(std::string_view text);
@@ -91,7 +91,7 @@ struct ConfigFile {
 struct ConfigEntry {
     const Setting* setting = nullptr;
     std::string value;  // the text as given (trimmed), already checked against the type
-    Origin origin = Origin::kDefault;
+    SettingOrigin origin = SettingOrigin::kDefault;
     std::string origin_name;  // origin_name() of the above, for printing
 };
 

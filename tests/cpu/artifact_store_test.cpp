@@ -23,8 +23,8 @@ std::unique_ptr<DiskStore> disk_at(const std::string& path) {
     return disk.ok() ? std::move(*disk) : nullptr;
 }
 
-StoredEntry entry_with(const std::string& payload) {
-    StoredEntry entry;
+Artifact entry_with(const std::string& payload) {
+    Artifact entry;
     entry.payload = payload;
     return entry;
 }
@@ -63,7 +63,7 @@ TEST(ArtifactStore, ADiskHitLeavesNothingInMemory) {
     TempDir dir;
     ArtifactStore(1 << 20, disk_at(dir.path())).put(kPrint, entry_with("cubin bytes"));
     ArtifactStore fresh(1 << 20, disk_at(dir.path()));
-    std::weak_ptr<const DecodedEntry> read;
+    std::weak_ptr<const VerifiedArtifact> read;
     {
         auto from_disk = fresh.get(kPrint);
         ASSERT_TRUE(from_disk.has_value());
@@ -93,7 +93,7 @@ TEST(ArtifactStore, APutIsServedFromMemoryWithTheSameBytes) {
 }
 
 TEST(ArtifactStore, APutEntryComesBackWithEveryField) {
-    StoredEntry entry = entry_with("cubin bytes");
+    Artifact entry = entry_with("cubin bytes");
     entry.key.arch = "sm_90";
     entry.key.source_hash = "0123";
     entry.key.caller_key = "gelu:16";

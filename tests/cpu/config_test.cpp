@@ -109,7 +109,7 @@ TEST_F(ConfigTest, WithoutFileOrEnvironmentEverySettingHasItsDefault) {
     ASSERT_EQ(config.entries().size(), settings().size());
     for (const ConfigEntry& item : config.entries()) {
         if (item.setting->key == "dir") continue;  // KCACHE_DIR, set by the fixture
-        EXPECT_EQ(item.origin, Origin::kDefault) << item.setting->key;
+        EXPECT_EQ(item.origin, SettingOrigin::kDefault) << item.setting->key;
         EXPECT_EQ(item.origin_name, "default") << item.setting->key;
         EXPECT_EQ(item.value, item.setting->default_value) << item.setting->key;
     }
@@ -136,7 +136,7 @@ TEST_F(ConfigTest, FileValueOverridesDefaultAndNamesTheFile) {
     write_text(conf(), "max_size = 10G\n");
     const ConfigEntry size = entry(load(), "max_size");
     EXPECT_EQ(size.value, "10G");
-    EXPECT_EQ(size.origin, Origin::kConfigFile);
+    EXPECT_EQ(size.origin, SettingOrigin::kConfigFile);
     EXPECT_EQ(size.origin_name, conf());
     EXPECT_EQ(*load().get_uint("max_size"), 10'000'000'000u);
 }
@@ -146,7 +146,7 @@ TEST_F(ConfigTest, EnvironmentOverridesFile) {
     env_.set("KCACHE_VERIFY", "1");
     const ConfigEntry verify = entry(load(), "verify");
     EXPECT_EQ(verify.value, "1");
-    EXPECT_EQ(verify.origin, Origin::kEnvironment);
+    EXPECT_EQ(verify.origin, SettingOrigin::kEnvironment);
     EXPECT_EQ(verify.origin_name, "environment (KCACHE_VERIFY)");
 }
 
@@ -155,7 +155,7 @@ TEST_F(ConfigTest, CommandLineOverridesEnvironment) {
     env_.set("KCACHE_MAX_ENTRIES", "5");
     const ConfigEntry entries = entry(load({{"max_entries", "7"}}), "max_entries");
     EXPECT_EQ(entries.value, "7");
-    EXPECT_EQ(entries.origin, Origin::kCommandLine);
+    EXPECT_EQ(entries.origin, SettingOrigin::kCommandLine);
     EXPECT_EQ(entries.origin_name, "command line");
 }
 
@@ -200,7 +200,7 @@ TEST_F(ConfigTest, CommentsAndBlankLinesAreIgnored) {
                "# verify = 1\n");
     const Config config = load();
     EXPECT_EQ(entry(config, "max_files").value, "42");
-    EXPECT_EQ(entry(config, "verify").origin, Origin::kDefault);
+    EXPECT_EQ(entry(config, "verify").origin, SettingOrigin::kDefault);
 }
 
 TEST_F(ConfigTest, BadEnvironmentValueNamesTheVariable) {
@@ -221,7 +221,7 @@ TEST_F(ConfigTest, CompilerLibrariesComeOnlyFromTheEnvironment) {
     std::filesystem::remove(conf());
     EXPECT_FALSE(load_config(dir_.path(), {{"nvjitlink_library", "/x.so"}}).ok());
     env_.set("KCACHE_NVRTC_LIBRARY", "/opt/libnvrtc.so");
-    EXPECT_EQ(entry(load(), "nvrtc_library").origin, Origin::kEnvironment);
+    EXPECT_EQ(entry(load(), "nvrtc_library").origin, SettingOrigin::kEnvironment);
 }
 
 TEST_F(ConfigTest, SizesAcceptCcacheUnits) {
@@ -253,7 +253,7 @@ TEST_F(ConfigTest, DirectoryComesFromCommandLineThenEnvironmentThenXdgThenHome) 
     auto given = config_directory({{"dir", "/given"}});
     ASSERT_TRUE(given.ok());
     EXPECT_EQ(given->value, "/given");
-    EXPECT_EQ(given->origin, Origin::kCommandLine);
+    EXPECT_EQ(given->origin, SettingOrigin::kCommandLine);
 
     auto from_env = config_directory({});
     ASSERT_TRUE(from_env.ok());
@@ -262,7 +262,7 @@ TEST_F(ConfigTest, DirectoryComesFromCommandLineThenEnvironmentThenXdgThenHome) 
 
     env_.unset("KCACHE_DIR");
     EXPECT_EQ(config_directory({})->value, "/xdg/kcache");
-    EXPECT_EQ(config_directory({})->origin, Origin::kDefault);
+    EXPECT_EQ(config_directory({})->origin, SettingOrigin::kDefault);
     env_.unset("XDG_CACHE_HOME");
     EXPECT_EQ(config_directory({})->value, "/home/someone/.cache/kcache");
     env_.unset("HOME");
@@ -274,14 +274,14 @@ TEST_F(ConfigTest, LoadWithoutDirectoryReadsTheFileOfTheResolvedOne) {
     auto config = cache::load_settings({});
     ASSERT_TRUE(config.ok()) << config.error().describe();
     EXPECT_EQ(config->directory(), dir_.path());
-    EXPECT_EQ(entry(*config, "dir").origin, Origin::kEnvironment);
+    EXPECT_EQ(entry(*config, "dir").origin, SettingOrigin::kEnvironment);
     EXPECT_EQ(entry(*config, "max_files").value, "3");
 
     test::TempDir other;
     write_text(other.path() + "/kcache.conf", "max_files = 8\n");
     auto chosen = cache::load_settings({{"dir", other.path()}});
     ASSERT_TRUE(chosen.ok()) << chosen.error().describe();
-    EXPECT_EQ(entry(*chosen, "dir").origin, Origin::kCommandLine);
+    EXPECT_EQ(entry(*chosen, "dir").origin, SettingOrigin::kCommandLine);
     EXPECT_EQ(entry(*chosen, "max_files").value, "8");
 }
 
@@ -313,7 +313,7 @@ TEST_F(ConfigTest, SetReplacesTheKeysLineKeepingCommentsAndOtherLines) {
               "\n"
               "# checks\n"
               "verify = 1\n");
-    EXPECT_EQ(entry(load(), "max_size").origin, Origin::kConfigFile);
+    EXPECT_EQ(entry(load(), "max_size").origin, SettingOrigin::kConfigFile);
 }
 
 TEST_F(ConfigTest, SetAppendsAKeyNotInTheFile) {
@@ -390,7 +390,7 @@ TEST_F(ConfigTest, ConcurrentSetsFromFourProcessesAllLand) {
     const Config config = load();
     for (int k = 0; k < 4; ++k) {
         const ConfigEntry item = entry(config, keys[k]);
-        EXPECT_EQ(item.origin, Origin::kConfigFile) << keys[k];
+        EXPECT_EQ(item.origin, SettingOrigin::kConfigFile) << keys[k];
         EXPECT_EQ(item.value, std::to_string(100 * (k + 1) + kRounds - 1)) << keys[k];
     }
     const std::string text = read_text(conf());
@@ -404,8 +404,8 @@ TEST_F(ConfigTest, AFileInTheDirectoryCannotRelaxItsChecksOrNameAProgram) {
                "compile_worker = /tmp/evil.sh\n"
                "max_files = 4\n");
     const Config config = load();
-    EXPECT_EQ(entry(config, "allow_shared_dir").origin, Origin::kDefault);
-    EXPECT_EQ(entry(config, "read_only").origin, Origin::kDefault);
+    EXPECT_EQ(entry(config, "allow_shared_dir").origin, SettingOrigin::kDefault);
+    EXPECT_EQ(entry(config, "read_only").origin, SettingOrigin::kDefault);
     EXPECT_EQ(entry(config, "compile_worker").value, "");
     EXPECT_EQ(entry(config, "max_files").value, "4") << "the good line still applies";
     ASSERT_EQ(config.problems().size(), 3u);
@@ -424,8 +424,8 @@ TEST_F(ConfigTest, NothingIsReadFromADirectoryThatIsRefused) {
     write_text(conf(), "max_files = 4\ncompile_workers = 9\n");
     ASSERT_EQ(chmod(dir_.path().c_str(), 0777), 0);  // anyone could have written that file
     const Config config = load();
-    EXPECT_EQ(entry(config, "max_files").origin, Origin::kDefault);
-    EXPECT_EQ(entry(config, "compile_workers").origin, Origin::kDefault);
+    EXPECT_EQ(entry(config, "max_files").origin, SettingOrigin::kDefault);
+    EXPECT_EQ(entry(config, "compile_workers").origin, SettingOrigin::kDefault);
     // Not a setting's problem: the disk tier says why the directory is refused.
     EXPECT_TRUE(config.problems().empty());
     // Allowed from outside the directory, it is read.
@@ -488,7 +488,7 @@ TEST_F(ConfigTest, LogLevelsAreCheckedWhereverTheyComeFrom) {
     EXPECT_EQ(entry(load(), "log").value, "info");
     write_text(conf(), "log = /home/someone/.bashrc\n");
     const Config named = load();
-    EXPECT_EQ(entry(named, "log").origin, Origin::kDefault);
+    EXPECT_EQ(entry(named, "log").origin, SettingOrigin::kDefault);
     ASSERT_EQ(named.problems().size(), 1u);
     EXPECT_NE(named.problems()[0].find("cannot be named in kcache.conf"), std::string::npos);
     EXPECT_FALSE(cache::set_config_value(dir_.path(), {}, "log", "/tmp/x.log").ok());

@@ -15,8 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-StoredEntry entry_for(const std::string& key) {
-    StoredEntry entry;
+Artifact entry_for(const std::string& key) {
+    Artifact entry;
     entry.key.arch = "sm_90";
     entry.key.source_kind = "ptx";
     entry.key.source_hash = "00112233445566778899aabbccddeeff";

@@ -293,9 +293,9 @@ util::Fingerprint print(std::uint64_t i) {
 }
 
 // An entry that zstd cannot shrink, so that its size on disk is predictable.
-StoredEntry sample(std::size_t payload_bytes, std::uint64_t seed) {
+Artifact sample(std::size_t payload_bytes, std::uint64_t seed) {
     std::mt19937_64 random(seed);
-    StoredEntry entry;
+    Artifact entry;
     entry.key.arch = "sm_90";
     entry.key.source_kind = "ptx";
     entry.key.caller_key = "gelu:" + std::to_string(seed);

@@ -14,7 +14,7 @@
 #include "driver/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
-#include "store/entry_format.hpp"
+#include "store/artifact_format.hpp"
 #include "store/persistent_stats.hpp"
 #include "test_support.hpp"
 

@@ -2,8 +2,6 @@
 // configuration, the seed's calls, clear() and the exclusive guard.
 #include <gtest/gtest.h>
 
-#include "build/fingerprints.hpp"
-
 #include <chrono>
 #include <cstdlib>
 #include <future>
@@ -14,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "build/fingerprints.hpp"
 #include "driver/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
@@ -75,7 +74,7 @@ TEST_F(KernelCacheTest, MissCompilesThenHitReusesTheModule) {
     ASSERT_TRUE(second.ok()) << second.error().describe();
     EXPECT_EQ(fake->loads(), 1);
     EXPECT_EQ(cache.size(), 1u);
-    EXPECT_EQ(first->module().fingerprint(), second->module().fingerprint());
+    EXPECT_EQ(first->module().source_digest(), second->module().source_digest());
 }
 
 TEST(KernelCacheTable, EveryKeyOfAThousandIsFoundAgainAsTheTableGrows) {
@@ -130,14 +129,13 @@ TEST_F(KernelCacheTest, HandleLaunchesThroughTheDriver) {
     EXPECT_EQ(fake->launches_of("residual_add"), 1);
 }
 
-TEST_F(KernelCacheTest, ModuleHandleReportsKeyArchAndFingerprint) {
+TEST_F(KernelCacheTest, ModuleHandleReportsKeyArchAndSourceDigest) {
     auto module = cache.module("residual_add:f32", [] { return test::residual_add_source(); });
     ASSERT_TRUE(module.ok());
 
     EXPECT_EQ(module->key(), "residual_add:f32");
     EXPECT_EQ(module->arch(), 90);
-    EXPECT_EQ(module->fingerprint(),
-              build::source_digest(test::residual_add_source(), 90).hex());
+    EXPECT_EQ(module->source_digest(), build::source_digest(test::residual_add_source(), 90).hex());
 }
 
 TEST_F(KernelCacheTest, GeneratorMayReturnResultOfSource) {
@@ -424,14 +422,14 @@ TEST_F(VerifyTest, KeyReusedForDifferentSourceIsKeyConflictNamingTheKey) {
 TEST_F(VerifyTest, ConflictLeavesTheCachedEntryUnchanged) {
     auto original = cache.module("elementwise:16", [] { return test::residual_add_source(); });
     ASSERT_TRUE(original.ok());
-    const std::string fingerprint = original->fingerprint();
+    const std::string fingerprint = original->source_digest();
     ASSERT_FALSE(cache.module("elementwise:16", [] { return test::scale_source(); }).ok());
 
     auto again = cache.kernel(
         "elementwise:16", [] { return test::residual_add_source(); }, "residual_add");
 
     ASSERT_TRUE(again.ok()) << again.error().describe();
-    EXPECT_EQ(again->module().fingerprint(), fingerprint);
+    EXPECT_EQ(again->module().source_digest(), fingerprint);
     EXPECT_EQ(fake->loads(), 1);
     EXPECT_EQ(cache.size(), 1u);
 }
@@ -465,7 +463,7 @@ TEST_F(KernelCacheTest, WithoutVerifyKeyReuseSilentlyReturnsTheCachedModule) {
     auto reused = cache.module("elementwise:16", [] { return test::scale_source(); });
 
     ASSERT_TRUE(reused.ok());
-    EXPECT_EQ(reused->fingerprint(), original->fingerprint());
+    EXPECT_EQ(reused->source_digest(), original->source_digest());
     EXPECT_EQ(fake->loads(), 1);
     EXPECT_EQ(cache.stats().verify_failures, 0u);
     // ... so the kernel the new source would have had is simply not there.
@@ -553,7 +551,7 @@ TEST_F(KernelCacheTest, GetOrCompileCompilesOnceAndReturnsTheSameModule) {
     auto second = cache.get_or_compile("gelu:16", ptx);
 
     ASSERT_TRUE(first.ok() && second.ok());
-    EXPECT_EQ(first->fingerprint(), second->fingerprint());
+    EXPECT_EQ(first->source_digest(), second->source_digest());
     EXPECT_EQ(fake->loads(), 1);
     EXPECT_TRUE(second->kernel("gelu").ok());
 }

@@ -6,10 +6,10 @@
 namespace kcache::store {
 namespace {
 
-std::shared_ptr<const DecodedEntry> entry_of(std::size_t payload_bytes, char fill = 'p') {
-    StoredEntry entry;
+std::shared_ptr<const VerifiedArtifact> entry_of(std::size_t payload_bytes, char fill = 'p') {
+    Artifact entry;
     entry.payload.assign(payload_bytes, fill);
-    return DecodedEntry::of(entry);
+    return VerifiedArtifact::of(entry);
 }
 
 util::Fingerprint print(std::uint64_t n) {
@@ -18,7 +18,7 @@ util::Fingerprint print(std::uint64_t n) {
 
 // Each entry costs its payload plus its (here empty-valued) key material text.
 std::size_t cost_of(std::size_t payload) {
-    return payload + StoredEntry{}.key.serialize().size();
+    return payload + Artifact{}.key.serialize().size();
 }
 
 TEST(MemoryStore, ReturnsWhatWasPut) {

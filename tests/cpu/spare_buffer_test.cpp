@@ -6,8 +6,8 @@
 #include <fstream>
 #include <thread>
 
+#include "store/artifact_format.hpp"
 #include "store/cache_directory.hpp"
-#include "store/entry_format.hpp"
 #include "test_support.hpp"
 #include "util/files.hpp"
 
@@ -60,7 +60,7 @@ TEST(SpareBufferTest, EachThreadHasItsOwn) {
 // The disk tier's path: a dropped entry's bytes become the next read's, with no fresh heap.
 TEST(SpareBufferTest, AFileReadTakesTheBytesADroppedEntryGaveBack) {
     test::TempDir dir;
-    store::StoredEntry stored;
+    store::Artifact stored;
     stored.key.arch = "sm_90";
     stored.key.source_kind = "ptx";
     stored.payload = bytes_of(12000);
@@ -73,7 +73,7 @@ TEST(SpareBufferTest, AFileReadTakesTheBytesADroppedEntryGaveBack) {
     (void)take_spare_buffer();
     auto first = real_files().read(*held, "entry.kc", store::kMaxEntryBytes, kNeverStamp);
     ASSERT_TRUE(first && *first);
-    auto entry = store::DecodedEntry::decode(std::move(**first));
+    auto entry = store::VerifiedArtifact::decode(std::move(**first));
     ASSERT_TRUE(entry);
     const char* storage = (*entry)->payload().data();
     entry->reset();  // dropped, as a loaded disk hit is
@@ -81,7 +81,7 @@ TEST(SpareBufferTest, AFileReadTakesTheBytesADroppedEntryGaveBack) {
     auto second = real_files().read(*held, "entry.kc", store::kMaxEntryBytes, kNeverStamp);
     ASSERT_TRUE(second && *second);
     EXPECT_EQ(**second, encoded);
-    auto again = store::DecodedEntry::decode(std::move(**second));
+    auto again = store::VerifiedArtifact::decode(std::move(**second));
     ASSERT_TRUE(again);
     EXPECT_EQ((*again)->payload().data(), storage) << "the same storage, read again";
 }

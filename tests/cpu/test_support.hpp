@@ -200,8 +200,8 @@ inline std::shared_ptr<store::CacheDirectory> cache_directory(
 }
 
 // A small entry for the stores' tests: PTX-compiled for sm_90 under a caller's key.
-inline store::StoredEntry sample(const std::string& payload = "cubin bytes") {
-    store::StoredEntry entry;
+inline store::Artifact sample(const std::string& payload = "cubin bytes") {
+    store::Artifact entry;
     entry.key.arch = "sm_90";
     entry.key.source_kind = "ptx";
     entry.key.caller_key = "gelu:16";

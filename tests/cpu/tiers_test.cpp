@@ -18,7 +18,7 @@
 #include "driver/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
-#include "store/entry_format.hpp"
+#include "store/artifact_format.hpp"
 #include "test_support.hpp"
 #include "util/fingerprint.hpp"
 
@@ -110,6 +110,38 @@ TEST_F(TiersTest, ANewCacheOnTheSameDirectoryCompilesNothing) {
     EXPECT_EQ(second.stats().compiles, 0u);
     EXPECT_EQ(second.stats().disk_hits, 1u);
     EXPECT_EQ(second.stats().misses, 1u);  // a miss of the in-process map, served by the disk
+}
+
+// The fingerprint a handle gives is the artifact's, the name `kcache ls` shows (ab/cdef....kc),
+// whether the module was compiled here or read from the disk; the source digest is another hash.
+TEST_F(TiersTest, AModulesFingerprintNamesItsEntryOnDisk) {
+    std::string compiled;
+    {
+        KernelCache first(options());
+        auto kernel = first.kernel("gelu:16", gelu, "gelu");
+        ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+        compiled = kernel->module().fingerprint();
+        EXPECT_NE(kernel->module().source_digest(), compiled);
+    }
+    const std::filesystem::path file = entry_file();
+    const std::string named = file.parent_path().filename().string() + file.stem().string();
+    EXPECT_EQ(compiled, named);
+    KernelCache second(options());
+    auto kernel = second.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(second.stats().disk_hits, 1u);
+    EXPECT_EQ(kernel->module().fingerprint(), named);
+}
+
+// A module no tier holds (the driver's JIT of PTX) has no artifact fingerprint.
+TEST_F(TiersTest, DriverJitModuleHasNoFingerprint) {
+    CacheOptions jit = options();
+    jit.host_compile = false;
+    KernelCache cache(jit);
+    auto kernel = cache.kernel("gelu:16", gelu, "gelu");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    EXPECT_EQ(kernel->module().fingerprint(), "");
+    EXPECT_EQ(kernel->module().source_digest().size(), 32u);
 }
 
 // A PTX kernel's parameter sizes are recorded in its entry when it is compiled, and a disk hit
@@ -230,7 +262,7 @@ TEST_F(TiersTest, AnEntryWrittenAgainUnderAnotherKeyStillServesAReadBack) {
     auto kernel = disk_hit(cache);
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
     const std::string payload =
-        rewrite_entry([](store::StoredEntry& entry) { entry.key.caller_key = "gelu:other"; });
+        rewrite_entry([](store::Artifact& entry) { entry.key.caller_key = "gelu:other"; });
     auto again = read_back();
     ASSERT_TRUE(again.ok()) << again.error().describe();
     EXPECT_EQ(*again, payload);
@@ -242,7 +274,7 @@ TEST_F(TiersTest, AnEntryOfOtherInputsUnderTheSameNameIsNotReadBack) {
     KernelCache cache(options());
     auto kernel = disk_hit(cache);
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
-    rewrite_entry([](store::StoredEntry& entry) { entry.key.options = "-DOTHER=1"; });
+    rewrite_entry([](store::Artifact& entry) { entry.key.options = "-DOTHER=1"; });
     auto again = read_back();
     ASSERT_FALSE(again.ok());
     EXPECT_EQ(again.error().code(), Errc::kArtifactGone);

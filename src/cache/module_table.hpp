@@ -13,19 +13,19 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/entry.hpp"
+#include "cache/loaded_module.hpp"
 
 namespace kcache::cache {
 
-class EntryTable {
+class ModuleTable {
 public:
     // Room for twice `entries` before it is half full.
-    explicit EntryTable(const std::vector<Entry*>& entries);
+    explicit ModuleTable(const std::vector<LoadedModule*>& entries);
 
-    Entry* find(std::string_view key, int arch, std::uint64_t hash) const noexcept {
+    LoadedModule* find(std::string_view key, int arch, std::uint64_t hash) const noexcept {
         for (std::size_t i = hash & mask_;; i = (i + 1) & mask_) {
             // Acquire: pairs with try_insert's release, so the entry's fields are visible.
-            Entry* entry = slots_[i].load(std::memory_order_acquire);
+            LoadedModule* entry = slots_[i].load(std::memory_order_acquire);
             if (entry == nullptr) return nullptr;
             if (entry->hash == hash && entry->arch == arch && entry->key == key) return entry;
         }
@@ -33,18 +33,19 @@ public:
 
     // Writers only, under the cache's write lock. False, changing nothing, if the entry would
     // make the table more than half full: then build a bigger one.
-    bool try_insert(Entry* entry) noexcept;
+    bool try_insert(LoadedModule* entry) noexcept;
 
     // Writers only, under the cache's write lock.
-    const std::vector<Entry*>& entries() const noexcept { return entries_; }
+    const std::vector<LoadedModule*>& entries() const noexcept { return entries_; }
     // Any thread.
     std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
 
 private:
-    std::vector<Entry*> entries_;  // guarded by the cache's write lock
+    std::vector<LoadedModule*> entries_;  // guarded by the cache's write lock
     std::atomic<std::size_t> size_{0};
     std::size_t mask_ = 0;
-    std::unique_ptr<std::atomic<Entry*>[]> slots_;  // at most half full: every probe ends at null
+    std::unique_ptr<std::atomic<LoadedModule*>[]>
+        slots_;  // at most half full: every probe ends at null
 };
 
 }  // namespace kcache::cache

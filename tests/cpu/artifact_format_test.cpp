@@ -1,6 +1,6 @@
 // The stored entry format: round trips, and every corruption is caught (flip any byte, cut at any
 // length), so that a damaged entry can only ever be a miss.
-#include "store/entry_format.hpp"
+#include "store/artifact_format.hpp"
 
 #define XXH_INLINE_ALL
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 namespace kcache::store {
 namespace {
 
-StoredEntry small_entry() {
-    StoredEntry entry;
+Artifact small_entry() {
+    Artifact entry;
     entry.kind = PayloadKind::kCubin;
     entry.key.arch = "sm_90";
     entry.key.source_kind = "cuda";
@@ -39,14 +39,14 @@ std::string compressible(std::size_t size) {
 }
 
 TEST(EntryFormat, RoundTripsEveryField) {
-    const StoredEntry entry = small_entry();
+    const Artifact entry = small_entry();
     auto decoded = decode(encode(entry));
     ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
     EXPECT_EQ(*decoded, entry);
 }
 
 TEST(EntryFormat, RoundTripsAnEmptyPayloadAndNoKernels) {
-    StoredEntry entry = small_entry();
+    Artifact entry = small_entry();
     entry.payload.clear();
     entry.key.kernel_names.clear();
     auto decoded = decode(encode(entry));
@@ -55,7 +55,7 @@ TEST(EntryFormat, RoundTripsAnEmptyPayloadAndNoKernels) {
 }
 
 TEST(EntryFormat, PayloadIsRawByDefault) {
-    StoredEntry entry = small_entry();
+    Artifact entry = small_entry();
     entry.payload = std::string(1 << 20, 'a');
     const std::string bytes = encode(entry);
     EXPECT_GT(bytes.size(), 1u << 20);
@@ -63,7 +63,7 @@ TEST(EntryFormat, PayloadIsRawByDefault) {
 }
 
 TEST(EntryFormat, ZstdPayloadIsCompressedAndRoundTrips) {
-    StoredEntry entry = small_entry();
+    Artifact entry = small_entry();
     entry.payload = compressible(1 << 20);
     const std::string bytes = encode(entry, Compression::kZstd);
     EXPECT_LT(bytes.size(), entry.payload.size() * 3 / 4);
@@ -118,11 +118,11 @@ TEST(EntryFormat, TrailingBytesAreDetected) {
     EXPECT_FALSE(decode(encode(small_entry()) + "x").ok());
 }
 
-TEST(DecodedEntry, RoundTripsEveryFieldInPlace) {
-    const StoredEntry entry = small_entry();
-    auto decoded = DecodedEntry::decode(encode(entry));
+TEST(VerifiedArtifact, RoundTripsEveryFieldInPlace) {
+    const Artifact entry = small_entry();
+    auto decoded = VerifiedArtifact::decode(encode(entry));
     ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
-    const DecodedEntry& got = **decoded;
+    const VerifiedArtifact& got = **decoded;
     EXPECT_EQ(got.owned(), entry);
     EXPECT_EQ(got.payload(), entry.payload);
     EXPECT_EQ(got.key().toolchain, entry.key.toolchain);
@@ -132,32 +132,32 @@ TEST(DecodedEntry, RoundTripsEveryFieldInPlace) {
     EXPECT_EQ(got.cost(), entry.payload.size() + entry.key.serialize().size());
 }
 
-TEST(DecodedEntry, RoundTripsAZstdEntry) {
-    StoredEntry entry = small_entry();
+TEST(VerifiedArtifact, RoundTripsAZstdEntry) {
+    Artifact entry = small_entry();
     entry.payload = compressible(1 << 16);
-    auto decoded = DecodedEntry::decode(encode(entry, Compression::kZstd));
+    auto decoded = VerifiedArtifact::decode(encode(entry, Compression::kZstd));
     ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
     EXPECT_EQ((*decoded)->owned(), entry);
 }
 
-TEST(DecodedEntry, EveryFlippedByteIsDetected) {
+TEST(VerifiedArtifact, EveryFlippedByteIsDetected) {
     for (Compression compression : {Compression::kNone, Compression::kZstd}) {
         const std::string bytes = encode(small_entry(), compression);
         for (std::size_t i = 0; i < bytes.size(); ++i) {
             std::string damaged = bytes;
             damaged[i] = static_cast<char>(damaged[i] ^ 0x01);
-            auto decoded = DecodedEntry::decode(std::move(damaged));
+            auto decoded = VerifiedArtifact::decode(std::move(damaged));
             ASSERT_FALSE(decoded.ok()) << "flipping byte " << i << " went unnoticed";
             EXPECT_EQ(decoded.error().code(), Errc::kCorruptEntry);
         }
     }
 }
 
-TEST(DecodedEntry, EveryTruncationIsDetected) {
+TEST(VerifiedArtifact, EveryTruncationIsDetected) {
     for (Compression compression : {Compression::kNone, Compression::kZstd}) {
         const std::string bytes = encode(small_entry(), compression);
         for (std::size_t length = 0; length < bytes.size(); ++length) {
-            auto decoded = DecodedEntry::decode(bytes.substr(0, length));
+            auto decoded = VerifiedArtifact::decode(bytes.substr(0, length));
             ASSERT_FALSE(decoded.ok()) << "cut at " << length << " bytes went unnoticed";
             EXPECT_EQ(decoded.error().code(), Errc::kCorruptEntry);
         }
@@ -235,13 +235,13 @@ TEST(EntryFormat, WrappingLengthsAreRejectedNotTrusted) {
 
 TEST(EntryFormat, ThePayloadStartsSixteenByteAlignedWhateverTheKeyLength) {
     for (std::size_t length = 1; length <= 48; ++length) {
-        StoredEntry entry = small_entry();
+        Artifact entry = small_entry();
         entry.key.caller_key = std::string(length, 'k');
         const std::string bytes = encode(entry);
         const std::size_t at = bytes.find(entry.payload);
         ASSERT_NE(at, std::string::npos);
         EXPECT_EQ(at % 16, 0u) << "caller key of " << length << " bytes";
-        auto decoded = DecodedEntry::decode(bytes);
+        auto decoded = VerifiedArtifact::decode(bytes);
         ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
         EXPECT_EQ((*decoded)->payload(), entry.payload);
         EXPECT_EQ(reinterpret_cast<std::uintptr_t>((*decoded)->payload().data()) % 16, 0u);
@@ -249,7 +249,7 @@ TEST(EntryFormat, ThePayloadStartsSixteenByteAlignedWhateverTheKeyLength) {
 }
 
 TEST(EntryFormat, NonZeroPaddingIsCorruptEvenWithAValidChecksum) {
-    StoredEntry entry = small_entry();
+    Artifact entry = small_entry();
     entry.key.caller_key = "k";
     // A key length that leaves padding after the key material.
     auto padded = [](const std::string& bytes, const std::string& payload) {
@@ -266,7 +266,7 @@ TEST(EntryFormat, NonZeroPaddingIsCorruptEvenWithAValidChecksum) {
 }
 
 TEST(EntryFormat, AZstdFrameClaimingMoreThanItsBytesCanHoldIsRejectedBeforeAllocating) {
-    StoredEntry entry = small_entry();
+    Artifact entry = small_entry();
     entry.payload.assign(std::size_t{16} << 20, '\0');  // 16 MiB of zeros: a frame of ~0.5 KiB
     std::string bytes = encode(entry, Compression::kZstd);
     // A real frame, but one no cubin makes: refused before its 16 MiB are allocated.

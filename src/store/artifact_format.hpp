@@ -50,15 +50,15 @@ struct KeyMaterial {
     bool operator==(const KeyMaterial&) const = default;
 };
 
-struct StoredEntry {
+struct Artifact {
     PayloadKind kind = PayloadKind::kCubin;
     KeyMaterial key;
     std::string payload;  // uncompressed
 
-    bool operator==(const StoredEntry&) const = default;
+    bool operator==(const Artifact&) const = default;
 };
 
-// Key material as views into the bytes of a decoded entry (see DecodedEntry): a hit compares it
+// Key material as views into the bytes of a decoded entry (see VerifiedArtifact): a hit compares it
 // with what it wants without building a string per field.
 struct KeyMaterialView {
     std::string_view arch, source_kind, source_hash, options, names, toolchain, caller_key,
@@ -76,31 +76,31 @@ struct KeyMaterialView {
 // read from, which it keeps. The tiers hand it around shared, so that a disk hit reaches the
 // memory tier and the caller without a copy of its payload, and a memory hit copies nothing.
 // Neither copyable nor movable: the views point into the entry itself.
-class DecodedEntry {
+class VerifiedArtifact {
     struct Private {
         explicit Private() = default;
     };
 
 public:
     // The checks of decode(); `bytes` (a file's, moved in) become the entry's own.
-    static Result<std::shared_ptr<const DecodedEntry>> decode(std::string bytes);
+    static Result<std::shared_ptr<const VerifiedArtifact>> decode(std::string bytes);
     // An entry made in this process (a compile's), encoded raw and decoded like one read back.
-    static std::shared_ptr<const DecodedEntry> of(const StoredEntry& entry);
+    static std::shared_ptr<const VerifiedArtifact> of(const Artifact& entry);
 
     // Public for make_shared; only decode() can name a Private.
-    explicit DecodedEntry(Private) {}
+    explicit VerifiedArtifact(Private) {}
     // Hands its bytes to this thread's spare buffer (util/spare_buffer.hpp) for the next read.
-    ~DecodedEntry();
-    DecodedEntry(const DecodedEntry&) = delete;
-    DecodedEntry& operator=(const DecodedEntry&) = delete;
+    ~VerifiedArtifact();
+    VerifiedArtifact(const VerifiedArtifact&) = delete;
+    VerifiedArtifact& operator=(const VerifiedArtifact&) = delete;
 
     PayloadKind kind() const noexcept { return kind_; }
     const KeyMaterialView& key() const noexcept { return key_; }
     std::string_view payload() const noexcept { return payload_; }  // uncompressed
     // Its payload and key material text: what the memory tier's budget counts (as it did for a
-    // StoredEntry; a zstd entry's compressed bytes, also kept, are not counted).
+    // Artifact; a zstd entry's compressed bytes, also kept, are not counted).
     std::size_t cost() const noexcept { return payload_.size() + key_text_bytes_; }
-    StoredEntry owned() const;
+    Artifact owned() const;
 
 private:
     std::string bytes_;     // the encoded entry, which the views point into
@@ -111,9 +111,9 @@ private:
     std::size_t key_text_bytes_ = 0;
 };
 
-std::string encode(const StoredEntry& entry, Compression compression = Compression::kNone,
+std::string encode(const Artifact& entry, Compression compression = Compression::kNone,
                    int zstd_level = 3);
 // kCorruptEntry, saying what was wrong, for anything but an exact, checksummed entry.
-Result<StoredEntry> decode(std::string_view bytes);
+Result<Artifact> decode(std::string_view bytes);
 
 }  // namespace kcache::store

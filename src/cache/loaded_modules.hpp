@@ -12,30 +12,30 @@
 
 #include "build/artifact_builder.hpp"
 #include "build/built_artifact.hpp"
-#include "compile/ptx_params.hpp"
-#include "cache/entry.hpp"
-#include "cache/entry_table.hpp"
-#include "util/single_flight.hpp"
+#include "cache/loaded_module.hpp"
+#include "cache/module_table.hpp"
 #include "cache/stats_flusher.hpp"
+#include "compile/ptx_params.hpp"
 #include "kcache/kernel_cache.hpp"
+#include "util/single_flight.hpp"
 #include "util/striped_counter.hpp"
 
 namespace kcache::cache {
 
-// What warm_up's workers make ahead of the load (CacheCore::prepare): a key's source and its
+// What warm_up's workers make ahead of the load (LoadedModules::prepare): a key's source and its
 // artifact, found in a tier or compiled, not yet loaded.
 struct PreparedArtifact {
     Source source;
     build::BuiltArtifact built;
     // What the entry keeps of its source, worked out on the worker too.
-    util::Fingerprint source_fingerprint{};
+    util::Fingerprint source_digest{};
     compile::PtxParamSizes param_sizes;
 };
 
-class CacheCore {
+class LoadedModules {
 public:
-    explicit CacheCore(CacheOptions options);
-    ~CacheCore();
+    explicit LoadedModules(CacheOptions options);
+    ~LoadedModules();
 
     // The hit path: no lock, no shared write. Null if the key (or the kernel name) is not there
     // yet; the slow path then sorts it out.
@@ -53,8 +53,7 @@ public:
     // and leaves counting the compile to the load, as kernel() counts it: compiled and loaded.
     Result<PreparedArtifact> prepare(std::string_view key, FunctionRef<Result<Source>()> make,
                                      int arch, bool for_load);
-    Result<Provenance> prebuild(std::string_view key, FunctionRef<Result<Source>()> make,
-                                    int arch);
+    Result<Provenance> prebuild(std::string_view key, FunctionRef<Result<Source>()> make, int arch);
 
     // Removes a broken module: its JIT failed when a kernel was first resolved (with lazy loading
     // the driver may defer the JIT past load_library, and a failed compile must not stay cached),
@@ -92,9 +91,9 @@ private:
         const Source& source, std::optional<compile::PtxParamSizes> stored = std::nullopt) const;
     // publish() and evict_over_budget() require write_mutex_ and return the evicted entries, for
     // the caller to retire once the lock is released.
-    std::vector<Entry*> publish(Entry* entry);
-    std::vector<Entry*> evict_over_budget();
-    void replace_table(EntryTable* table);  // requires write_mutex_
+    std::vector<LoadedModule*> publish(LoadedModule* entry);
+    std::vector<LoadedModule*> evict_over_budget();
+    void replace_table(ModuleTable* table);  // requires write_mutex_
 
     std::shared_ptr<driver::Driver> driver_;
     std::shared_ptr<LibraryCounters> library_counters_;
@@ -102,7 +101,7 @@ private:
 
     // Read by every hit, written only when a miss publishes: on a line of their own, away from
     // the writers' lock and the counters.
-    alignas(util::kCacheLine) std::atomic<EntryTable*> table_;  // written under write_mutex_
+    alignas(util::kCacheLine) std::atomic<ModuleTable*> table_;  // written under write_mutex_
     std::atomic<std::uint64_t> tick_{1};  // insertion clock for LRU; bumped under write_mutex_
     alignas(util::kCacheLine) std::mutex write_mutex_;  // serialises table writers
     util::SingleFlight flights_;

@@ -48,20 +48,23 @@ private:
     mutable std::vector<std::size_t> param_sizes_;  // written once, before state 1
 };
 
-class Entry {
+class LoadedModule {
 public:
-    Entry(std::string key, int arch, std::uint64_t hash, util::Fingerprint fingerprint,
-          driver::LibraryId library, std::shared_ptr<driver::Driver> driver,
-          std::shared_ptr<LibraryCounters> counters, build::LoweredNames names = {},
-          compile::PtxParamSizes param_sizes = {});
-    ~Entry();
-    Entry(const Entry&) = delete;
-    Entry& operator=(const Entry&) = delete;
+    LoadedModule(std::string key, int arch, std::uint64_t hash, util::Fingerprint source_digest,
+                 std::optional<util::Fingerprint> artifact, driver::LibraryId library,
+                 std::shared_ptr<driver::Driver> driver, std::shared_ptr<LibraryCounters> counters,
+                 build::LoweredNames names = {}, compile::PtxParamSizes param_sizes = {});
+    ~LoadedModule();
+    LoadedModule(const LoadedModule&) = delete;
+    LoadedModule& operator=(const LoadedModule&) = delete;
 
     const std::string key;
     const int arch;
-    const std::uint64_t hash;  // util::hash_key(key, arch)
-    const util::Fingerprint fingerprint;
+    const std::uint64_t hash;               // util::hash_key(key, arch)
+    const util::Fingerprint source_digest;  // what verification compares (build/fingerprints)
+    // The fingerprint of the artifact it was loaded from; nullopt for code no tier holds (the
+    // driver's JIT of PTX, a caller's binary).
+    const std::optional<util::Fingerprint> artifact;
 
     // Recency for LRU: the cache's insertion tick when last used. Written without a lock and
     // only when it changes, so steady hits do not bounce the line between cores.
@@ -86,7 +89,7 @@ public:
     // installed one, so that reader sees `retired_`. A live handle's +1 stays on one counter
     // (copies count on the source's), so a sum of zero proves no handle exists.
     // The library is unloaded once: by whoever first sees "retired and zero" and wins the CAS on
-    // `unloaded_`. The Entry's memory is then freed through the epoch domain, which is why
+    // `unloaded_`. The LoadedModule's memory is then freed through the epoch domain, which is why
     // release() pins before it decrements.
     static constexpr std::uint32_t kHomeStripe = util::kStripes;
     // Counts a hit on `stripe` (below kStripes): the counter the reference is on (kHomeStripe

@@ -1,15 +1,15 @@
-#include "cache/entry_table.hpp"
+#include "cache/module_table.hpp"
 
 #include <bit>
 
 namespace kcache::cache {
 
-EntryTable::EntryTable(const std::vector<Entry*>& entries) : entries_(entries) {
+ModuleTable::ModuleTable(const std::vector<LoadedModule*>& entries) : entries_(entries) {
     const std::size_t capacity = std::bit_ceil(std::max<std::size_t>(16, entries.size() * 4));
     mask_ = capacity - 1;
-    slots_ = std::make_unique<std::atomic<Entry*>[]>(capacity);
+    slots_ = std::make_unique<std::atomic<LoadedModule*>[]>(capacity);
     for (std::size_t i = 0; i < capacity; ++i) slots_[i].store(nullptr, std::memory_order_relaxed);
-    for (Entry* entry : entries_) {
+    for (LoadedModule* entry : entries_) {
         std::size_t i = entry->hash & mask_;
         while (slots_[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & mask_;
         slots_[i].store(entry, std::memory_order_relaxed);
@@ -18,7 +18,7 @@ EntryTable::EntryTable(const std::vector<Entry*>& entries) : entries_(entries) {
     // The table reaches readers through the cache's release store of its pointer.
 }
 
-bool EntryTable::try_insert(Entry* entry) noexcept {
+bool ModuleTable::try_insert(LoadedModule* entry) noexcept {
     if ((entries_.size() + 1) * 2 > mask_ + 1) return false;
     try {
         entries_.push_back(entry);

@@ -1,4 +1,4 @@
-#include "store/entry_format.hpp"
+#include "store/artifact_format.hpp"
 
 #include <zstd.h>
 
@@ -188,7 +188,7 @@ KeyMaterial KeyMaterialView::owned() const {
     return key;
 }
 
-std::string encode(const StoredEntry& entry, Compression compression, int zstd_level) {
+std::string encode(const Artifact& entry, Compression compression, int zstd_level) {
     const std::string key = entry.key.serialize();
     std::string stored;
     if (compression == Compression::kZstd) {
@@ -228,7 +228,7 @@ struct Layout {
     std::string_view stored;          // the payload as stored
 };
 
-// The one set of checks behind decode() and DecodedEntry::decode().
+// The one set of checks behind decode() and VerifiedArtifact::decode().
 Result<Layout> check(std::string_view bytes) {
     if (bytes.size() < kHeaderSize + kChecksumSize) return corrupt("shorter than a header");
     if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) return corrupt("bad magic");
@@ -307,10 +307,10 @@ Result<void> inflate(const Layout& layout, std::string& out) {
 
 }  // namespace
 
-Result<StoredEntry> decode(std::string_view bytes) {
+Result<Artifact> decode(std::string_view bytes) {
     auto layout = check(bytes);
     if (!layout) return layout.error();
-    StoredEntry entry;
+    Artifact entry;
     entry.kind = layout->kind;
     entry.key = layout->key.owned();
     if (!layout->zstd) {
@@ -321,12 +321,12 @@ Result<StoredEntry> decode(std::string_view bytes) {
     return entry;
 }
 
-DecodedEntry::~DecodedEntry() {
+VerifiedArtifact::~VerifiedArtifact() {
     util::give_spare_buffer(std::move(bytes_));
 }
 
-Result<std::shared_ptr<const DecodedEntry>> DecodedEntry::decode(std::string bytes) {
-    auto entry = std::make_shared<DecodedEntry>(Private());
+Result<std::shared_ptr<const VerifiedArtifact>> VerifiedArtifact::decode(std::string bytes) {
+    auto entry = std::make_shared<VerifiedArtifact>(Private());
     entry->bytes_ = std::move(bytes);
     auto layout = check(entry->bytes_);
     if (!layout) return layout.error();
@@ -340,17 +340,17 @@ Result<std::shared_ptr<const DecodedEntry>> DecodedEntry::decode(std::string byt
         if (auto inflated = inflate(*layout, entry->inflated_); !inflated) return inflated.error();
         entry->payload_ = entry->inflated_;
     }
-    return std::shared_ptr<const DecodedEntry>(std::move(entry));
+    return std::shared_ptr<const VerifiedArtifact>(std::move(entry));
 }
 
-std::shared_ptr<const DecodedEntry> DecodedEntry::of(const StoredEntry& entry) {
+std::shared_ptr<const VerifiedArtifact> VerifiedArtifact::of(const Artifact& entry) {
     // Fails only for key material with a newline in a value, which no lookup could match.
     auto decoded = decode(encode(entry));
     return decoded ? std::move(*decoded) : nullptr;
 }
 
-StoredEntry DecodedEntry::owned() const {
-    StoredEntry entry;
+Artifact VerifiedArtifact::owned() const {
+    Artifact entry;
     entry.kind = kind_;
     entry.key = key_.owned();
     entry.payload.assign(payload_);

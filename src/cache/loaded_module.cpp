@@ -1,4 +1,4 @@
-#include "cache/entry.hpp"
+#include "cache/loaded_module.hpp"
 
 #include <algorithm>
 #include <new>
@@ -8,14 +8,17 @@
 
 namespace kcache::cache {
 
-Entry::Entry(std::string key_in, int arch_in, std::uint64_t hash_in,
-             util::Fingerprint fingerprint_in, driver::LibraryId library,
-             std::shared_ptr<driver::Driver> driver, std::shared_ptr<LibraryCounters> counters,
-             build::LoweredNames names, compile::PtxParamSizes param_sizes)
+LoadedModule::LoadedModule(std::string key_in, int arch_in, std::uint64_t hash_in,
+                           util::Fingerprint source_digest_in,
+                           std::optional<util::Fingerprint> artifact_in, driver::LibraryId library,
+                           std::shared_ptr<driver::Driver> driver,
+                           std::shared_ptr<LibraryCounters> counters, build::LoweredNames names,
+                           compile::PtxParamSizes param_sizes)
     : key(std::move(key_in)),
       arch(arch_in),
       hash(hash_in),
-      fingerprint(fingerprint_in),
+      source_digest(source_digest_in),
+      artifact(artifact_in),
       library_(library),
       names_(std::move(names)),
       param_sizes_(std::move(param_sizes)),
@@ -24,7 +27,7 @@ Entry::Entry(std::string key_in, int arch_in, std::uint64_t hash_in,
     counters_->loaded.fetch_add(1, std::memory_order_release);
 }
 
-Entry::~Entry() {
+LoadedModule::~LoadedModule() {
     const ResolvedKernel* kernel = kernels_.load(std::memory_order_acquire);
     while (kernel != nullptr) {
         const ResolvedKernel* next = kernel->next;
@@ -34,13 +37,13 @@ Entry::~Entry() {
     delete stripes_.load(std::memory_order_acquire);
 }
 
-std::atomic<std::int64_t>& Entry::counter(std::uint32_t stripe) noexcept {
+std::atomic<std::int64_t>& LoadedModule::counter(std::uint32_t stripe) noexcept {
     if (stripe == kHomeStripe) return home_refs_;
     // A reference is held on this stripe, so the block that holds it is there.
     return stripes_.load(std::memory_order_acquire)->stripes[stripe].count;
 }
 
-std::optional<std::uint32_t> Entry::try_acquire(std::uint32_t stripe) noexcept {
+std::optional<std::uint32_t> LoadedModule::try_acquire(std::uint32_t stripe) noexcept {
     // Seq_cst, not acquire, even when the block is found: the protocol's argument puts this load
     // in the single total order, before the increment, so that a retirer that found no block
     // also finds this reader after its store of `retired_` (see entry.hpp).
@@ -66,27 +69,27 @@ std::optional<std::uint32_t> Entry::try_acquire(std::uint32_t stripe) noexcept {
     return counted;
 }
 
-void Entry::add_ref(std::uint32_t stripe) noexcept {
+void LoadedModule::add_ref(std::uint32_t stripe) noexcept {
     counter(stripe).fetch_add(1, std::memory_order_relaxed);
 }
 
-void Entry::release(std::uint32_t stripe) noexcept {
+void LoadedModule::release(std::uint32_t stripe) noexcept {
     auto guard = util::EpochDomain::global().pin();
     counter(stripe).fetch_sub(1, std::memory_order_seq_cst);
     if (retired_.load(std::memory_order_seq_cst)) try_unload();
 }
 
-void Entry::retire() noexcept {
+void LoadedModule::retire() noexcept {
     auto guard = util::EpochDomain::global().pin();
     retired_.store(true, std::memory_order_seq_cst);
     try_unload();
 }
 
-bool Entry::referenced() const noexcept {
+bool LoadedModule::referenced() const noexcept {
     return sum_refs() != 0;
 }
 
-std::int64_t Entry::sum_refs() const noexcept {
+std::int64_t LoadedModule::sum_refs() const noexcept {
     std::int64_t total = home_refs_.load(std::memory_order_seq_cst);
     if (const RefStripes* block = stripes_.load(std::memory_order_seq_cst); block != nullptr) {
         for (const auto& stripe : block->stripes) {
@@ -96,7 +99,7 @@ std::int64_t Entry::sum_refs() const noexcept {
     return total;
 }
 
-void Entry::try_unload() noexcept {
+void LoadedModule::try_unload() noexcept {
     if (sum_refs() != 0) return;
     bool expected = false;
     if (!unloaded_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return;
@@ -110,7 +113,7 @@ void Entry::try_unload() noexcept {
     util::EpochDomain::global().retire([this] { delete this; });
 }
 
-const ResolvedKernel* Entry::find_kernel(std::string_view name) const noexcept {
+const ResolvedKernel* LoadedModule::find_kernel(std::string_view name) const noexcept {
     for (const ResolvedKernel* k = kernels_.load(std::memory_order_acquire); k != nullptr;
          k = k->next) {
         if (k->name == name) return k;
@@ -147,7 +150,7 @@ Result<const std::vector<std::size_t>*> ResolvedKernel::param_sizes() const {
     return &param_sizes_;
 }
 
-Result<const ResolvedKernel*> Entry::resolve(std::string_view name) {
+Result<const ResolvedKernel*> LoadedModule::resolve(std::string_view name) {
     if (const ResolvedKernel* found = find_kernel(name)) return found;
     std::lock_guard lock(resolve_mutex_);
     if (const ResolvedKernel* found = find_kernel(name)) return found;

@@ -1,4 +1,4 @@
-#include "cache/cache_core.hpp"
+#include "cache/loaded_modules.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -31,18 +31,18 @@ std::string flight_id(std::string_view key, int arch) {
 
 }  // namespace
 
-bool CacheCore::contains(std::string_view key, int arch) noexcept {
+bool LoadedModules::contains(std::string_view key, int arch) noexcept {
     return probe_exists(key, arch, util::hash_key(key, arch));
 }
 
-compile::PtxParamSizes CacheCore::ptx_param_sizes_of(
+compile::PtxParamSizes LoadedModules::ptx_param_sizes_of(
     const Source& source, std::optional<compile::PtxParamSizes> stored) const {
     if (source.kind != SourceKind::kPtx || options.verify) return {};
     if (stored) return std::move(*stored);
     return compile::ptx_param_sizes(source.bytes);
 }
 
-bool CacheCore::probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept {
+bool LoadedModules::probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept {
     auto guard = util::EpochDomain::global().pin();
     return table_.load(std::memory_order_acquire)->find(key, arch, hash) != nullptr;
 }
@@ -72,12 +72,12 @@ build::BuildOptions build_options(const CacheOptions& options) {
 
 }  // namespace
 
-CacheCore::CacheCore(CacheOptions options_in)
+LoadedModules::LoadedModules(CacheOptions options_in)
     : options(std::move(options_in)),
       driver_(options.driver ? options.driver : driver::default_driver()),
       library_counters_(std::make_shared<LibraryCounters>()),
       builder_(build_options(options)),
-      table_(new EntryTable({})) {
+      table_(new ModuleTable({})) {
     for (const std::string& problem : options.configuration_problems) {
         util::warn_once("config:" + problem, "setting not used: " + problem);
     }
@@ -88,7 +88,7 @@ CacheCore::CacheCore(CacheOptions options_in)
     }
 }
 
-CacheCore::~CacheCore() {
+LoadedModules::~LoadedModules() {
     stats_flusher_.reset();  // its final flush reads stats(), which reads table_
     std::lock_guard lock(clear_mutex);
     clear_locked();
@@ -97,10 +97,10 @@ CacheCore::~CacheCore() {
     delete table_.load(std::memory_order_acquire);
 }
 
-std::optional<ModuleHandle> CacheCore::probe(std::string_view key, int arch,
-                                             std::uint64_t hash) noexcept {
+std::optional<ModuleHandle> LoadedModules::probe(std::string_view key, int arch,
+                                                 std::uint64_t hash) noexcept {
     auto guard = util::EpochDomain::global().pin();
-    Entry* entry = table_.load(std::memory_order_acquire)->find(key, arch, hash);
+    LoadedModule* entry = table_.load(std::memory_order_acquire)->find(key, arch, hash);
     if (entry == nullptr) return std::nullopt;
     const std::optional<std::uint32_t> stripe = entry->try_acquire(util::my_stripe());
     if (!stripe) return std::nullopt;
@@ -111,8 +111,8 @@ std::optional<ModuleHandle> CacheCore::probe(std::string_view key, int arch,
     return ModuleHandle(entry, *stripe);
 }
 
-std::optional<KernelHandle> CacheCore::find_kernel(std::string_view key, int arch,
-                                                   std::string_view kernel_name) noexcept {
+std::optional<KernelHandle> LoadedModules::find_kernel(std::string_view key, int arch,
+                                                       std::string_view kernel_name) noexcept {
     auto module = probe(key, arch, util::hash_key(key, arch));
     if (!module) return std::nullopt;
     // A broken module (a deferred JIT failure, or code gone for another context) goes the slow
@@ -125,9 +125,9 @@ std::optional<KernelHandle> CacheCore::find_kernel(std::string_view key, int arc
     return KernelHandle(std::move(*module), kernel);
 }
 
-Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
-                                            FunctionRef<Result<Source>()> make, int arch,
-                                            std::optional<PreparedArtifact>* prepared) {
+Result<ModuleHandle> LoadedModules::module_slow(std::string_view key,
+                                                FunctionRef<Result<Source>()> make, int arch,
+                                                std::optional<PreparedArtifact>* prepared) {
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
     const std::uint64_t hash = util::hash_key(key, arch);
     bool counted_miss = false;
@@ -141,13 +141,13 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
                 auto source = generate_source(key, make);
                 if (!source) return std::move(source).error();
                 auto now = build::source_digest(*source, arch);
-                if (now != module->entry_->fingerprint) {
+                if (now != module->entry_->source_digest) {
                     verify_failures_.fetch_add(1, std::memory_order_relaxed);
                     std::string message =
                         "key '" + std::string(key) + "' (sm_" + std::to_string(arch) +
                         ") is cached for different source: cached "
                         "fingerprint " +
-                        module->entry_->fingerprint.hex() + ", this source " + now.hex();
+                        module->entry_->source_digest.hex() + ", this source " + now.hex();
                     util::log_line(util::LogLevel::kInfo, message);
                     return Error(Errc::kKeyConflict, message);
                 }
@@ -200,8 +200,8 @@ Result<ModuleHandle> CacheCore::module_slow(std::string_view key,
     }
 }
 
-Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uint64_t hash,
-                                        const Source& source, PreparedArtifact* prepared) {
+Result<ModuleHandle> LoadedModules::compile(std::string_view key, int arch, std::uint64_t hash,
+                                            const Source& source, PreparedArtifact* prepared) {
     if (source.bytes.empty()) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
         return Error(Errc::kInvalidArgument,
@@ -221,8 +221,9 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
         built = load_module(*driver_, builder_.tiers(), key, source, std::move(prepared->built));
     } else {
         auto artifact = builder_.build(key, arch, source);
-        built = artifact ? load_module(*driver_, builder_.tiers(), key, source, std::move(*artifact))
-                         : Result<LoadedCode>(std::move(artifact).error());
+        built = artifact
+                    ? load_module(*driver_, builder_.tiers(), key, source, std::move(*artifact))
+                    : Result<LoadedCode>(std::move(artifact).error());
     }
     if (!built) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
@@ -249,27 +250,28 @@ Result<ModuleHandle> CacheCore::compile(std::string_view key, int arch, std::uin
     auto library = built->library;
 
     compile::PtxParamSizes param_sizes;
-    util::Fingerprint source_fingerprint{};
+    util::Fingerprint source_digest{};
     if (prepared != nullptr) {
         param_sizes = std::move(prepared->param_sizes);
-        source_fingerprint = prepared->source_fingerprint;
+        source_digest = prepared->source_digest;
     } else {
         param_sizes = ptx_param_sizes_of(source, std::move(built->param_sizes));
-        source_fingerprint = build::source_digest(source, arch, built->source_bytes);
+        source_digest = build::source_digest(source, arch, built->source_bytes);
     }
-    auto* entry = new Entry(std::string(key), arch, hash, source_fingerprint, library, driver_,
-                            library_counters_, std::move(built->names), std::move(param_sizes));
+    auto* entry = new LoadedModule(std::string(key), arch, hash, source_digest, built->artifact,
+                                   library, driver_, library_counters_, std::move(built->names),
+                                   std::move(param_sizes));
     // Our reference is taken before the entry is published, so eviction cannot unload it under
     // the caller. It is the entry's home reference: hits by key allocate the striped counters.
-    entry->add_ref(Entry::kHomeStripe);
-    ModuleHandle module(entry, Entry::kHomeStripe);
-    std::vector<Entry*> evicted;
+    entry->add_ref(LoadedModule::kHomeStripe);
+    ModuleHandle module(entry, LoadedModule::kHomeStripe);
+    std::vector<LoadedModule*> evicted;
     {
         std::lock_guard lock(write_mutex_);
         evicted = publish(entry);
     }
     // Unloading (a driver call) and freeing happen outside the writers' lock.
-    for (Entry* victim : evicted) {
+    for (LoadedModule* victim : evicted) {
         util::log_line(util::LogLevel::kInfo, "evicted " + describe_key(victim->key, victim->arch));
         victim->retire();
     }

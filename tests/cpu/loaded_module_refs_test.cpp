@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "cache/entry.hpp"
+#include "cache/loaded_module.hpp"
 #include "driver/fake_driver.hpp"
 #include "test_support.hpp"
 #include "util/epoch.hpp"
@@ -21,10 +21,11 @@ class EntryRefsTest : public ::testing::Test {
 protected:
     // A loaded entry, owned by nobody: it frees itself through the epoch domain once retired and
     // released, as a cache's entries do.
-    Entry* make_entry() {
+    LoadedModule* make_entry() {
         auto library = fake->load_library(test::softmax_source(32));
         EXPECT_TRUE(library.ok());
-        return new Entry("softmax:32", 90, 1, util::Fingerprint{}, *library, fake, counters);
+        return new LoadedModule("softmax:32", 90, 1, util::Fingerprint{}, std::nullopt, *library,
+                                fake, counters);
     }
 
     std::shared_ptr<FakeDriver> fake = std::make_shared<FakeDriver>();
@@ -34,26 +35,26 @@ protected:
 TEST_F(EntryRefsTest, AnEntryCarriesNoStripedCountersUntilItIsHitByKey) {
     // 32 stripes of a cache line each made an entry 2.3 KiB, faulted in for every kernel a new
     // process loads; the block is now allocated by the first hit by key.
-    EXPECT_LE(sizeof(Entry), 512u);
+    EXPECT_LE(sizeof(LoadedModule), 512u);
 }
 
 TEST_F(EntryRefsTest, TheHomeReferenceKeepsARetiredEntryLoadedUntilReleased) {
-    Entry* entry = make_entry();
-    entry->add_ref(Entry::kHomeStripe);
+    LoadedModule* entry = make_entry();
+    entry->add_ref(LoadedModule::kHomeStripe);
     entry->retire();
     util::EpochDomain::global().synchronize();
     EXPECT_EQ(fake->unloads(), 0);
     EXPECT_TRUE(entry->referenced());
 
-    entry->release(Entry::kHomeStripe);
+    entry->release(LoadedModule::kHomeStripe);
     util::EpochDomain::global().synchronize();
     EXPECT_EQ(fake->unloads(), 1);
     EXPECT_EQ(counters->unloaded.load(), 1u);
 }
 
 TEST_F(EntryRefsTest, HitsOnStripesAndTheHomeReferenceAllCount) {
-    Entry* entry = make_entry();
-    entry->add_ref(Entry::kHomeStripe);
+    LoadedModule* entry = make_entry();
+    entry->add_ref(LoadedModule::kHomeStripe);
     auto first = entry->try_acquire(3);
     auto second = entry->try_acquire(17);
     ASSERT_TRUE(first && second);
@@ -62,7 +63,7 @@ TEST_F(EntryRefsTest, HitsOnStripesAndTheHomeReferenceAllCount) {
     entry->add_ref(*first);  // a copy of the first hit's handle
 
     entry->retire();
-    entry->release(Entry::kHomeStripe);
+    entry->release(LoadedModule::kHomeStripe);
     entry->release(*second);
     entry->release(*first);
     util::EpochDomain::global().synchronize();
@@ -74,13 +75,13 @@ TEST_F(EntryRefsTest, HitsOnStripesAndTheHomeReferenceAllCount) {
 }
 
 TEST_F(EntryRefsTest, AHitOnARetiredEntryFailsAndLeavesNoCount) {
-    Entry* entry = make_entry();
-    entry->add_ref(Entry::kHomeStripe);
+    LoadedModule* entry = make_entry();
+    entry->add_ref(LoadedModule::kHomeStripe);
     entry->retire();
     EXPECT_FALSE(entry->try_acquire(5).has_value());
     EXPECT_EQ(fake->unloads(), 0);
 
-    entry->release(Entry::kHomeStripe);
+    entry->release(LoadedModule::kHomeStripe);
     util::EpochDomain::global().synchronize();
     EXPECT_EQ(fake->unloads(), 1);
 }
@@ -93,8 +94,8 @@ TEST_F(EntryRefsTest, HitsRacingTheRetireAndTheLastReleasesNeverSeeTheLibraryUnl
     constexpr int kReaders = 4;
     long total_hits = 0;
     for (int round = 0; round < 200; ++round) {
-        Entry* entry = make_entry();
-        entry->add_ref(Entry::kHomeStripe);
+        LoadedModule* entry = make_entry();
+        entry->add_ref(LoadedModule::kHomeStripe);
         std::atomic<int> holding{0};
         std::atomic<bool> retire_now{false};
         std::atomic<int> unloaded_under_a_holder{0};
@@ -131,7 +132,7 @@ TEST_F(EntryRefsTest, HitsRacingTheRetireAndTheLastReleasesNeverSeeTheLibraryUnl
         while (spin.fetch_add(1, std::memory_order_relaxed) < round * 20) {
         }
         entry->retire();
-        entry->release(Entry::kHomeStripe);
+        entry->release(LoadedModule::kHomeStripe);
         for (auto& reader : readers) reader.join();
         util::EpochDomain::global().synchronize();
         EXPECT_EQ(unloaded_under_a_holder.load(), 0) << "round " << round;
