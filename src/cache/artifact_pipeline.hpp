@@ -30,7 +30,7 @@ public:
     enum class Origin { kDriverJit, kHostCompile, kMemoryTier, kDiskTier, kBinary };
 
     struct Built {
-        driver::LibraryId library = nullptr;
+        driver::LibraryId library{};
         Origin origin = Origin::kDriverJit;
         std::uint64_t compile_ns = 0;  // host compile or driver JIT; 0 for a tier hit
         LoweredNames names;

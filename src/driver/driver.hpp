@@ -1,6 +1,6 @@
 // The seam between the cache and CUDA: everything the cache needs from a GPU driver, with no
-// CUDA type in sight. CudaDriver implements it over libcuda (loaded at run time); FakeDriver
-// implements it in memory for tests.
+// CUDA type in sight. CudaDriver implements it over libcuda (loaded at run time); the tests'
+// FakeDriver (tests/testing) implements it in memory.
 #pragma once
 
 #include <cstddef>
@@ -17,9 +17,31 @@
 
 namespace kcache::driver {
 
-// Opaque driver handles: for the real driver, a CudaCode and one of its CudaKernels.
-using LibraryId = void*;
-using KernelId = void*;
+// A handle a driver gives out, typed by what it names so that a kernel cannot be passed where a
+// library is asked for. What it points at is the giving driver's business (for the real driver,
+// a CudaCode and one of its CudaKernels); the empty handle ({}) names nothing.
+template <class Tag>
+class DriverHandle {
+public:
+    constexpr DriverHandle() noexcept = default;
+    constexpr explicit DriverHandle(void* pointer) noexcept : pointer_(pointer) {}
+
+    // The driver's own object behind the handle; only the driver that gave it out knows `T`.
+    template <class T>
+    T* as() const noexcept {
+        return static_cast<T*>(pointer_);
+    }
+    constexpr explicit operator bool() const noexcept { return pointer_ != nullptr; }
+    friend constexpr bool operator==(DriverHandle, DriverHandle) noexcept = default;
+
+private:
+    void* pointer_ = nullptr;
+};
+
+struct LibraryTag;
+struct KernelTag;
+using LibraryId = DriverHandle<LibraryTag>;
+using KernelId = DriverHandle<KernelTag>;
 
 // A binary's bytes and what keeps them alive.
 struct Image {
