@@ -146,14 +146,6 @@ TEST_F(NvJitLinkSessionTest, BadPtxFailsWithTheStepAndNvJitLinksLog) {
     EXPECT_FALSE(failed.error().log().empty());
 }
 
-TEST_F(NvJitLinkSessionTest, AnUnknownArchIsRefusedAtCreate) {
-    auto session = NvJitLinkSession::create({"-arch=sm_1"});
-    ASSERT_FALSE(session.ok());
-    EXPECT_EQ(session.error().code(), Errc::kCompileFailed);
-    EXPECT_EQ(session.error().message().rfind("nvJitLinkCreate failed (nvJitLink error ", 0), 0u)
-        << session.error().message();
-}
-
 // A library named by its environment variable but missing: every way in says so, as
 // kUnsupported, and nothing crashes. A fresh process each, since the libraries are found once.
 TEST(CompilerLibraries, AMissingNvrtcIsUnsupportedAndSaysWhatWasLookedFor) {
