@@ -38,7 +38,8 @@ std::string line_after(const std::string& path, std::string_view prefix) {
     const util::UniqueFd file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)};
     if (!file) return {};
     struct stat status {};
-    if (fstat(file.get(), &status) != 0 || !S_ISREG(status.st_mode) || status.st_size > 64 * 1024) {
+    if (fstat(file.get(), &status) != 0 || !S_ISREG(status.st_mode) ||
+        status.st_size > off_t{64} * 1024) {
         return {};
     }
     std::string text(static_cast<std::size_t>(status.st_size), '\0');

@@ -52,7 +52,7 @@ const std::string& toolkit_include_folder() {
         std::string library = real_path(identity->path);
         if (library.empty()) return {};
         const std::string lib = library.substr(0, library.rfind('/'));
-        const std::string include = real_path(lib.substr(0, lib.rfind('/')) + "/include");
+        std::string include = real_path(lib.substr(0, lib.rfind('/')) + "/include");
         struct stat status {};
         if (include.empty() || stat(include.c_str(), &status) != 0 || !S_ISDIR(status.st_mode)) {
             return {};

@@ -47,9 +47,9 @@ std::string loaded_path(void* handle, const std::string& fallback) {
 std::string_view soname_of(const dl_phdr_info& info) {
     for (ElfW(Half) i = 0; i < info.dlpi_phnum; ++i) {
         if (info.dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+        const ElfW(Addr) address = info.dlpi_addr + info.dlpi_phdr[i].p_vaddr;
         // NOLINTNEXTLINE(performance-no-int-to-ptr): the loader gives an address
-        const auto* dynamic =
-            reinterpret_cast<const ElfW(Dyn)*>(info.dlpi_addr + info.dlpi_phdr[i].p_vaddr);
+        const auto* dynamic = reinterpret_cast<const ElfW(Dyn)*>(address);
         ElfW(Addr) strings = 0;
         ElfW(Xword) soname = 0;
         bool has_soname = false;

@@ -141,6 +141,7 @@ public:
     std::string describe() const override { return why_.message(); }
     Result<int> current_arch() override { return why_; }
     Result<LibraryId> load_library(const Source&) override { return why_; }
+    Result<LibraryId> load_binary(Image, ImageSource) override { return why_; }
     void unload_library(LibraryId) noexcept override {}
     Result<KernelId> get_kernel(LibraryId, const std::string&) override { return why_; }
     Result<std::vector<KernelParam>> kernel_params(KernelId) override { return why_; }

@@ -78,12 +78,8 @@ public:
     // A binary (cubin or fatbin) for every context. The driver may use the bytes in place for as
     // long as it keeps `image.owner`. Given `again`, it may instead let them go once the code is
     // loaded in the current context, and ask `again` for them when another context needs them:
-    // a disk hit then leaves no copy of its file in memory. This default copies the bytes into a
-    // Source for load_library().
-    virtual Result<LibraryId> load_binary(Image image, ImageSource again = {}) {
-        (void)again;
-        return load_library(Source::cubin(std::string(image.bytes)));
-    }
+    // a disk hit then leaves no copy of its file in memory.
+    virtual Result<LibraryId> load_binary(Image image, ImageSource again) = 0;
     virtual void unload_library(LibraryId library) noexcept = 0;
 
     // Resolves a kernel by name and makes sure it is loadable in the current context, so that a
