@@ -1,7 +1,7 @@
 // NVRTC (CUDA C++ -> PTX/cubin) and nvJitLink (PTX -> cubin) entry points, resolved at run time
 // with dlopen like the driver, so kcache builds and runs where they are missing and says so.
-// Only src/driver (and its tests) include this header: src/compile goes through nvrtc.hpp,
-// nvjitlink.hpp and compiler_libraries.hpp, which hold no CUDA type.
+// Only src/driver, its tests and the benchmarks include this header: src/compile goes through
+// nvrtc.hpp, nvjitlink.hpp and compiler_libraries.hpp, which hold no CUDA type.
 #pragma once
 
 #include <nvJitLink.h>
