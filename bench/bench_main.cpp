@@ -9,7 +9,7 @@
 
 #include "bench/bench.hpp"
 #include "driver/device_memory.hpp"
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 
 namespace {
 
@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
         report += "device: " + context->info().name + " (sm_" +
                   std::to_string(context->info().arch) + "), " + hit.driver->describe() + "\n\n";
     } else {
-        hit.driver = std::make_shared<driver::FakeDriver>();
+        hit.driver = std::make_shared<fakes::FakeDriver>();
         report += std::string("device: none (") + (devices ? "--fake" : devices.error().message()) +
                   "); hit path over the fake driver, launch benchmark skipped\n\n";
     }

@@ -21,8 +21,8 @@
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "ptx_kernels.hpp"
+#include "store/artifact_format.hpp"
 #include "store/cache_directory.hpp"
-#include "store/entry_format.hpp"
 #include "util/files.hpp"
 
 namespace kcache::bench {
@@ -423,7 +423,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
             auto bytes = files.read(*held, path.substr(held->path().size() + 1),
                                     store::kMaxEntryBytes, util::kNeverStamp);
             if (!bytes || !*bytes) return 4;
-            auto entry = store::DecodedEntry::decode(std::move(**bytes));
+            auto entry = store::VerifiedArtifact::decode(std::move(**bytes));
             if (!entry) return 4;
             CUmodule module = nullptr;
             CUfunction function = nullptr;
@@ -460,7 +460,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
         for (int i = 0; i < count; ++i) {
             if (i == 1) first_ms = ms_since(start) - open_ms;
             auto built = cache.prebuild(set.key(i), set.handing_over(i), context->info().arch);
-            if (!built || *built != ArtifactOrigin::kDiskTier) return 4;
+            if (!built || *built != Provenance::kDiskTier) return 4;
         }
         profile_window("disable");
         total_ms = ms_since(start);

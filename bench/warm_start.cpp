@@ -17,8 +17,8 @@
 #include "driver/cuda_api.hpp"
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
+#include "store/artifact_format.hpp"
 #include "store/cache_directory.hpp"
-#include "store/entry_format.hpp"
 #include "util/files.hpp"
 
 namespace kcache::bench {
@@ -216,7 +216,7 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
         return new_cache_run([arch](KernelCache& cache, const WarmUpItem& item) {
             auto origin = cache.prebuild(item.key, item.make_source, arch);
             if (!origin) return origin.error().describe();
-            return *origin == ArtifactOrigin::kDiskTier
+            return *origin == Provenance::kDiskTier
                        ? std::string()
                        : std::string("prebuild on the warm disk did not come from it");
         });
@@ -235,7 +235,8 @@ std::string run_warm_start(const std::string& directory, std::string& note) {
                 std::filesystem::relative(file, directory).string();  // "ab/cdef….kc"
             auto bytes =
                 util::real_files().read(*held, relative, store::kMaxEntryBytes, util::kNeverStamp);
-            if (!bytes || !*bytes || !store::DecodedEntry::decode(std::move(**bytes))) ok = false;
+            if (!bytes || !*bytes || !store::VerifiedArtifact::decode(std::move(**bytes)))
+                ok = false;
         }
         return files.empty() ? 0 : ms_since(start) * kKernels / static_cast<double>(files.size());
     };

@@ -1,4 +1,4 @@
-// Fuzz target: the stored entry decoder (store::decode and store::DecodedEntry::decode), which
+// Fuzz target: the stored entry decoder (store::decode and store::VerifiedArtifact::decode), which
 // reads bytes from the disk tier and, later, a remote one.
 #include <cstddef>
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "fuzz_check.hpp"
-#include "store/entry_format.hpp"
+#include "store/artifact_format.hpp"
 #include "util/xxh3_kernels.hpp"
 
 namespace {
@@ -19,7 +19,7 @@ constexpr std::size_t kChecksumBytes = 16;
 
 void check_entry(std::string_view bytes) {
     auto owned = decode(bytes);
-    auto in_place = DecodedEntry::decode(std::string(bytes));
+    auto in_place = VerifiedArtifact::decode(std::string(bytes));
     // One set of checks behind both: they must agree on every input.
     KCACHE_FUZZ_CHECK(owned.ok() == in_place.ok());
     if (!owned) {
@@ -27,7 +27,7 @@ void check_entry(std::string_view bytes) {
         KCACHE_FUZZ_CHECK(in_place.error().code() == Errc::kCorruptEntry);
         return;
     }
-    const DecodedEntry& entry = **in_place;
+    const VerifiedArtifact& entry = **in_place;
     KCACHE_FUZZ_CHECK(entry.owned() == *owned);
     KCACHE_FUZZ_CHECK(entry.key().kernel_names().size() == owned->key.kernel_names.size());
     KCACHE_FUZZ_CHECK(entry.cost() >= entry.payload().size());
@@ -41,7 +41,7 @@ void check_entry(std::string_view bytes) {
         auto again = decode(encode(*owned, Compression::kZstd));
         KCACHE_FUZZ_CHECK(again.ok() && *again == *owned);
     }
-    auto made = DecodedEntry::of(*owned);
+    auto made = VerifiedArtifact::of(*owned);
     KCACHE_FUZZ_CHECK(made != nullptr && made->owned() == *owned);
 }
 

@@ -15,7 +15,7 @@
 #include "compile/ptx_params.hpp"
 #include "compile/worker_protocol.hpp"
 #include "ptx_kernels.hpp"
-#include "store/entry_format.hpp"
+#include "store/artifact_format.hpp"
 
 namespace {
 
@@ -31,8 +31,8 @@ void put(const std::string& target, const std::string& name, std::string_view by
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-store::StoredEntry cubin_entry() {
-    store::StoredEntry entry;
+store::Artifact cubin_entry() {
+    store::Artifact entry;
     entry.kind = store::PayloadKind::kCubin;
     entry.key.arch = "sm_90";
     entry.key.source_kind = "cuda";
@@ -46,9 +46,9 @@ store::StoredEntry cubin_entry() {
     return entry;
 }
 
-store::StoredEntry ptx_entry() {
+store::Artifact ptx_entry() {
     const std::string ptx = examples::residual_add_ptx();
-    store::StoredEntry entry;
+    store::Artifact entry;
     entry.kind = store::PayloadKind::kPtx;
     entry.key.arch = "sm_70";
     entry.key.source_kind = "ptx";
@@ -62,11 +62,11 @@ store::StoredEntry ptx_entry() {
 }
 
 void entries() {
-    const store::StoredEntry cubin = cubin_entry();
+    const store::Artifact cubin = cubin_entry();
     put("entry_format", "cubin_raw", store::encode(cubin));
     put("entry_format", "cubin_zstd", store::encode(cubin, store::Compression::kZstd));
     put("entry_format", "ptx_raw", store::encode(ptx_entry()));
-    store::StoredEntry empty = cubin;
+    store::Artifact empty = cubin;
     empty.kind = store::PayloadKind::kFatbin;
     empty.payload.clear();
     empty.key.kernel_names.clear();

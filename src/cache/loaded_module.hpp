@@ -27,7 +27,7 @@ struct LibraryCounters {
 
 struct ResolvedKernel {
     std::string name;
-    driver::KernelId id = nullptr;
+    driver::KernelId id{};
     driver::Driver* driver = nullptr;      // the entry's, kept alive by it
     const ResolvedKernel* next = nullptr;  // immutable once published
 

@@ -1,5 +1,6 @@
 // Compiling without a GPU: CUDA C++ to a cubin through NVRTC, and PTX to a cubin through
-// nvJitLink, for an exact arch. Both libraries are loaded at run time (src/driver/compiler_api).
+// nvJitLink, for an exact arch, through src/driver (nvrtc.hpp, nvjitlink.hpp), which loads both
+// libraries at run time.
 #pragma once
 
 #include <map>
@@ -65,7 +66,7 @@ std::optional<std::vector<std::string>> headers_in_trace(std::string_view trace)
 // which its identity covers; empty when there is none.
 const std::string& toolkit_include_folder();
 
-// kChosen: the lean recipe when it applies (see compiler.cpp), else NVRTC's own cubin.
+// kChosen: the lean recipe when it applies (see cuda_compile.cpp), else NVRTC's own cubin.
 // kNvrtcCubin: NVRTC's own cubin whatever the options, to compare the two.
 enum class CudaRecipe { kChosen, kNvrtcCubin };
 

@@ -16,7 +16,7 @@ namespace kcache::compile {
 // cannot be loaded on its own.
 Result<std::vector<std::string>> normalize_options(const std::vector<std::string>& options);
 
-// Whether the lean recipe (src/compile/compiler.cpp) makes the code NVRTC would make: every
+// Whether the lean recipe (src/compile/cuda_compile.cpp) makes the code NVRTC would make: every
 // option is one the front end alone takes (-D, -U, -I, -include, -std, -default-device, ...).
 // Not so for -G, -lineinfo, -Xptxas, --maxrregcount, -ewp (ptxas options NVRTC passes on), for
 // NVVM's math options (-use_fast_math, -ftz, -prec-div, -prec-sqrt, -fmad: with LTO they act at

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "compile/worker_protocol.hpp"
-#include "driver/compiler_api.hpp"
+#include "driver/compiler_libraries.hpp"
 #include "util/log.hpp"
 #include "util/try.hpp"
 

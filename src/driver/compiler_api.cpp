@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "util/closed_fd.hpp"
 #include "util/elf_build_id.hpp"
+#include "util/unique_fd.hpp"
 
 namespace kcache::driver {
 namespace {
@@ -47,9 +47,9 @@ std::string loaded_path(void* handle, const std::string& fallback) {
 std::string_view soname_of(const dl_phdr_info& info) {
     for (ElfW(Half) i = 0; i < info.dlpi_phnum; ++i) {
         if (info.dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+        const ElfW(Addr) address = info.dlpi_addr + info.dlpi_phdr[i].p_vaddr;
         // NOLINTNEXTLINE(performance-no-int-to-ptr): the loader gives an address
-        const auto* dynamic =
-            reinterpret_cast<const ElfW(Dyn)*>(info.dlpi_addr + info.dlpi_phdr[i].p_vaddr);
+        const auto* dynamic = reinterpret_cast<const ElfW(Dyn)*>(address);
         ElfW(Addr) strings = 0;
         ElfW(Xword) soname = 0;
         bool has_soname = false;
@@ -139,10 +139,10 @@ std::string build_of_open(int fd, const struct stat& info) {
 // for each compiler it names, before its first kernel.
 std::optional<CompilerIdentity> identity_if_readable(std::string path) {
     // Non-blocking: a FIFO named by mistake must not hang the caller.
-    const util::ClosedOnExit file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+    const util::UniqueFd file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
     struct stat info {};
-    if (file.fd < 0 || fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
-    std::string build = build_of_open(file.fd, info);
+    if (!file || fstat(file.get(), &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
+    std::string build = build_of_open(file.get(), info);
     return CompilerIdentity{std::move(path), std::move(build)};
 }
 
@@ -305,6 +305,16 @@ const Result<const NvrtcApi*>& nvrtc_api() {
 const Result<const NvJitLinkApi*>& nvjitlink_api() {
     static const Result<const NvJitLinkApi*> api = load_nvjitlink();
     return api;
+}
+
+Result<void> nvrtc_usable() {
+    if (const auto& api = nvrtc_api(); !api) return api.error();
+    return ok();
+}
+
+Result<void> nvjitlink_usable() {
+    if (const auto& api = nvjitlink_api(); !api) return api.error();
+    return ok();
 }
 
 }  // namespace kcache::driver

@@ -1,6 +1,7 @@
 // NVRTC (CUDA C++ -> PTX/cubin) and nvJitLink (PTX -> cubin) entry points, resolved at run time
 // with dlopen like the driver, so kcache builds and runs where they are missing and says so.
-// Only src/driver and src/compile include this header.
+// Only src/driver, its tests and the benchmarks include this header: src/compile goes through
+// nvrtc.hpp, nvjitlink.hpp and compiler_libraries.hpp, which hold no CUDA type.
 #pragma once
 
 #include <nvJitLink.h>
@@ -8,6 +9,7 @@
 
 #include <string>
 
+#include "driver/compiler_libraries.hpp"
 #include "kcache/result.hpp"
 
 namespace kcache::driver {
@@ -56,21 +58,6 @@ struct NvJitLinkApi {
     unsigned int minor = 0;
     std::string library_path;
 };
-
-// Which compiler library a compile would use, and its exact build, found without loading it:
-// loading NVRTC or nvJitLink costs 5-60 ms, far more than a whole warm start, and a warm start
-// needs only the identity (for the fingerprint), never the compiler.
-struct CompilerIdentity {
-    std::string path;   // the file the *_api() loaders below then load, exactly
-    std::string build;  // "build-id <hex>", or "size <bytes>" for a file without a build ID
-};
-
-// Found once per process: the environment override (KCACHE_NVRTC_LIBRARY,
-// KCACHE_NVJITLINK_LIBRARY), else a copy already loaded in the process, else the first file in
-// LD_LIBRARY_PATH, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda and the system folders, else the
-// loader's own choice. kUnsupported with every place tried when there is none.
-const Result<CompilerIdentity>& nvrtc_identity();
-const Result<CompilerIdentity>& nvjitlink_identity();
 
 // Loaded once per process, from the identity's path; kUnsupported with the reason when the
 // library cannot be used.

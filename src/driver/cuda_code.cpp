@@ -62,8 +62,8 @@ Result<std::unique_ptr<CudaCode>> CudaCode::load_binary(const CudaApi& api, Imag
         if (auto found = current_context(api)) {
             current = *found;
         } else {  // not an error for the load: the library serves whatever context comes
-            util::log_line(util::LogLevel::kInfo, "loading without a home context: " +
-                                                      found.error().message());
+            util::log_line(util::LogLevel::kInfo,
+                           "loading without a home context: " + found.error().message());
         }
     }
     if (current.context == nullptr || current.id == 0) {
@@ -316,7 +316,7 @@ Result<std::vector<KernelParam>> CudaCode::params(CudaKernel& kernel) {
     return params;
 }
 
-Error CudaCode::with_logs(Error base) const {
+Error CudaCode::with_logs(const Error& base) const {
     std::string logs(error_log_.c_str());
     std::string info(info_log_.c_str());
     if (!info.empty()) logs += (logs.empty() ? "" : "\n") + info;

@@ -80,7 +80,7 @@ private:
     Result<CUlibrary> library();  // made on first need, under mutex_
     Result<CUkernel> library_kernel(CudaKernel& kernel);
     Result<CUfunction> home_function(CudaKernel& kernel);  // resolved on first need
-    Error with_logs(Error base) const;
+    Error with_logs(const Error& base) const;
 
     const CudaApi& api_;
     // Home: the context the module was loaded into, by address and unique ID.

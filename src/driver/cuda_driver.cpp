@@ -63,7 +63,7 @@ public:
         // With lazy loading the driver may defer the JIT of PTX to the first kernel lookup in a
         // context; get_kernel() then reports it with the log, and the cache drops the code
         // (LoadedModules::discard).
-        return static_cast<LibraryId>(code->release());
+        return LibraryId{code->release()};
     }
 
     // In place: the bytes `image.owner` keeps serve a library made later without a copy. In a
@@ -73,24 +73,24 @@ public:
         auto code = CudaCode::load_binary(api_, std::move(image), std::move(again),
                                           /*keep=*/device_count_ != 1);
         if (!code) return std::move(code).error();
-        return static_cast<LibraryId>(code->release());
+        return LibraryId{code->release()};
     }
 
-    void unload_library(LibraryId id) noexcept override { delete static_cast<CudaCode*>(id); }
+    void unload_library(LibraryId id) noexcept override { delete id.as<CudaCode>(); }
 
     Result<KernelId> get_kernel(LibraryId id, const std::string& name) override {
-        auto kernel = static_cast<CudaCode*>(id)->kernel(name);
+        auto kernel = id.as<CudaCode>()->kernel(name);
         if (!kernel) return std::move(kernel).error();
-        return static_cast<KernelId>(*kernel);
+        return KernelId{*kernel};
     }
 
     Result<std::vector<KernelParam>> kernel_params(KernelId id) override {
-        auto* kernel = static_cast<CudaKernel*>(id);
+        auto* kernel = id.as<CudaKernel>();
         return kernel->code->params(*kernel);
     }
 
     Result<void> launch(KernelId id, const LaunchConfig& c, void** args) override {
-        auto* kernel = static_cast<CudaKernel*>(id);
+        auto* kernel = id.as<CudaKernel>();
         auto function = kernel->code->launchable(*kernel);
         if (!function) return std::move(function).error();
         CUresult rc = api_.cuLaunchKernel(*function, c.grid.x, c.grid.y, c.grid.z, c.block.x,
@@ -141,6 +141,7 @@ public:
     std::string describe() const override { return why_.message(); }
     Result<int> current_arch() override { return why_; }
     Result<LibraryId> load_library(const Source&) override { return why_; }
+    Result<LibraryId> load_binary(Image, ImageSource) override { return why_; }
     void unload_library(LibraryId) noexcept override {}
     Result<KernelId> get_kernel(LibraryId, const std::string&) override { return why_; }
     Result<std::vector<KernelParam>> kernel_params(KernelId) override { return why_; }

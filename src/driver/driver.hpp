@@ -1,6 +1,6 @@
 // The seam between the cache and CUDA: everything the cache needs from a GPU driver, with no
-// CUDA type in sight. CudaDriver implements it over libcuda (loaded at run time); FakeDriver
-// implements it in memory for tests.
+// CUDA type in sight. CudaDriver implements it over libcuda (loaded at run time); the tests'
+// FakeDriver (tests/testing) implements it in memory.
 #pragma once
 
 #include <cstddef>
@@ -17,9 +17,31 @@
 
 namespace kcache::driver {
 
-// Opaque driver handles: for the real driver, a CudaCode and one of its CudaKernels.
-using LibraryId = void*;
-using KernelId = void*;
+// A handle a driver gives out, typed by what it names so that a kernel cannot be passed where a
+// library is asked for. What it points at is the giving driver's business (for the real driver,
+// a CudaCode and one of its CudaKernels); the empty handle ({}) names nothing.
+template <class Tag>
+class DriverHandle {
+public:
+    constexpr DriverHandle() noexcept = default;
+    constexpr explicit DriverHandle(void* pointer) noexcept : pointer_(pointer) {}
+
+    // The driver's own object behind the handle; only the driver that gave it out knows `T`.
+    template <class T>
+    T* as() const noexcept {
+        return static_cast<T*>(pointer_);
+    }
+    constexpr explicit operator bool() const noexcept { return pointer_ != nullptr; }
+    friend constexpr bool operator==(DriverHandle, DriverHandle) noexcept = default;
+
+private:
+    void* pointer_ = nullptr;
+};
+
+struct LibraryTag;
+struct KernelTag;
+using LibraryId = DriverHandle<LibraryTag>;
+using KernelId = DriverHandle<KernelTag>;
 
 // A binary's bytes and what keeps them alive.
 struct Image {
@@ -56,12 +78,8 @@ public:
     // A binary (cubin or fatbin) for every context. The driver may use the bytes in place for as
     // long as it keeps `image.owner`. Given `again`, it may instead let them go once the code is
     // loaded in the current context, and ask `again` for them when another context needs them:
-    // a disk hit then leaves no copy of its file in memory. This default copies the bytes into a
-    // Source for load_library().
-    virtual Result<LibraryId> load_binary(Image image, ImageSource again = {}) {
-        (void)again;
-        return load_library(Source::cubin(std::string(image.bytes)));
-    }
+    // a disk hit then leaves no copy of its file in memory.
+    virtual Result<LibraryId> load_binary(Image image, ImageSource again) = 0;
     virtual void unload_library(LibraryId library) noexcept = 0;
 
     // Resolves a kernel by name and makes sure it is loadable in the current context, so that a

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "util/closed_fd.hpp"
+#include "util/unique_fd.hpp"
 
 namespace kcache::util {
 namespace {
@@ -107,11 +107,11 @@ std::optional<std::string> elf_build_id_of(int fd) {
 
 std::optional<std::string> elf_build_id(const std::string& path) {
     // Non-blocking and regular files only: a FIFO named by mistake must not hang the caller.
-    const ClosedOnExit file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
-    if (file.fd < 0) return std::nullopt;
+    const UniqueFd file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+    if (!file) return std::nullopt;
     struct stat info {};
-    if (fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
-    return elf_build_id_of(file.fd);
+    if (fstat(file.get(), &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
+    return elf_build_id_of(file.get());
 }
 
 }  // namespace kcache::util

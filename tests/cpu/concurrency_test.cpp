@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
 #include "util/epoch.hpp"
@@ -22,7 +22,7 @@
 namespace kcache {
 namespace {
 
-using driver::FakeDriver;
+using fakes::FakeDriver;
 
 constexpr int kHitters = 16;
 constexpr int kIterations = 800;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "driver/compiler_api.hpp"
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
 
@@ -93,7 +93,7 @@ protected:
         return o;
     }
 
-    std::shared_ptr<driver::FakeDriver> fake_ = std::make_shared<driver::FakeDriver>();
+    std::shared_ptr<fakes::FakeDriver> fake_ = std::make_shared<fakes::FakeDriver>();
     test::TempDir temp_;
     std::string dir_ = temp_.path() + "/cache";
 };

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
 #include "util/epoch.hpp"
@@ -14,7 +14,7 @@
 namespace kcache {
 namespace {
 
-using driver::FakeDriver;
+using fakes::FakeDriver;
 
 class EvictionTest : public ::testing::Test {
 protected:

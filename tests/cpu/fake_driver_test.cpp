@@ -1,6 +1,6 @@
-// driver::FakeDriver: the in-memory driver the cache tests stand on. If it misreads PTX or
+// fakes::FakeDriver: the in-memory driver the cache tests stand on. If it misreads PTX or
 // miscounts, every other CPU test is measuring the wrong thing.
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +13,8 @@
 
 namespace kcache::driver {
 namespace {
+
+using fakes::FakeDriver;
 
 std::vector<std::size_t> sizes_of(const std::vector<KernelParam>& params) {
     std::vector<std::size_t> sizes;

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "driver/compiler_api.hpp"
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/artifact_format.hpp"
@@ -76,7 +76,7 @@ protected:
         return out;
     }
 
-    std::shared_ptr<driver::FakeDriver> fake_ = std::make_shared<driver::FakeDriver>();
+    std::shared_ptr<fakes::FakeDriver> fake_ = std::make_shared<fakes::FakeDriver>();
     test::TempDir temp_;
     std::string dir_ = temp_.path() + "/cache";
 };
@@ -291,7 +291,7 @@ TEST_F(HonestResultsTest, APrebuildForAnArchNoCompilerTakesIsAnInvalidArgumentAn
 
 TEST_F(HonestResultsTest, CudaForADeviceArchNoCompilerTakesIsAnInvalidArgument) {
     CacheOptions o = options();
-    o.driver = std::make_shared<driver::FakeDriver>(7);
+    o.driver = std::make_shared<fakes::FakeDriver>(7);
     KernelCache cache(o);
     auto kernel = cache.kernel(
         "k", [] { return Source::cuda("extern \"C\" __global__ void k() {}"); }, "k");
@@ -304,7 +304,7 @@ TEST_F(HonestResultsTest, CudaForADeviceArchNoCompilerTakesIsAnInvalidArgument) 
 
 TEST_F(HonestResultsTest, PtxForADeviceArchTheHostCompilersDoNotTakeGoesToTheDriversJit) {
     CacheOptions o = options();
-    o.driver = std::make_shared<driver::FakeDriver>(7);
+    o.driver = std::make_shared<fakes::FakeDriver>(7);
     KernelCache cache(o);
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
     EXPECT_EQ(cache.stats().compiles, 1u);

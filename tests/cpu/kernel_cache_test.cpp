@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "build/fingerprints.hpp"
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
 #include "util/epoch.hpp"
@@ -22,7 +22,7 @@
 namespace kcache {
 namespace {
 
-using driver::FakeDriver;
+using fakes::FakeDriver;
 using namespace std::chrono_literals;
 
 class KernelCacheTest : public ::testing::Test {
@@ -79,7 +79,7 @@ TEST_F(KernelCacheTest, MissCompilesThenHitReusesTheModule) {
 
 TEST(KernelCacheTable, EveryKeyOfAThousandIsFoundAgainAsTheTableGrows) {
     // The map grows in place and by rebuilding; no entry may be lost on the way.
-    auto fake = std::make_shared<driver::FakeDriver>();
+    auto fake = std::make_shared<fakes::FakeDriver>();
     KernelCache cache(test::fake_options(fake, 4096));
     const int count = 1000;
     // Built apart: GCC 12's -Wrestrict misfires on "k" + std::to_string(i) in a Release build.
@@ -692,7 +692,7 @@ namespace kcache {
 namespace {
 
 TEST(GeneratorExceptions, ThrowingGeneratorIsSourceFailedAndTheKeyStaysUsable) {
-    auto fake = std::make_shared<driver::FakeDriver>();
+    auto fake = std::make_shared<fakes::FakeDriver>();
     KernelCache cache(test::fake_options(fake));
     auto thrown = cache.kernel(
         "softmax:32", []() -> Source { throw std::runtime_error("generator exploded"); },
@@ -708,7 +708,7 @@ TEST(GeneratorExceptions, ThrowingGeneratorIsSourceFailedAndTheKeyStaysUsable) {
 }
 
 TEST(ThreadExit, HandleReleasedFromAThreadLocalDestructorUnloadsCleanly) {
-    auto fake = std::make_shared<driver::FakeDriver>();
+    auto fake = std::make_shared<fakes::FakeDriver>();
     {
         KernelCache cache(test::fake_options(fake));
         std::thread worker([&] {
@@ -742,7 +742,7 @@ Source lazily_failing_source() {
 }
 
 TEST(DeferredJitFailure, IsReturnedWithItsLogAndNotCached) {
-    auto fake = std::make_shared<driver::FakeDriver>();
+    auto fake = std::make_shared<fakes::FakeDriver>();
     KernelCache cache(test::fake_options(fake));
     auto kernel = cache.kernel("residual_add:8", lazily_failing_source, "residual_add");
     ASSERT_FALSE(kernel.ok());
@@ -755,7 +755,7 @@ TEST(DeferredJitFailure, IsReturnedWithItsLogAndNotCached) {
 }
 
 TEST(DeferredJitFailure, NextLookupCompilesAgain) {
-    auto fake = std::make_shared<driver::FakeDriver>();
+    auto fake = std::make_shared<fakes::FakeDriver>();
     KernelCache cache(test::fake_options(fake));
     ASSERT_FALSE(cache.kernel("residual_add:8", lazily_failing_source, "residual_add").ok());
     ASSERT_FALSE(cache.kernel("residual_add:8", lazily_failing_source, "residual_add").ok());
@@ -763,7 +763,7 @@ TEST(DeferredJitFailure, NextLookupCompilesAgain) {
 }
 
 TEST(DeferredJitFailure, ModuleFoundBrokenThroughModuleHandleIsDroppedAtNextLookup) {
-    auto fake = std::make_shared<driver::FakeDriver>();
+    auto fake = std::make_shared<fakes::FakeDriver>();
     KernelCache cache(test::fake_options(fake));
     auto module = cache.module("residual_add:8", lazily_failing_source);
     ASSERT_TRUE(module.ok());  // loading itself succeeds: the JIT is deferred
@@ -780,7 +780,7 @@ namespace kcache {
 namespace {
 
 TEST(UniformArch, HitsAskTheDriverNothingWhenEveryDeviceSharesAnArch) {
-    auto fake = std::make_shared<driver::FakeDriver>();
+    auto fake = std::make_shared<fakes::FakeDriver>();
     fake->set_uniform_arch(90);
     fake->count_arch_queries(true);
     KernelCache cache(test::fake_options(fake));
@@ -794,7 +794,7 @@ TEST(UniformArch, HitsAskTheDriverNothingWhenEveryDeviceSharesAnArch) {
 }
 
 TEST(UniformArch, WithoutItEveryLookupAsksForTheCurrentArch) {
-    auto fake = std::make_shared<driver::FakeDriver>();
+    auto fake = std::make_shared<fakes::FakeDriver>();
     fake->count_arch_queries(true);
     KernelCache cache(test::fake_options(fake));
     for (int i = 0; i < 5; ++i) {
@@ -804,7 +804,7 @@ TEST(UniformArch, WithoutItEveryLookupAsksForTheCurrentArch) {
 }
 
 TEST(UniformArch, AMissStillNeedsACurrentContext) {
-    auto fake = std::make_shared<driver::FakeDriver>(0);  // no context on any thread
+    auto fake = std::make_shared<fakes::FakeDriver>(0);  // no context on any thread
     fake->set_uniform_arch(90);
     KernelCache cache(test::fake_options(fake));
     auto kernel = cache.kernel("residual_add", test::residual_add_source, "residual_add");

@@ -12,14 +12,14 @@
 #include <thread>
 #include <utility>
 
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
 
 namespace kcache {
 namespace {
 
-using driver::FakeDriver;
+using fakes::FakeDriver;
 
 // True if `text` contains `number` as a whole number (not as part of a longer run of digits, so
 // that the "32" of a key "...:f32" does not count as a 3).

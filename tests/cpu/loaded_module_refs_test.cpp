@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "cache/loaded_module.hpp"
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 #include "test_support.hpp"
 #include "util/epoch.hpp"
 
 namespace kcache::cache {
 namespace {
 
-using driver::FakeDriver;
+using fakes::FakeDriver;
 
 class EntryRefsTest : public ::testing::Test {
 protected:

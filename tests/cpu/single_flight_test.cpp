@@ -12,14 +12,14 @@
 #include <thread>
 #include <vector>
 
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
 
 namespace kcache {
 namespace {
 
-using driver::FakeDriver;
+using fakes::FakeDriver;
 using namespace std::chrono_literals;
 
 struct Outcome {

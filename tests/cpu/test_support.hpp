@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/cache_directory.hpp"
@@ -251,7 +251,7 @@ private:
     std::optional<std::string> saved_;
 };
 
-inline CacheOptions fake_options(std::shared_ptr<driver::FakeDriver> fake,
+inline CacheOptions fake_options(std::shared_ptr<fakes::FakeDriver> fake,
                                  std::size_t max_entries = 1024, bool verify = false) {
     CacheOptions options;
     options.max_entries = max_entries;

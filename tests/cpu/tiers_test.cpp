@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "driver/compiler_api.hpp"
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/artifact_format.hpp"
@@ -82,7 +82,7 @@ protected:
     std::uint32_t n_ = 0;
     std::array<void*, 3> gelu_args_ = {&out_, &in_, &n_};
 
-    std::shared_ptr<driver::FakeDriver> fake_ = std::make_shared<driver::FakeDriver>();
+    std::shared_ptr<fakes::FakeDriver> fake_ = std::make_shared<fakes::FakeDriver>();
     test::TempDir temp_;
     std::string dir_ = temp_.path() + "/cache";
 };
@@ -448,7 +448,7 @@ TEST_F(TiersTest, AHostCompileErrorReturnsTheLinkersLogAndStoresNothing) {
 TEST_F(TiersTest, ADifferentArchIsADifferentArtifact) {
     KernelCache cache(options());
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
-    driver::FakeDriver::ScopedContext sm80(80);
+    fakes::FakeDriver::ScopedContext sm80(80);
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
     EXPECT_EQ(cache.stats().compiles, 2u);
     EXPECT_EQ(cache.stats().disk_writes, 2u);
@@ -480,7 +480,7 @@ class PrebuildTest : public TiersTest {};
 TEST_F(PrebuildTest, FillsTheDiskWithoutAGpuAndALaterCacheCompilesNothing) {
     {
         CacheOptions o = options();
-        o.driver = std::make_shared<driver::FakeDriver>(0);  // no context: as on a CPU machine
+        o.driver = std::make_shared<fakes::FakeDriver>(0);  // no context: as on a CPU machine
         KernelCache builder(o);
         auto origin = builder.prebuild("gelu:16", gelu, 90);
         ASSERT_TRUE(origin.ok()) << origin.error().describe();
@@ -751,7 +751,7 @@ TEST_F(TiersTest, EightProcessesMissingOneKeyCompileItOnce) {
             char byte = 0;
             (void)!read(go[0], &byte, 1);  // returns when the parent closes its end: all start
             CacheOptions o;
-            o.driver = std::make_shared<driver::FakeDriver>(0);
+            o.driver = std::make_shared<fakes::FakeDriver>(0);
             o.disk_directory = dir_;
             KernelCache cache(o);
             auto origin = cache.prebuild(

@@ -58,7 +58,7 @@
 #include <vector>
 
 #include "compile/compiler.hpp"
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/cache_directory.hpp"
@@ -266,7 +266,7 @@ private:
 
     const std::vector<std::string>& reference_;
     Counts& counts_;
-    driver::FakeDriver fake_{kArch};
+    fakes::FakeDriver fake_{kArch};
     int expected_ = 0;
 };
 
@@ -295,7 +295,7 @@ int writer_main(const std::string& directory, int id, const fs::path& out) {
     }
     std::mt19937 random(static_cast<unsigned>(::getpid()));
     Counts counts;
-    auto driver = std::make_shared<driver::FakeDriver>(kArch);
+    auto driver = std::make_shared<fakes::FakeDriver>(kArch);
     while (!stop_requested(stop_file)) {
         std::shuffle(mine.begin(), mine.end(), random);
         KernelCache cache(storm_options(directory, driver));

@@ -117,7 +117,7 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
                     if (origin.error().message().find("allow_disk_headers") != std::string::npos) {
                         std::fprintf(stderr, "kcache: (here: --allow-disk-headers)\n");
                     }
-                } else if (*origin == ArtifactOrigin::kCompiled) {
+                } else if (*origin == Provenance::kCompiled) {
                     ++compiled;
                 } else {
                     ++present;

@@ -132,9 +132,9 @@ int run_without_gpu(const DemoOptions& options, const std::string& reason,
             failure = origin.error().message();
             break;
         }
-        if (*origin == ArtifactOrigin::kCompiled) ++compiled;
-        if (*origin == ArtifactOrigin::kDiskTier) ++found;
-        if (*origin == ArtifactOrigin::kMemoryTier) ++in_memory;
+        if (*origin == Provenance::kCompiled) ++compiled;
+        if (*origin == Provenance::kDiskTier) ++found;
+        if (*origin == Provenance::kMemoryTier) ++in_memory;
     }
     // Where each prebuild found its artifact: a prebuild is no lookup, so the cache's tier
     // counters (lookups') do not show it.

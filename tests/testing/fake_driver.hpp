@@ -13,9 +13,17 @@
 
 #include "driver/driver.hpp"
 
-namespace kcache::driver {
+// The test doubles, kept out of the library users link. Not `kcache::testing`: inside namespace
+// kcache that name would hide GoogleTest's ::testing.
+namespace kcache::fakes {
 
-class FakeDriver final : public Driver {
+using driver::Image;
+using driver::ImageSource;
+using driver::KernelId;
+using driver::KernelParam;
+using driver::LibraryId;
+
+class FakeDriver final : public driver::Driver {
 public:
     // Threads with no ScopedContext see a context of this arch; 0 means "no context".
     explicit FakeDriver(int default_arch = 90);
@@ -109,4 +117,4 @@ private:
     std::map<std::string, int> launch_counts_;  // by kernel name
 };
 
-}  // namespace kcache::driver
+}  // namespace kcache::fakes

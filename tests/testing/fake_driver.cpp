@@ -1,4 +1,4 @@
-#include "driver/fake_driver.hpp"
+#include "testing/fake_driver.hpp"
 
 #include <cctype>
 #include <memory>
@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-namespace kcache::driver {
+namespace kcache::fakes {
 
 struct FakeDriver::FakeKernel {
     std::string name;
@@ -175,14 +175,14 @@ Result<LibraryId> FakeDriver::load_library(const Source& source) {
     FakeLibrary* raw = library.get();
     live_.insert(raw);
     all_.push_back(std::move(library));
-    return static_cast<LibraryId>(raw);
+    return LibraryId{raw};
 }
 
 Result<LibraryId> FakeDriver::load_binary(Image image, ImageSource again) {
     auto loaded = load_library(Source::cubin(std::string(image.bytes)));
     if (loaded) {
         in_place_loads_.fetch_add(1);
-        auto* library = static_cast<FakeLibrary*>(*loaded);
+        auto* library = loaded->as<FakeLibrary>();
         // As the real driver in a process of one device: a way back means the bytes can go.
         if (again) {
             library->again = std::move(again);
@@ -230,7 +230,7 @@ std::vector<Result<std::string>> FakeDriver::load_again() {
 }
 
 void FakeDriver::unload_library(LibraryId id) noexcept {
-    auto* library = static_cast<FakeLibrary*>(id);
+    auto* library = id.as<FakeLibrary>();
     std::lock_guard lock(mutex_);
     if (live_.erase(library) == 0) {
         use_after_unload_.fetch_add(1);  // double unload
@@ -247,7 +247,7 @@ int FakeDriver::live_libraries() const {
 }
 
 Result<KernelId> FakeDriver::get_kernel(LibraryId id, const std::string& name) {
-    auto* library = static_cast<FakeLibrary*>(id);
+    auto* library = id.as<FakeLibrary>();
     if (library->unloaded.load()) {
         use_after_unload_.fetch_add(1);
         return Error(Errc::kDriverError, "library used after unload (fake)");
@@ -262,7 +262,7 @@ Result<KernelId> FakeDriver::get_kernel(LibraryId id, const std::string& name) {
                      "ptxas application ptx input, line 1; error   : FAKE_LAZY_JIT_ERROR found");
     }
     for (auto& kernel : library->kernels) {
-        if (kernel->name == name) return static_cast<KernelId>(kernel.get());
+        if (kernel->name == name) return KernelId{kernel.get()};
     }
     return Error(Errc::kKernelNotFound, "no kernel named '" + name + "' in the module");
 }
@@ -275,7 +275,7 @@ Result<std::vector<KernelParam>> FakeDriver::kernel_params(KernelId id) {
     if (!params_supported_.load()) {
         return Error(Errc::kUnsupported, "parameter info not supported (fake)");
     }
-    auto* kernel = static_cast<FakeKernel*>(id);
+    auto* kernel = id.as<FakeKernel>();
     if (kernel->params_unknown) {
         return Error(Errc::kUnsupported, "parameter info of a real cubin (fake)");
     }
@@ -283,7 +283,7 @@ Result<std::vector<KernelParam>> FakeDriver::kernel_params(KernelId id) {
 }
 
 Result<void> FakeDriver::launch(KernelId id, const LaunchConfig& config, void** /*args*/) {
-    auto* kernel = static_cast<FakeKernel*>(id);
+    auto* kernel = id.as<FakeKernel>();
     if (kernel->library->unloaded.load()) {
         use_after_unload_.fetch_add(1);
         return Error(Errc::kDriverError, "kernel launched after its library was unloaded (fake)");
@@ -308,4 +308,4 @@ int FakeDriver::launches_of(const std::string& kernel_name) const {
     return it == launch_counts_.end() ? 0 : it->second;
 }
 
-}  // namespace kcache::driver
+}  // namespace kcache::fakes
