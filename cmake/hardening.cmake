@@ -43,8 +43,7 @@ if(KCACHE_SANITIZE STREQUAL "thread" AND KCACHE_BUILD_TESTS)
   list(TRANSFORM kcache_tsan_test_files PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/tests/cpu/)
   list(TRANSFORM kcache_tsan_test_files APPEND _test.cpp)
   add_executable(kcache_tsan_tests EXCLUDE_FROM_ALL ${kcache_tsan_test_files})
-  target_link_libraries(kcache_tsan_tests PRIVATE kcache_internal kcache_testing kcache_examples
-    GTest::gtest_main)
+  target_link_libraries(kcache_tsan_tests PRIVATE kcache_testing kcache_examples GTest::gtest_main)
   target_compile_definitions(kcache_tsan_tests PRIVATE
     KCACHE_TOOL_PATH="$<TARGET_FILE:kcache_tool>" KCACHE_SOURCE_DIR="${CMAKE_CURRENT_SOURCE_DIR}")
   add_dependencies(kcache_tsan_tests kcache_tool)

@@ -15,5 +15,5 @@ cmake --build "$build" -j"$(nproc)" --target kcache_tool kcache_bench kcache_gpu
 rm -rf .gpu-bin && mkdir -p .gpu-bin
 cp "$build"/kcache "$build"/kcache_bench "$build"/kcache_gpu_tests "$build"/kcache_cpu_tests .gpu-bin/
 # The commit the binaries come from: the GPU machine's copy of the tree cannot tell it.
-echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include tools bench CMakeLists.txt || echo ' with uncommitted changes')" > .gpu-bin/COMMIT
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include tools bench CMakeLists.txt cmake || echo ' with uncommitted changes')" > .gpu-bin/COMMIT
 echo "built into .gpu-bin/: $(ls .gpu-bin | tr '\n' ' ')"

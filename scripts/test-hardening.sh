@@ -17,7 +17,8 @@ failed=0
 
 # Sanitizer builds compile at -O1 with line tables only: half the compile time of -O2 -g
 # (tools/kcache/main.cpp alone took 42 s under ASan+UBSan), and still a file:line per frame.
-sanitizer_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+sanitizer_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+    -DKCACHE_WERROR=ON)
 
 elapsed() {
     local seconds=$(($(date +%s) - $1))

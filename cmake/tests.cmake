@@ -1,0 +1,92 @@
+# The test suites (docs/testing.md); included when KCACHE_BUILD_TESTS is on.
+enable_testing()
+find_package(GTest REQUIRED)
+include(GoogleTest)
+
+file(GLOB KCACHE_CPU_TEST_SOURCES CONFIGURE_DEPENDS tests/cpu/*.cpp)
+add_executable(kcache_cpu_tests ${KCACHE_CPU_TEST_SOURCES})
+target_link_libraries(kcache_cpu_tests PRIVATE kcache_testing kcache_examples GTest::gtest_main)
+# The worker pool tests start the real `kcache compile-worker`.
+target_compile_definitions(kcache_cpu_tests PRIVATE KCACHE_TOOL_PATH="$<TARGET_FILE:kcache_tool>")
+# config_test.cpp holds README.md's settings table to the one the code makes.
+target_compile_definitions(kcache_cpu_tests PRIVATE KCACHE_SOURCE_DIR="${CMAKE_CURRENT_SOURCE_DIR}")
+add_dependencies(kcache_cpu_tests kcache_tool)
+gtest_discover_tests(kcache_cpu_tests DISCOVERY_TIMEOUT 60)
+
+add_executable(kcache_gpu_tests tests/gpu/gpu_test.cpp)
+target_link_libraries(kcache_gpu_tests PRIVATE kcache_testing kcache_examples GTest::gtest_main)
+gtest_discover_tests(kcache_gpu_tests DISCOVERY_TIMEOUT 60)
+
+# The demo's own cache directory, so that tests never touch the user's.
+set(KCACHE_TEST_DEMO_DIR ${CMAKE_CURRENT_BINARY_DIR}/demo-cache)
+add_test(NAME kcache_tool_demo COMMAND kcache_tool demo)
+set_tests_properties(kcache_tool_demo PROPERTIES
+  PASS_REGULAR_EXPRESSION "no GPU here|results match"
+  ENVIRONMENT KCACHE_DIR=${KCACHE_TEST_DEMO_DIR}/plain)
+add_test(NAME kcache_tool_demo_json COMMAND kcache_tool demo --json)
+set_tests_properties(kcache_tool_demo_json PROPERTIES
+  PASS_REGULAR_EXPRESSION "\"launched\": [0-9]+"
+  ENVIRONMENT KCACHE_DIR=${KCACHE_TEST_DEMO_DIR}/json)
+# Run twice on a fresh directory: the second run compiles nothing and reads the disk.
+add_test(NAME kcache_tool_demo_second_run_compiles_nothing
+  COMMAND sh -c "rm -rf '${KCACHE_TEST_DEMO_DIR}/twice' && $<TARGET_FILE:kcache_tool> demo --json >/dev/null && $<TARGET_FILE:kcache_tool> demo --json")
+set_tests_properties(kcache_tool_demo_second_run_compiles_nothing PROPERTIES
+  PASS_REGULAR_EXPRESSION "\"compiles\": 0, \"memory_hits\": [0-9]+, \"disk_hits\": [1-9]"
+  ENVIRONMENT KCACHE_DIR=${KCACHE_TEST_DEMO_DIR}/twice)
+add_test(NAME kcache_tool_bad_flag_exits_2
+  COMMAND sh -c "$<TARGET_FILE:kcache_tool> demo --no-such-flag; test $? -eq 2")
+add_test(NAME kcache_tool_bad_value_exits_2
+  COMMAND sh -c "$<TARGET_FILE:kcache_tool> demo --passes 0; test $? -eq 2")
+if(TARGET kcache_bench)
+  add_test(NAME kcache_bench_smoke COMMAND kcache_bench --smoke)
+endif()
+# The kcache command end to end, one fresh cache directory per case (tests/cli/cli_test.sh).
+foreach(cli_case help bad_usage prewarm compile_unstored disk_headers compile_error inspect_verify clear_cleanup
+        evict_older_than numbers_do_not_wrap config stats stats_concurrent)
+  add_test(NAME kcache_cli_${cli_case}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/cli/cli_test.sh $<TARGET_FILE:kcache_tool> ${cli_case})
+endforeach()
+# The multi-process storm (tests/storm/storm.cpp): writers, byte-checking readers, kcache -C,
+# -c under a tiny budget, verify --repair and kill -9, for KCACHE_STORM_SECONDS (default 20)
+# plus a third of that without kills.
+add_executable(kcache_storm tests/storm/storm.cpp)
+target_link_libraries(kcache_storm PRIVATE kcache_testing kcache_examples)
+add_dependencies(kcache_storm kcache_tool)
+add_test(NAME kcache_storm COMMAND kcache_storm run $<TARGET_FILE:kcache_tool>)
+set_tests_properties(kcache_storm PROPERTIES TIMEOUT 110)
+
+# The hostile-directory suite of issue 15 (tests/hostile/hostile_test.sh): the kcache command run
+# as `nobody` (permissions matter), one ctest test per case; skipped (exit 77) unless run as
+# root with runuser.
+# A program that uses the library as a user's would (KernelCache::global(), kcache.conf).
+add_executable(kcache_hostile_probe tests/hostile/prebuild_probe.cpp)
+target_link_libraries(kcache_hostile_probe PRIVATE kcache_testing)
+add_dependencies(kcache_hostile_probe kcache_tool)  # its compile workers: the kcache beside it
+set(KCACHE_HOSTILE_CASES
+  refused_dir_conf library_conf_program conf_cannot_relax links_stay_inside
+  regular_files_entry regular_files_conf regular_files_stats
+  headers_fingerprinted huge_numbers compile_tells_truth cleanup_budget_flags stats_add_up
+  bad_setting_keeps_others conf_log_applies stopped_lock_holder stopped_stats_lock_holder
+  leftovers_temporaries leftovers_non_files symlinked_cache_dir unusable_dir_reported
+  read_only_mode bad_archs)
+foreach(hostile_case ${KCACHE_HOSTILE_CASES})
+  add_test(NAME kcache_hostile_${hostile_case}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/hostile/hostile_test.sh
+            $<TARGET_FILE:kcache_tool> ${hostile_case} $<TARGET_FILE:kcache_hostile_probe>)
+  set_tests_properties(kcache_hostile_${hostile_case} PROPERTIES
+    LABELS hostile SKIP_RETURN_CODE 77 TIMEOUT 600)
+endforeach()
+
+# kcache as a dependency (tests/install/install_test.sh): this tree installed to a temporary prefix
+# with `cmake --install`, then a small program built against it with the CMake package (shared and
+# static) and with pkg-config, and run. Not in sanitizer builds, whose libraries need the
+# sanitizer runtimes in the program.
+if(KCACHE_INSTALL AND KCACHE_SANITIZE STREQUAL "" AND NOT KCACHE_FUZZ)
+  include(GNUInstallDirs)
+  add_test(NAME kcache_install_consumer
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/install/install_test.sh
+            ${CMAKE_CURRENT_BINARY_DIR} ${CMAKE_CURRENT_BINARY_DIR}/install-test
+            ${PROJECT_VERSION} ${CMAKE_INSTALL_LIBDIR} ${CMAKE_CXX_COMPILER}
+            "${CMAKE_CXX_COMPILER_LAUNCHER}")
+  set_tests_properties(kcache_install_consumer PROPERTIES TIMEOUT 300)
+endif()
