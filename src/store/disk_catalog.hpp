@@ -23,8 +23,15 @@ struct CatalogEntry {
     std::optional<std::chrono::system_clock::time_point> created;  // where the file system says
     PayloadKind kind = PayloadKind::kCubin;
     KeyMaterial key;
+    // The kernels its code defines: the key material's names where it has them, else those the
+    // cubin's symbol table marks as kernels (CUDA C++ compiled without name expressions).
+    std::vector<std::string> kernels;
     std::string problem;  // empty: the entry decodes; else why it does not (key is then empty)
 };
+
+// The kernels of a cubin, sorted: the functions its ELF symbol table marks as CUDA entries.
+// Empty if it is not a well-formed ELF image.
+std::vector<std::string> cubin_kernel_names(std::string_view cubin);
 
 // Every entry (`ab/cdef….kc`) of `directory`, sorted by fingerprint. Entries that do not decode
 // are listed with their problem. kIoError if the directory cannot be listed.

@@ -61,6 +61,31 @@ TEST_F(DiskCatalogTest, ListsEveryEntryWithItsKeyMaterialSortedByFingerprint) {
     EXPECT_TRUE((*entries)[0].problem.empty());
 }
 
+TEST_F(DiskCatalogTest, CudaCppWithoutNameExpressionsIsListedWithTheCubinsKernels) {
+    // A cubin nvcc made of three kernels (extern "C" scale, a template instance, a plain
+    // __global__) and a device function, kept as a fuzz seed.
+    StoredEntry entry = entry_for("cuda-file");
+    entry.key.source_kind = "cuda";
+    entry.key.kernel_names.clear();
+    entry.payload =
+        test::read_file(std::string(KCACHE_SOURCE_DIR) + "/fuzz/corpus/elf_symbols/cuda_cpp.cubin");
+    ASSERT_TRUE(store_->put(util::Fingerprint{1, 1}, entry).ok());
+    put(2, "named");  // key material with names: those, not the payload's (not an ELF image)
+    auto entries = list_entries(*test::cache_directory(dir_.path()));
+    ASSERT_TRUE(entries.ok()) << entries.error().describe();
+    ASSERT_EQ(entries->size(), 2u);
+    EXPECT_EQ((*entries)[0].kernels,
+              (std::vector<std::string>{"_Z4tmplIfEvPT_", "_Z4usesPi", "scale"}));
+    EXPECT_EQ((*entries)[1].kernels, std::vector<std::string>{"softmax_rows"});
+}
+
+TEST(CubinKernelNames, WhatIsNotACubinHasNone) {
+    EXPECT_TRUE(cubin_kernel_names("").empty());
+    EXPECT_TRUE(cubin_kernel_names("\x7f"
+                                   "ELF but nothing more")
+                    .empty());
+}
+
 TEST_F(DiskCatalogTest, ForeignFilesAreNotListed) {
     put(0xaa, "softmax:1");
     std::ofstream(dir_.path() + "/kcache.conf") << "max_size = 1G\n";

@@ -1,7 +1,5 @@
 #include "tools/kcache/compile_command.hpp"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -11,34 +9,51 @@
 #include "driver/driver.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "store/cache_directory.hpp"
+#include "tools/kcache/output.hpp"
 #include "util/files.hpp"
 
 namespace kcache::tool {
 namespace {
 
-// A progress bar on a terminal, a line per file otherwise (logs, CI).
+// A progress bar on a terminal that names the file being compiled (the last one started, with
+// several jobs), a line per file otherwise (logs, CI).
 class Progress {
 public:
-    explicit Progress(std::size_t total) : total_(total), terminal_(isatty(2) != 0) {}
+    explicit Progress(std::size_t total) : total_(total), width_(terminal_width(stderr)) {}
+    void started(const std::string& file) {
+        std::lock_guard lock(mutex_);
+        if (width_ != 0) draw("compiling " + file);
+    }
     void done(const std::string& file, const char* what) {
         std::lock_guard lock(mutex_);
         ++done_;
-        if (terminal_) {
-            const std::size_t width = 30;
-            const std::size_t filled = total_ == 0 ? width : done_ * width / total_;
-            std::fprintf(stderr, "\r[%s%s] %zu/%zu %-40.40s", std::string(filled, '#').c_str(),
-                         std::string(width - filled, '.').c_str(), done_, total_, file.c_str());
+        if (width_ != 0) {
+            draw(std::string(what) + " " + file);
             if (done_ == total_) std::fprintf(stderr, "\n");
         } else {
-            std::fprintf(stderr, "%zu/%zu %s: %s\n", done_, total_, file.c_str(), what);
+            std::fprintf(stderr, "%zu/%zu %s: %s\n", done_, total_, escape_text(file).c_str(),
+                         what);
         }
     }
 
 private:
+    // One line, redrawn in place: the bar, the count, then `what` cut to the terminal's width
+    // (a longer line would wrap, and the carriage return would then redraw only its tail).
+    void draw(const std::string& what) {
+        constexpr std::size_t kBar = 30;
+        const std::size_t filled = total_ == 0 ? kBar : done_ * kBar / total_;
+        const std::string head = "[" + std::string(filled, '#') + std::string(kBar - filled, '.') +
+                                 "] " + std::to_string(done_) + "/" + std::to_string(total_) + " ";
+        const std::size_t room = width_ > head.size() + 1 ? width_ - head.size() - 1 : 0;
+        // \x1b[K clears what a longer earlier line left to the right.
+        std::fprintf(stderr, "\r%s%s\x1b[K", head.c_str(), elide(escape_text(what), room).c_str());
+        std::fflush(stderr);
+    }
+
     std::mutex mutex_;
-    std::size_t total_;
-    std::size_t done_ = 0;  // guarded by mutex_
-    const bool terminal_;
+    const std::size_t total_;
+    const std::size_t width_;  // 0: not a terminal
+    std::size_t done_ = 0;     // guarded by mutex_
 };
 
 }  // namespace
@@ -103,6 +118,7 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
         pool.emplace_back([&] {
             for (std::size_t i = next++; i < sources.size(); i = next++) {
                 const std::string& file = options.files[i];
+                progress.started(file);
                 auto origin = cache.prebuild(
                     file, [&] { return sources[i]; }, target.arch);
                 const char* what = "compiled";

@@ -6,7 +6,7 @@
 
 #include "store/disk_catalog.hpp"
 #include "store/persistent_stats.hpp"
-#include "tools/kcache/json.hpp"
+#include "tools/kcache/output.hpp"
 #include "util/size.hpp"
 
 namespace kcache::tool {
@@ -41,29 +41,39 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
                                      : compile_seconds / static_cast<double>(c.compiles) *
                                            static_cast<double>(c.memory_hits + c.disk_hits);
     if (json) {
-        std::printf(
-            "{\"directory\": %s, \"lookups\": %" PRIu64 ", \"hits\": %" PRIu64
-            ", \"misses\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"memory_hits\": %" PRIu64
-            ", \"compiles\": %" PRIu64 ", \"compile_failures\": %" PRIu64
-            ", \"compile_seconds\": %.6f, \"saved_seconds\": %.6f, \"evictions\": %" PRIu64
-            ", \"verify_failures\": %" PRIu64 ", \"prebuilds\": %" PRIu64
-            ", \"prebuild_compiles\": %" PRIu64 ", \"disk\": {\"hits\": %" PRIu64
-            ", \"misses\": %" PRIu64 ", \"rejected\": %" PRIu64 ", \"writes\": %" PRIu64
-            ", \"errors\": %" PRIu64 ", \"corrupt\": %" PRIu64 ", \"evicted\": %" PRIu64
-            ", \"evicted_bytes\": %" PRIu64 "}, \"size_bytes\": %" PRIu64
-            ", \"max_size_bytes\": %" PRIu64 ", \"entries\": %" PRIu64 ", \"max_files\": %" PRIu64
-            ", \"temporaries\": %" PRIu64 ", \"temporary_bytes\": %" PRIu64 ", \"strays\": %" PRIu64
-            ", \"config_errors\": %" PRIu64 ", \"read_only\": %s, \"zeroed_at\": %" PRIu64 "}\n",
-            json_string(directory).c_str(), lookups, c.hits, c.misses, c.waits, c.memory_hits,
-            c.compiles, c.compile_failures, compile_seconds, saved_seconds, c.evictions,
-            c.verify_failures, c.prebuilds, c.prebuild_compiles, c.disk_hits, c.disk_misses,
-            c.disk_rejected, c.disk_writes, c.disk_errors, c.disk_corrupt, c.disk_evicted,
-            c.disk_evicted_bytes, measured.bytes, max_bytes, measured.entries, max_files,
-            measured.temporaries, measured.temporary_bytes, measured.strays, c.config_errors,
-            dir->read_only() ? "true" : "false", c.zeroed_at);
+        Json document = json_document();
+        put_bytes(document, "directory", directory);
+        document["lookups"] = lookups;
+        document["hits"] = c.hits;
+        document["misses"] = c.misses;
+        document["waits"] = c.waits;
+        document["memory_hits"] = c.memory_hits;
+        document["compiles"] = c.compiles;
+        document["compile_failures"] = c.compile_failures;
+        document["compile_seconds"] = compile_seconds;
+        document["saved_seconds"] = saved_seconds;
+        document["evictions"] = c.evictions;
+        document["verify_failures"] = c.verify_failures;
+        document["prebuilds"] = c.prebuilds;
+        document["prebuild_compiles"] = c.prebuild_compiles;
+        document["disk"] = {{"hits", c.disk_hits},         {"misses", c.disk_misses},
+                            {"rejected", c.disk_rejected}, {"writes", c.disk_writes},
+                            {"errors", c.disk_errors},     {"corrupt", c.disk_corrupt},
+                            {"evicted", c.disk_evicted},   {"evicted_bytes", c.disk_evicted_bytes}};
+        document["size_bytes"] = measured.bytes;
+        document["max_size_bytes"] = max_bytes;
+        document["entries"] = measured.entries;
+        document["max_files"] = max_files;
+        document["temporaries"] = measured.temporaries;
+        document["temporary_bytes"] = measured.temporary_bytes;
+        document["strays"] = measured.strays;
+        document["config_errors"] = c.config_errors;
+        document["read_only"] = dir->read_only();
+        document["zeroed_at"] = c.zeroed_at;
+        print_json(document);
         return 0;
     }
-    std::printf("Cache directory:                %s%s\n", directory.c_str(),
+    std::printf("Cache directory:                %s%s\n", escape_text(directory).c_str(),
                 dir->read_only() ? " (read-only: this command and the programs using it in "
                                    "read-only mode write nothing to it)"
                                  : "");
