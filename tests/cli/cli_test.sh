@@ -4,6 +4,7 @@
 set -uo pipefail
 K=$1
 CASE=$2
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export KCACHE_DIR="$WORK/cache"
@@ -18,6 +19,13 @@ expect() {
   [ "$got" -eq "$want" ] || fail "'$*' exited $got, expected $want: $OUT_TEXT"
 }
 contains() { grep -qF -- "$1" <<<"$OUT_TEXT" || fail "output lacks '$1': $OUT_TEXT"; }
+# JSON as one line, a space between tokens and none inside brackets, for contains.
+flat_json() { OUT_TEXT=$(tr -s ' \n' '  ' <<<"$OUT_TEXT" | sed 's/{ /{/g; s/ }/}/g; s/\[ /[/g; s/ \]/]/g'); }
+no_escape_byte() {  # no ESC, CSI or other C0 control but newline reaches the terminal
+  if LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f\x9b]' <<<"$OUT_TEXT"; then
+    fail "a control byte is written raw: $(cat -v <<<"$OUT_TEXT")"
+  fi
+}
 
 kernel_cu() {  # a small CUDA C++ file
   cat > "$1" <<'CU'
@@ -198,9 +206,9 @@ stats)
   kernel_cu k.cu
   expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
   expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
-  expect 0 $K -s --json
+  expect 0 $K -s --json; flat_json
   contains '"lookups": 0,'; contains '"memory_hits": 0,'; contains '"compiles": 1,'
-  contains '"saved_seconds": 0.000000,'; contains '"prebuilds": 2, "prebuild_compiles": 1,'
+  contains '"saved_seconds": 0.0,'; contains '"prebuilds": 2, "prebuild_compiles": 1,'
   contains '"disk": {"hits": 0, "misses": 0, "rejected": 0, "writes": 1,'
   contains '"entries": 1,'; contains '"max_size_bytes": 4294967296'
   expect 0 $K -s; contains "Cache size:"; contains "Compile time spent:"
@@ -227,6 +235,89 @@ stats_concurrent)
   done
   wait
   expect 0 $K -s --json; contains '"compiles": 12,'; contains '"entries": 12,'
+  ;;
+version)
+  WANT="kcache $(sed -n 's/^#define KCACHE_VERSION "\(.*\)"$/\1/p' "$SRC/include/kcache/version.hpp")"
+  [ "$WANT" != "kcache " ] || fail "no KCACHE_VERSION in version.hpp"
+  for flag in -V --version; do
+    expect 0 $K $flag; [ "$OUT_TEXT" = "$WANT" ] || fail "$flag said '$OUT_TEXT', not '$WANT'"
+  done
+  ;;
+ls_kernels)
+  # CUDA C++ without name expressions: the kernels come from the cubin's symbol table.
+  cat > two.cu <<'CU'
+extern "C" __global__ void first_kernel(float* x) { x[0] = 1; }
+__device__ __noinline__ float helper(float a) { return a * 3; }
+__global__ void second_kernel(float* x) { x[0] = helper(x[1]); }
+CU
+  expect 0 $K compile two.cu --arch sm_90
+  expect 0 $K ls; contains "_Z13second_kernelPf, first_kernel"
+  grep -q "helper" <<<"$OUT_TEXT" && fail "a device function listed as a kernel: $OUT_TEXT"
+  expect 0 $K ls --json; flat_json; contains '"kernels": ["_Z13second_kernelPf", "first_kernel"]'
+  FP=$(grep -o '"fingerprint": "[0-9a-f]*"' <<<"$OUT_TEXT" | grep -o '[0-9a-f]\{32\}')
+  expect 0 $K inspect "$FP"; contains "kernels:     _Z13second_kernelPf, first_kernel (from the cubin)"
+  ;;
+ls_width)
+  LONG=$(printf 'layer_%.0s' $(seq 1 20))kernel.cu
+  kernel_cu "$LONG"
+  expect 0 $K compile "$LONG" --arch sm_90 -D SCALE=1.0f
+  expect 0 $K ls; contains "$LONG"   # not a terminal: whole
+  expect 0 $K ls --width 70; contains "..."
+  ! grep -qF "$LONG" <<<"$OUT_TEXT" || fail "--width 70 kept the whole key: $OUT_TEXT"
+  awk 'length($0) > 70 { exit 1 }' <<<"$OUT_TEXT" || fail "a line past 70 columns: $OUT_TEXT"
+  expect 0 $K ls --width 0; contains "$LONG"
+  expect 2 $K ls --width 70 --full
+  # On a terminal: $COLUMNS, unless --full.
+  if command -v script >/dev/null; then
+    OUT_TEXT=$(COLUMNS=70 script -qec "$K ls" /dev/null | tr -d '\r')
+    contains "..."; awk 'length($0) > 70 { exit 1 }' <<<"$OUT_TEXT" || fail "past \$COLUMNS: $OUT_TEXT"
+    OUT_TEXT=$(COLUMNS=70 script -qec "$K ls --full" /dev/null | tr -d '\r'); contains "$LONG"
+  fi
+  ;;
+hostile_keys)
+  # Keys and paths from entries never reach the terminal raw: escape sequences, C1 controls,
+  # bytes that are not UTF-8, bidirectional overrides.
+  export KCACHE_DIR=$WORK/$'cache\e]0;title\a'
+  NAME=$'\e[31mred\xff\xc2\x9b\u202e.cu'
+  kernel_cu "$NAME"
+  expect 0 $K compile "$NAME" --arch sm_90 -D SCALE=1.0f; no_escape_byte
+  contains '\x1b[31mred\xff\u009b\u202e.cu'
+  expect 0 $K ls; no_escape_byte; contains '\x1b[31mred\xff\u009b\u202e.cu'
+  contains 'cache\x1b]0;title\x07'
+  FP=$($K ls --json | grep -o '"fingerprint": "[0-9a-f]*"' | grep -o '[0-9a-f]\{32\}')
+  expect 0 $K inspect "$FP"; no_escape_byte; contains 'key: \x1b[31mred'
+  printf 'junk' >> "$KCACHE_DIR/${FP:0:2}/${FP:2}.kc"
+  expect 1 $K verify; no_escape_byte; contains 'cache\x1b]0;title\x07'
+  expect 0 $K ls; no_escape_byte; contains "BAD: "
+  expect 1 $K inspect "$FP"; no_escape_byte; contains "problem:"
+  expect 0 $K -s; no_escape_byte
+  ;;
+json_bytes)
+  # Every JSON document is valid, ASCII, versioned, and gives back bytes that are not UTF-8.
+  export KCACHE_DIR=$WORK/$'cache\xff\e'
+  NAME=$'key\xfe\e[0m.cu'
+  kernel_cu "$NAME"
+  expect 0 $K compile "$NAME" --arch sm_90 -D SCALE=1.0f
+  FP=$($K ls --json | grep -o '"fingerprint": "[0-9a-f]*"' | grep -o '[0-9a-f]\{32\}')
+  [ ${#FP} -eq 32 ] || fail "no fingerprint in ls --json"
+  command -v python3 >/dev/null || { echo "PASS ($CASE; python3 missing: not parsed)"; exit 0; }
+  check_json() {  # check_json PYTHON_EXPRESSION: over the document d, must be true
+    LC_ALL=C grep -q $'[\x80-\xff]' <<<"$OUT_TEXT" && fail "not ASCII: $OUT_TEXT"
+    python3 -c '
+import base64, json, os, sys
+d = json.loads(sys.stdin.buffer.read())
+assert d["schema_version"] == 1, d
+b = lambda s: base64.b64decode(s)
+dir = os.fsencode(os.environ["KCACHE_DIR"]); name = os.fsencode(sys.argv[2])
+assert eval(sys.argv[1]), d' "$1" "$NAME" <<<"$OUT_TEXT" || fail "JSON check '$1' failed: $OUT_TEXT"
+  }
+  expect 0 $K ls --json
+  check_json 'b(d["directory_base64"]) == dir and b(d["entries"][0]["key_base64"]) == name and b(d["entries"][0]["path_base64"]).startswith(dir)'
+  expect 0 $K inspect "$FP" --json; check_json 'b(d["key_base64"]) == name and d["problem"] is None'
+  expect 0 $K -s --json; check_json 'b(d["directory_base64"]) == dir and d["disk"]["writes"] == 1'
+  printf 'junk' >> "$KCACHE_DIR/${FP:0:2}/${FP:2}.kc"
+  expect 1 $K verify --json; check_json 'd["bad"] == 1 and b(d["problems_base64"][0]).startswith(dir)'
+  expect 0 $K demo --json; check_json 'd["launched"] >= 0 and "compiles" in d'
   ;;
 *)
   fail "no such case"

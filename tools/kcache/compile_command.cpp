@@ -146,7 +146,7 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
     for (auto& thread : pool) thread.join();
     std::printf("%d compiled, %d already in the cache, %d failed, %d not stored (%s, %s)\n",
                 compiled.load(), present.load(), failures.load(), not_stored.load(),
-                target.name().c_str(), directory.c_str());
+                target.name().c_str(), escape_text(directory).c_str());
     const CacheStats stats = cache.stats();
     if (stats.disk_evicted != 0) {
         std::fprintf(stderr,

@@ -195,7 +195,9 @@ int run(int argc, char** argv) {
             std::fprintf(stderr, "kcache: %s\n", written.error().message().c_str());
             return written.error().code() == kcache::Errc::kInvalidArgument ? 2 : 1;
         }
-        std::printf("%s = %s (in %s/kcache.conf)\n", key.c_str(), value.c_str(), dir.c_str());
+        std::printf("%s = %s (in %s/kcache.conf)\n", kcache::tool::escape_text(key).c_str(),
+                    kcache::tool::escape_text(value).c_str(),
+                    kcache::tool::escape_text(dir).c_str());
     }
     if (!writes.empty()) {
         config = kcache::cache::load_settings(overrides);  // what the settings are now
@@ -281,10 +283,12 @@ int run(int argc, char** argv) {
     if (show_config) {
         // A directory that is there but refused: its kcache.conf was not read, and -p says why.
         if (std::filesystem::exists(dir, no_throw) && !opened) (void)open_directory();
+        kcache::tool::Table table({{""}, {""}, {""}, {""}}, /*show_header=*/false);
         for (const auto& entry : config->entries()) {
-            std::printf("%-18s = %-24s (%s)\n", std::string(entry.setting->key).c_str(),
-                        entry.value.c_str(), entry.origin_name.c_str());
+            table.add_row(
+                {std::string(entry.setting->key), "=", entry.value, "(" + entry.origin_name + ")"});
         }
+        std::fputs(table.render(0).c_str(), stdout);
     }
     if (!get_config.empty()) {
         auto entry = config->get(get_config);

@@ -168,7 +168,11 @@ int list_cache(const store::CacheDirectory& directory, bool json, std::size_t wi
                        e.key.source_kind, e.key.caller_key, names.empty() ? "-" : names});
     }
     std::fputs(table.render(width).c_str(), stdout);
-    std::printf("%zu entries in %s\n", entries->size(), escape_text(directory.path()).c_str());
+    const std::string count = std::to_string(entries->size()) + " entries in ";
+    const std::string path = escape_text(directory.path());
+    std::printf(
+        "%s%s\n", count.c_str(),
+        (width == 0 ? path : elide(path, width > count.size() ? width - count.size() : 0)).c_str());
     return 0;
 }
 
