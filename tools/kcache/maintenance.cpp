@@ -42,7 +42,8 @@ const char* kind_name(store::PayloadKind kind) {
 
 int report_cleanup(const char* what, const Result<store::CleanupReport>& report) {
     if (!report) {
-        std::fprintf(stderr, "kcache: %s failed: %s\n", what, report.error().message().c_str());
+        std::fprintf(stderr, "kcache: %s failed: %s\n", what,
+                     escape_text(report.error().message()).c_str());
         return 1;
     }
     if (!report->ran) {
