@@ -111,7 +111,7 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
         {"  from the memory tier:", count(c.memory_hits), share(c.memory_hits, tier_lookups)});
     table.add_row({"  from the disk tier:", count(c.disk_hits), share(c.disk_hits, tier_lookups)});
     table.add_row({"  in neither tier:", count(c.disk_misses), share(c.disk_misses, tier_lookups)});
-    table.add_row({"    other key material replaced:", count(c.disk_rejected), "(entries)"});
+    table.add_row({"    entries of other key material replaced:", count(c.disk_rejected)});
     table.add_row(
         {"Compiles:", count(c.compiles), "(" + count(c.prebuild_compiles) + " for prebuilds)"});
     table.add_row({"  failed:", count(c.compile_failures)});
