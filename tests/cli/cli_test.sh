@@ -321,6 +321,18 @@ assert eval(sys.argv[1]), d' "$1" "$NAME" <<<"$OUT_TEXT" || fail "JSON check '$1
   expect 1 $K verify --json; check_json 'd["bad"] == 1 and b(d["problems_base64"][0]).startswith(dir)'
   expect 0 $K demo --json; check_json 'd["launched"] >= 0 and "compiles" in d'
   ;;
+progress)
+  # On a terminal the bar names the file it is compiling, escaped; elsewhere a line per file.
+  for s in 1 2; do kernel_cu "p$s.cu"; done
+  N=$'bad\e[2Jname.cu'; kernel_cu "$N"
+  command -v script >/dev/null || { echo "PASS ($CASE; no script(1): terminal not tried)"; exit 0; }
+  OUT_TEXT=$(COLUMNS=80 script -qec "$K compile p1.cu p2.cu '$N' --arch sm_90 -j 1 -D SCALE=1.0f" /dev/null)
+  contains "0/3 compiling p1.cu"; contains "1/3 compiling p2.cu"; contains '2/3 compiling bad\x1b[2Jname.cu'
+  contains "3/3 already in the cache bad"  # the same source as p1.cu
+  grep -qF $'\e[2J' <<<"$OUT_TEXT" && fail "the file name's escape reached the terminal"
+  expect 0 $K compile p1.cu p2.cu --arch sm_90 -j 1 -D SCALE=2.0f
+  contains "1/2 p1.cu: compiled"; contains "2/2 p2.cu: already in the cache"
+  ;;
 *)
   fail "no such case"
   ;;
