@@ -168,11 +168,14 @@ Result<DirectorySize> measure_directory(const CacheDirectory& directory) {
     return size;
 }
 
-Result<VerifyReport> verify_entries(const CacheDirectory& directory, bool repair) {
+Result<VerifyReport> verify_entries(const CacheDirectory& directory, bool repair,
+                                    const VerifyObserver& checking) {
     auto found = entry_files(directory);
     if (!found) return found.error();
     VerifyReport report;
-    for (const auto& [relative, fingerprint] : *found) {
+    for (std::size_t index = 0; index < found->size(); ++index) {
+        const auto& relative = (*found)[index].first;
+        if (checking) checking(directory.path_of(relative), index, found->size());
         auto bytes = directory.read(relative, kMaxEntryBytes);
         if (bytes && !*bytes) continue;  // removed by someone else meanwhile: nothing to check
         ++report.checked;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,7 +67,11 @@ struct VerifyReport {
 
 // Decodes every entry (checksum, structure, and that its file name is the fingerprint its
 // key material was stored under would need the compiler: not checked here). With `repair`,
-// removes the bad ones.
-Result<VerifyReport> verify_entries(const CacheDirectory& directory, bool repair);
+// removes the bad ones. `checking`, where given, is told of each entry before it is read (its
+// path, its index among `total`), for a progress bar.
+using VerifyObserver =
+    std::function<void(const std::string& path, std::size_t index, std::size_t total)>;
+Result<VerifyReport> verify_entries(const CacheDirectory& directory, bool repair,
+                                    const VerifyObserver& checking = {});
 
 }  // namespace kcache::store

@@ -322,7 +322,8 @@ assert eval(sys.argv[1]), d' "$1" "$NAME" <<<"$OUT_TEXT" || fail "JSON check '$1
   expect 0 $K demo --json; check_json 'd["launched"] >= 0 and "compiles" in d'
   ;;
 progress)
-  # On a terminal the bar names the file it is compiling, escaped; elsewhere a line per file.
+  # On a terminal the bar names the file it is compiling (or the entry verify reads), escaped;
+  # elsewhere compile writes a line per file and verify only its report.
   for s in 1 2; do kernel_cu "p$s.cu"; done
   N=$'bad\e[2Jname.cu'; kernel_cu "$N"
   command -v script >/dev/null || { echo "PASS ($CASE; no script(1): terminal not tried)"; exit 0; }
@@ -330,8 +331,19 @@ progress)
   contains "0/3 compiling p1.cu"; contains "1/3 compiling p2.cu"; contains '2/3 compiling bad\x1b[2Jname.cu'
   contains "3/3 already in the cache bad"  # the same source as p1.cu
   grep -qF $'\e[2J' <<<"$OUT_TEXT" && fail "the file name's escape reached the terminal"
+  # A compiler's message goes on lines of its own, not after the bar.
+  printf 'extern "C" __global__ void k() { undeclared_thing(); }\n' > bad.cu
+  OUT_TEXT=$(COLUMNS=80 script -qec "$K compile bad.cu p1.cu --arch sm_90 -j 1 -D SCALE=1.0f" /dev/null)
+  contains "undeclared_thing"
+  ! tr '\r' '\n' <<<"$OUT_TEXT" | grep -q '\] .*kcache:' || fail "a message after the bar: $OUT_TEXT"
+  tr '\r' '\n' <<<"$OUT_TEXT" | grep -q '^'$'\e''\[Kkcache: ' || fail "no message on its own line: $OUT_TEXT"
+  OUT_TEXT=$(COLUMNS=300 script -qec "$K verify" /dev/null)
+  contains "0/1 checking $KCACHE_DIR/"; contains "1/1 checked $KCACHE_DIR/"
+  contains "1 entries checked, 0 bad"
   expect 0 $K compile p1.cu p2.cu --arch sm_90 -j 1 -D SCALE=2.0f
   contains "1/2 p1.cu: compiled"; contains "2/2 p2.cu: already in the cache"
+  expect 0 $K verify; [ "$OUT_TEXT" = "2 entries checked, 0 bad, 0 removed" ] ||
+    fail "verify wrote more than its report where stderr is no terminal: $OUT_TEXT"
   ;;
 *)
   fail "no such case"

@@ -152,6 +152,23 @@ TEST_F(DiskCatalogTest, VerifyReportsBadEntriesAndRemovesThemOnlyWhenRepairing) 
     EXPECT_TRUE(fs::exists(store_->path_of(util::Fingerprint{0xaa, 0xaa})));
 }
 
+TEST_F(DiskCatalogTest, VerifyTellsOfEachEntryBeforeReadingIt) {
+    put(0xbb, "b");
+    put(0xaa, "a");
+    std::vector<std::string> told;
+    auto report =
+        verify_entries(*test::cache_directory(dir_.path()), false,
+                       [&](const std::string& path, std::size_t index, std::size_t total) {
+                           EXPECT_EQ(index, told.size());
+                           EXPECT_EQ(total, 2u);
+                           told.push_back(path);
+                       });
+    ASSERT_TRUE(report.ok()) << report.error().describe();
+    ASSERT_EQ(told.size(), 2u);
+    const std::string aa = util::Fingerprint{0xaa, 0xaa}.hex();
+    EXPECT_EQ(told[0], dir_.path() + "/" + aa.substr(0, 2) + "/" + aa.substr(2) + ".kc");
+}
+
 TEST_F(DiskCatalogTest, AMissingDirectoryIsAnError) {
     // A directory that is not there is not accepted, so nothing can be listed in it.
     EXPECT_FALSE(

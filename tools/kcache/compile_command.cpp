@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <mutex>
 #include <thread>
 
 #include "compile/arch.hpp"
@@ -13,50 +12,6 @@
 #include "util/files.hpp"
 
 namespace kcache::tool {
-namespace {
-
-// A progress bar on a terminal that names the file being compiled (the last one started, with
-// several jobs), a line per file otherwise (logs, CI).
-class Progress {
-public:
-    explicit Progress(std::size_t total) : total_(total), width_(terminal_width(stderr)) {}
-    void started(const std::string& file) {
-        std::lock_guard lock(mutex_);
-        if (width_ != 0) draw("compiling " + file);
-    }
-    void done(const std::string& file, const char* what) {
-        std::lock_guard lock(mutex_);
-        ++done_;
-        if (width_ != 0) {
-            draw(std::string(what) + " " + file);
-            if (done_ == total_) std::fprintf(stderr, "\n");
-        } else {
-            std::fprintf(stderr, "%zu/%zu %s: %s\n", done_, total_, escape_text(file).c_str(),
-                         what);
-        }
-    }
-
-private:
-    // One line, redrawn in place: the bar, the count, then `what` cut to the terminal's width
-    // (a longer line would wrap, and the carriage return would then redraw only its tail).
-    void draw(const std::string& what) {
-        constexpr std::size_t kBar = 30;
-        const std::size_t filled = total_ == 0 ? kBar : done_ * kBar / total_;
-        const std::string head = "[" + std::string(filled, '#') + std::string(kBar - filled, '.') +
-                                 "] " + std::to_string(done_) + "/" + std::to_string(total_) + " ";
-        const std::size_t room = width_ > head.size() + 1 ? width_ - head.size() - 1 : 0;
-        // \x1b[K clears what a longer earlier line left to the right.
-        std::fprintf(stderr, "\r%s%s\x1b[K", head.c_str(), elide(escape_text(what), room).c_str());
-        std::fflush(stderr);
-    }
-
-    std::mutex mutex_;
-    const std::size_t total_;
-    const std::size_t width_;  // 0: not a terminal
-    std::size_t done_ = 0;     // guarded by mutex_
-};
-
-}  // namespace
 
 int run_compile(const CompileOptions& options, CacheOptions cache_options) {
     compile::Target target;
@@ -108,17 +63,17 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
     const std::string directory = cache_options.disk_directory;
     KernelCache cache(std::move(cache_options));
 
-    Progress progress(sources.size());
+    // A line per file where stderr is no terminal (logs, CI).
+    Progress progress(sources.size(), stderr, /*lines_elsewhere=*/true);
     std::atomic<std::size_t> next{0};
     std::atomic<int> failures{0}, compiled{0}, present{0}, not_stored{0};
-    std::mutex report_mutex;
     std::vector<std::thread> pool;
     pool.reserve(jobs);
     for (std::size_t t = 0; t < jobs; ++t) {
         pool.emplace_back([&] {
             for (std::size_t i = next++; i < sources.size(); i = next++) {
                 const std::string& file = options.files[i];
-                progress.started(file);
+                progress.started(file, "compiling");
                 auto origin = cache.prebuild(
                     file, [&] { return sources[i]; }, target.arch);
                 const char* what = "compiled";
@@ -127,12 +82,13 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
                     const bool stored_nothing = origin.error().code() == Errc::kIoError;
                     ++(stored_nothing ? not_stored : failures);
                     what = stored_nothing ? "NOT STORED" : "FAILED";
-                    std::lock_guard lock(report_mutex);
-                    std::fprintf(stderr, "kcache: %s%s\n", stored_nothing ? "not stored: " : "",
-                                 origin.error().describe().c_str());
+                    std::string message = std::string("kcache: ") +
+                                          (stored_nothing ? "not stored: " : "") +
+                                          origin.error().describe() + "\n";
                     if (origin.error().message().find("allow_disk_headers") != std::string::npos) {
-                        std::fprintf(stderr, "kcache: (here: --allow-disk-headers)\n");
+                        message += "kcache: (here: --allow-disk-headers)\n";
                     }
+                    progress.say(message);
                 } else if (*origin == ArtifactOrigin::kCompiled) {
                     ++compiled;
                 } else {

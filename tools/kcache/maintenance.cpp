@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 
 #include "store/disk_catalog.hpp"
 #include "store/disk_cleaner.hpp"
@@ -235,7 +236,17 @@ int inspect_entry(const store::CacheDirectory& directory, const std::string& fin
 }
 
 int verify_cache(const store::CacheDirectory& directory, bool repair, bool json) {
-    auto report = store::verify_entries(directory, repair);
+    // A bar on a terminal naming the entry being read; nothing elsewhere (the report says all).
+    std::unique_ptr<Progress> progress;
+    std::string previous;
+    auto report = store::verify_entries(
+        directory, repair, [&](const std::string& path, std::size_t index, std::size_t total) {
+            if (!progress) progress = std::make_unique<Progress>(total, stderr, false);
+            if (index > 0) progress->done(previous, "checked");
+            progress->started(path, "checking");
+            previous = path;
+        });
+    if (progress) progress->done(previous, "checked");
     if (!report) {
         std::fprintf(stderr, "kcache: %s\n", escape_text(report.error().message()).c_str());
         return 1;

@@ -236,6 +236,52 @@ std::string Table::render(std::size_t width) const {
     return out;
 }
 
+Progress::Progress(std::size_t total, std::FILE* stream, bool lines_elsewhere)
+    : stream_(stream),
+      total_(total),
+      width_(terminal_width(stream)),
+      lines_elsewhere_(lines_elsewhere) {}
+
+void Progress::started(const std::string& item, const std::string& doing) {
+    std::lock_guard lock(mutex_);
+    if (width_ == 0) return;
+    shown_ = doing + " " + item;
+    draw();
+}
+
+void Progress::done(const std::string& item, const std::string& what) {
+    std::lock_guard lock(mutex_);
+    ++done_;
+    if (width_ != 0) {
+        shown_ = what + " " + item;
+        draw();
+        if (done_ == total_) std::fputc('\n', stream_);
+    } else if (lines_elsewhere_) {
+        std::fprintf(stream_, "%zu/%zu %s: %s\n", done_, total_, escape_text(item).c_str(),
+                     what.c_str());
+    }
+}
+
+void Progress::say(const std::string& text) {
+    std::lock_guard lock(mutex_);
+    // On its own lines: after the bar, the text would start mid-line.
+    if (width_ != 0 && !shown_.empty()) std::fputs("\r\x1b[K", stream_);
+    std::fputs(text.c_str(), stream_);
+    if (width_ != 0 && !shown_.empty() && done_ != total_) draw();
+}
+
+void Progress::draw() {
+    constexpr std::size_t kBar = 30;
+    const std::size_t filled = total_ == 0 ? kBar : done_ * kBar / total_;
+    const std::string head = "[" + std::string(filled, '#') + std::string(kBar - filled, '.') +
+                             "] " + std::to_string(done_) + "/" + std::to_string(total_) + " ";
+    // Within the width: a line that wrapped would leave its head behind at each redraw.
+    const std::size_t room = width_ > head.size() + 1 ? width_ - head.size() - 1 : 0;
+    // \x1b[K clears what a longer earlier line left to the right.
+    std::fprintf(stream_, "\r%s%s\x1b[K", head.c_str(), elide(escape_text(shown_), room).c_str());
+    std::fflush(stream_);
+}
+
 Json json_document() {
     Json document = Json::object();
     document["schema_version"] = kJsonSchemaVersion;

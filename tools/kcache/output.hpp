@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -58,6 +59,33 @@ private:
     std::vector<Column> columns_;
     bool show_header_;
     std::vector<std::vector<std::string>> rows_;  // escaped
+};
+
+// ---- Progress ----
+
+// A bar on a terminal, redrawn in place, that names the item at work (the last one started, with
+// several threads) cut to the terminal's width; elsewhere a line per item done, or nothing.
+// Thread-safe.
+class Progress {
+public:
+    Progress(std::size_t total, std::FILE* stream, bool lines_elsewhere);
+    // `doing` to `item` now: "compiling", "checking".
+    void started(const std::string& item, const std::string& doing);
+    // `what` happened to `item`: "compiled", "bad", ...
+    void done(const std::string& item, const std::string& what);
+    // Text (lines ending in a newline) written above the bar, which is then drawn again.
+    void say(const std::string& text);
+
+private:
+    void draw();  // mutex_ held
+
+    std::mutex mutex_;
+    std::FILE* const stream_;
+    const std::size_t total_;
+    const std::size_t width_;  // 0: not a terminal
+    const bool lines_elsewhere_;
+    std::size_t done_ = 0;  // guarded by mutex_
+    std::string shown_;     // guarded by mutex_: what the bar says after the count
 };
 
 // ---- JSON ----
