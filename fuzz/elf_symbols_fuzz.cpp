@@ -15,8 +15,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         KCACHE_FUZZ_CHECK(symbols.error().code() == kcache::Errc::kCorruptEntry);
         return 0;
     }
-    // Each symbol took 24 bytes of the image, and each name came from inside it.
+    // What it gives is bounded by the image: a symbol per 24 bytes, 16 bytes of names per byte,
+    // each name from inside it.
     KCACHE_FUZZ_CHECK(symbols->size() <= size / 24);
-    for (const auto& symbol : *symbols) KCACHE_FUZZ_CHECK(symbol.name.size() < size);
+    std::size_t name_bytes = 0;
+    for (const auto& symbol : *symbols) {
+        KCACHE_FUZZ_CHECK(symbol.name.size() < size);
+        name_bytes += symbol.name.size();
+    }
+    KCACHE_FUZZ_CHECK(name_bytes <= 16 * size);
     return 0;
 }

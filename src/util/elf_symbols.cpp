@@ -10,6 +10,8 @@
 namespace kcache::util {
 namespace {
 
+constexpr std::uint64_t kNameBytesPerImageByte = 16;
+
 Error malformed(const std::string& why) {
     return Error(Errc::kCorruptEntry, "malformed ELF image: " + why);
 }
@@ -65,8 +67,16 @@ Result<std::vector<Elf64_Shdr>> section_headers(const Image& image, const Elf64_
     return sections;
 }
 
+// What all tables together may give. Several section headers may name one table, and many
+// symbols one long name: without a bound a small image could ask for memory quadratic in its
+// size. Real images are far inside both.
+struct Budget {
+    std::uint64_t symbols;     // records: no more than the image could hold once
+    std::uint64_t name_bytes;  // a multiple of the image, for names that share a tail
+};
+
 Result<void> read_table(const Image& image, const std::vector<Elf64_Shdr>& sections,
-                        const Elf64_Shdr& table, std::vector<ElfSymbol>& out) {
+                        const Elf64_Shdr& table, Budget& budget, std::vector<ElfSymbol>& out) {
     if (table.sh_entsize != sizeof(Elf64_Sym)) {
         return malformed("symbol size " + std::to_string(table.sh_entsize));
     }
@@ -82,6 +92,8 @@ Result<void> read_table(const Image& image, const std::vector<Elf64_Shdr>& secti
     }
     const std::string_view names = image.range(strings.sh_offset, strings.sh_size);
     const std::uint64_t count = table.sh_size / sizeof(Elf64_Sym);
+    if (count > budget.symbols) return malformed("symbol tables overlap");
+    budget.symbols -= count;
     for (std::uint64_t i = 1; i < count; ++i) {  // symbol 0 is the null symbol
         const auto symbol = *image.record<Elf64_Sym>(table.sh_offset + i * sizeof(Elf64_Sym));
         if (symbol.st_name >= names.size()) {
@@ -91,7 +103,10 @@ Result<void> read_table(const Image& image, const std::vector<Elf64_Shdr>& secti
         if (end == std::string_view::npos) {
             return malformed("symbol " + std::to_string(i) + "'s name is not terminated");
         }
-        out.push_back({std::string(names.substr(symbol.st_name, end - symbol.st_name)),
+        const std::size_t length = end - symbol.st_name;
+        if (length > budget.name_bytes) return malformed("symbol names repeat past any real image");
+        budget.name_bytes -= length;
+        out.push_back({std::string(names.substr(symbol.st_name, length)),
                        static_cast<std::uint8_t>(ELF64_ST_TYPE(symbol.st_info)),
                        static_cast<std::uint8_t>(ELF64_ST_BIND(symbol.st_info)), symbol.st_other,
                        symbol.st_shndx, symbol.st_value, symbol.st_size});
@@ -112,9 +127,10 @@ Result<std::vector<ElfSymbol>> elf_symbols(std::string_view bytes) {
     }
     TRY_ASSIGN(const std::vector<Elf64_Shdr> sections, section_headers(image, *elf));
     std::vector<ElfSymbol> symbols;
+    Budget budget{image.size() / sizeof(Elf64_Sym), kNameBytesPerImageByte * image.size()};
     for (const Elf64_Shdr& section : sections) {
         if (section.sh_type == SHT_SYMTAB || section.sh_type == SHT_DYNSYM) {
-            TRY(read_table(image, sections, section, symbols));
+            TRY(read_table(image, sections, section, budget, symbols));
         }
     }
     return symbols;

@@ -26,7 +26,9 @@ struct ElfSymbol {
 
 // Every symbol of every SHT_SYMTAB and SHT_DYNSYM section of `image`, in file order, the null
 // symbol at the head of each table left out. kCorruptEntry, saying what is wrong, if `image` is
-// not a 64-bit little-endian ELF image or any part of a symbol table lies outside it.
+// not a 64-bit little-endian ELF image or any part of a symbol table lies outside it. What it
+// returns is bounded by the image's size: at most one symbol per 24 bytes (tables named by
+// several headers count each time) and sixteen bytes of names per byte.
 Result<std::vector<ElfSymbol>> elf_symbols(std::string_view image);
 
 }  // namespace kcache::util

@@ -205,6 +205,36 @@ TEST(ElfSymbols, OffsetsAndCountsOutsideTheImageAreErrors) {
     }
 }
 
+TEST(ElfSymbols, ATableNamedTwiceCannotMultiplyWhatIsRead) {
+    std::vector<std::pair<std::string, std::uint8_t>> functions;
+    for (int i = 0; i < 60; ++i) functions.emplace_back("k" + std::to_string(i), 0x10);
+    Crafted image = crafted_image(functions);
+    ASSERT_TRUE(elf_symbols(image.bytes).ok());
+    // A fourth section header, the symbol table's again (the headers are last: append it).
+    image.bytes += image.bytes.substr(image.symtab_header, sizeof(Elf64_Shdr));
+    patch(image.bytes, offsetof(Elf64_Ehdr, e_shnum), Elf64_Half{4});
+    auto symbols = elf_symbols(image.bytes);
+    ASSERT_FALSE(symbols.ok()) << symbols->size() << " symbols from " << image.bytes.size()
+                               << " bytes";
+    EXPECT_NE(symbols.error().message().find("overlap"), std::string::npos)
+        << symbols.error().message();
+}
+
+TEST(ElfSymbols, ManySymbolsNamingOneLongNameAreRefused) {
+    std::vector<std::pair<std::string, std::uint8_t>> functions{{std::string(2000, 'n'), 0x10}};
+    for (int i = 0; i < 50; ++i) functions.emplace_back("k", 0x10);
+    Crafted image = crafted_image(functions);
+    ASSERT_TRUE(elf_symbols(image.bytes).ok());
+    for (int i = 2; i <= 51; ++i) {  // every symbol named by the long name (at offset 1)
+        patch(image.bytes, image.symbols_at + i * sizeof(Elf64_Sym) + offsetof(Elf64_Sym, st_name),
+              Elf64_Word{1});
+    }
+    auto symbols = elf_symbols(image.bytes);
+    ASSERT_FALSE(symbols.ok());
+    EXPECT_NE(symbols.error().message().find("names repeat"), std::string::npos)
+        << symbols.error().message();
+}
+
 // ptxas from the CUDA toolkit, or empty where the toolkit has none.
 std::string find_ptxas() {
     for (const char* candidate : {"/usr/local/cuda/bin/ptxas"}) {
