@@ -19,12 +19,19 @@ std::size_t decode_utf8(std::string_view text, std::size_t at, char32_t& code_po
     if (lead < 0x80) {
         code_point = lead;
         return 1;
-    } else if (lead >= 0xc2 && lead <= 0xdf) {
-        length = 2, code_point = lead & 0x1f, min = 0x80;
+    }
+    if (lead >= 0xc2 && lead <= 0xdf) {
+        length = 2;
+        code_point = lead & 0x1f;
+        min = 0x80;
     } else if (lead >= 0xe0 && lead <= 0xef) {
-        length = 3, code_point = lead & 0x0f, min = 0x800;
+        length = 3;
+        code_point = lead & 0x0f;
+        min = 0x800;
     } else if (lead >= 0xf0 && lead <= 0xf4) {
-        length = 4, code_point = lead & 0x07, min = 0x10000;
+        length = 4;
+        code_point = lead & 0x07;
+        min = 0x10000;
     } else {
         return 0;
     }
@@ -83,7 +90,10 @@ std::vector<Glyph> glyphs(std::string_view text) {
     for (std::size_t at = 0; at < text.size();) {
         char32_t c = 0;
         std::size_t length = decode_utf8(text, at, c);
-        if (length == 0) length = 1, c = 0xfffd;  // not from escape_text: one column a byte
+        if (length == 0) {  // not from escape_text: one column a byte
+            length = 1;
+            c = 0xfffd;
+        }
         out.push_back({at, length, is_combining(c) ? 0u : is_wide(c) ? 2u : 1u});
         at += length;
     }
