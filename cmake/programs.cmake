@@ -20,10 +20,12 @@ endif()
 
 if(KCACHE_BUILD_TOOL)
   find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+  find_path(NLOHMANN_JSON_INCLUDE_DIR nlohmann/json.hpp REQUIRED)  # the command's JSON
   file(GLOB kcache_tool_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/tools/kcache/*.cpp)
   add_executable(kcache_tool ${kcache_tool_sources})
   set_target_properties(kcache_tool PROPERTIES OUTPUT_NAME kcache)
-  target_include_directories(kcache_tool PRIVATE ${CLI11_INCLUDE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  target_include_directories(kcache_tool PRIVATE ${CLI11_INCLUDE_DIR} ${NLOHMANN_JSON_INCLUDE_DIR}
+    ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(kcache_tool PRIVATE kcache_internal kcache_examples)
 endif()
 

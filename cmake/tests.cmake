@@ -6,6 +6,10 @@ include(GoogleTest)
 file(GLOB KCACHE_CPU_TEST_SOURCES CONFIGURE_DEPENDS tests/cpu/*.cpp)
 add_executable(kcache_cpu_tests ${KCACHE_CPU_TEST_SOURCES})
 target_link_libraries(kcache_cpu_tests PRIVATE kcache_testing kcache_examples GTest::gtest_main)
+# The command's output writer (tools/kcache/output.cpp) is tested here too.
+target_sources(kcache_cpu_tests PRIVATE tools/kcache/output.cpp)
+target_include_directories(kcache_cpu_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}
+  ${NLOHMANN_JSON_INCLUDE_DIR})
 # The worker pool tests start the real `kcache compile-worker`.
 target_compile_definitions(kcache_cpu_tests PRIVATE KCACHE_TOOL_PATH="$<TARGET_FILE:kcache_tool>")
 # config_test.cpp holds README.md's settings table to the one the code makes.
@@ -31,7 +35,7 @@ set_tests_properties(kcache_tool_demo_json PROPERTIES
 add_test(NAME kcache_tool_demo_second_run_compiles_nothing
   COMMAND sh -c "rm -rf '${KCACHE_TEST_DEMO_DIR}/twice' && $<TARGET_FILE:kcache_tool> demo --json >/dev/null && $<TARGET_FILE:kcache_tool> demo --json")
 set_tests_properties(kcache_tool_demo_second_run_compiles_nothing PROPERTIES
-  PASS_REGULAR_EXPRESSION "\"compiles\": 0, \"memory_hits\": [0-9]+, \"disk_hits\": [1-9]"
+  PASS_REGULAR_EXPRESSION "\"compiles\": 0,\n  \"memory_hits\": [0-9]+,\n  \"disk_hits\": [1-9]"
   ENVIRONMENT KCACHE_DIR=${KCACHE_TEST_DEMO_DIR}/twice)
 add_test(NAME kcache_tool_bad_flag_exits_2
   COMMAND sh -c "$<TARGET_FILE:kcache_tool> demo --no-such-flag; test $? -eq 2")
@@ -42,7 +46,8 @@ if(TARGET kcache_bench)
 endif()
 # The kcache command end to end, one fresh cache directory per case (tests/cli/cli_test.sh).
 foreach(cli_case help bad_usage prewarm compile_unstored disk_headers compile_error inspect_verify clear_cleanup
-        evict_older_than numbers_do_not_wrap config stats stats_concurrent)
+        evict_older_than numbers_do_not_wrap config stats stats_concurrent
+        version ls_kernels ls_width hostile_keys json_bytes progress)
   add_test(NAME kcache_cli_${cli_case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/cli/cli_test.sh $<TARGET_FILE:kcache_tool> ${cli_case})
 endforeach()

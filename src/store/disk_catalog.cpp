@@ -1,11 +1,13 @@
 #include "store/disk_catalog.hpp"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 
 #include "store/disk_cleaner.hpp"
+#include "util/elf_symbols.hpp"
 
 namespace kcache::store {
 namespace {
@@ -46,6 +48,10 @@ CatalogEntry describe(const CacheDirectory& directory, const std::string& relati
     } else {
         entry.kind = decoded->kind;
         entry.key = std::move(decoded->key);
+        entry.kernels = entry.key.kernel_names;
+        if (entry.kernels.empty() && entry.kind == PayloadKind::kCubin) {
+            entry.kernels = cubin_kernel_names(decoded->payload);
+        }
     }
     return entry;
 }
@@ -72,6 +78,23 @@ Result<std::vector<std::pair<std::string, std::string>>> entry_files(
 }
 
 }  // namespace
+
+std::vector<std::string> cubin_kernel_names(std::string_view cubin) {
+    // CUDA's ELF ABI marks a kernel's function symbol with STO_CUDA_ENTRY in st_other; device
+    // functions that were not inlined are functions too, without it.
+    constexpr std::uint8_t kStoCudaEntry = 0x10;
+    auto symbols = util::elf_symbols(cubin);
+    if (!symbols) return {};
+    std::vector<std::string> names;
+    for (auto& symbol : *symbols) {
+        if (symbol.type == STT_FUNC && (symbol.other & kStoCudaEntry) != 0) {
+            names.push_back(std::move(symbol.name));
+        }
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
+}
 
 Result<std::vector<CatalogEntry>> list_entries(const CacheDirectory& directory) {
     auto found = entry_files(directory);
@@ -145,11 +168,14 @@ Result<DirectorySize> measure_directory(const CacheDirectory& directory) {
     return size;
 }
 
-Result<VerifyReport> verify_entries(const CacheDirectory& directory, bool repair) {
+Result<VerifyReport> verify_entries(const CacheDirectory& directory, bool repair,
+                                    const VerifyObserver& checking) {
     auto found = entry_files(directory);
     if (!found) return found.error();
     VerifyReport report;
-    for (const auto& [relative, fingerprint] : *found) {
+    for (std::size_t index = 0; index < found->size(); ++index) {
+        const auto& relative = (*found)[index].first;
+        if (checking) checking(directory.path_of(relative), index, found->size());
         auto bytes = directory.read(relative, kMaxEntryBytes);
         if (bytes && !*bytes) continue;  // removed by someone else meanwhile: nothing to check
         ++report.checked;

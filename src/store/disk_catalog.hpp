@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,8 +24,15 @@ struct CatalogEntry {
     std::optional<std::chrono::system_clock::time_point> created;  // where the file system says
     PayloadKind kind = PayloadKind::kCubin;
     KeyMaterial key;
+    // The kernels its code defines: the key material's names where it has them, else those the
+    // cubin's symbol table marks as kernels (CUDA C++ compiled without name expressions).
+    std::vector<std::string> kernels;
     std::string problem;  // empty: the entry decodes; else why it does not (key is then empty)
 };
+
+// The kernels of a cubin, sorted: the functions its ELF symbol table marks as CUDA entries.
+// Empty if it is not a well-formed ELF image.
+std::vector<std::string> cubin_kernel_names(std::string_view cubin);
 
 // Every entry (`ab/cdef….kc`) of `directory`, sorted by fingerprint. Entries that do not decode
 // are listed with their problem. kIoError if the directory cannot be listed.
@@ -59,7 +67,11 @@ struct VerifyReport {
 
 // Decodes every entry (checksum, structure, and that its file name is the fingerprint its
 // key material was stored under would need the compiler: not checked here). With `repair`,
-// removes the bad ones.
-Result<VerifyReport> verify_entries(const CacheDirectory& directory, bool repair);
+// removes the bad ones. `checking`, where given, is told of each entry before it is read (its
+// path, its index among `total`), for a progress bar.
+using VerifyObserver =
+    std::function<void(const std::string& path, std::size_t index, std::size_t total)>;
+Result<VerifyReport> verify_entries(const CacheDirectory& directory, bool repair,
+                                    const VerifyObserver& checking = {});
 
 }  // namespace kcache::store

@@ -4,6 +4,7 @@
 set -uo pipefail
 K=$1
 CASE=$2
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export KCACHE_DIR="$WORK/cache"
@@ -18,6 +19,13 @@ expect() {
   [ "$got" -eq "$want" ] || fail "'$*' exited $got, expected $want: $OUT_TEXT"
 }
 contains() { grep -qF -- "$1" <<<"$OUT_TEXT" || fail "output lacks '$1': $OUT_TEXT"; }
+# JSON as one line, a space between tokens and none inside brackets, for contains.
+flat_json() { OUT_TEXT=$(tr -s ' \n' '  ' <<<"$OUT_TEXT" | sed 's/{ /{/g; s/ }/}/g; s/\[ /[/g; s/ \]/]/g'); }
+no_escape_byte() {  # no ESC, CSI or other C0 control but newline reaches the terminal
+  if LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f\x9b]' <<<"$OUT_TEXT"; then
+    fail "a control byte is written raw: $(cat -v <<<"$OUT_TEXT")"
+  fi
+}
 
 kernel_cu() {  # a small CUDA C++ file
   cat > "$1" <<'CU'
@@ -198,14 +206,16 @@ stats)
   kernel_cu k.cu
   expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
   expect 0 $K compile k.cu --arch sm_90 -D SCALE=1.0f
-  expect 0 $K -s --json
+  expect 0 $K -s --json; flat_json
   contains '"lookups": 0,'; contains '"memory_hits": 0,'; contains '"compiles": 1,'
-  contains '"saved_seconds": 0.000000,'; contains '"prebuilds": 2, "prebuild_compiles": 1,'
+  contains '"saved_seconds": 0.0,'; contains '"prebuilds": 2, "prebuild_compiles": 1,'
   contains '"disk": {"hits": 0, "misses": 0, "rejected": 0, "writes": 1,'
   contains '"entries": 1,'; contains '"max_size_bytes": 4294967296'
   expect 0 $K -s; contains "Cache size:"; contains "Compile time spent:"
-  contains "Prebuilds (kcache compile):              2  (1 compiled)"
-  contains "Compile time saved (estimate):       0.000 s"
+  grep -qE '^Prebuilds \(kcache compile\): +2 \(1 compiled\)$' <<<"$OUT_TEXT" ||
+    fail "no 'Prebuilds: 2 (1 compiled)' line: $OUT_TEXT"
+  grep -qE '^Compile time saved \(estimate\): +0\.000 s$' <<<"$OUT_TEXT" ||
+    fail "no 'Compile time saved: 0.000 s' line: $OUT_TEXT"
   if grep -E '[0-9]{4}\.[0-9]%|[2-9][0-9]{2}\.[0-9]%|1[1-9][0-9]\.[0-9]%|10[1-9]\.[0-9]%' <<<"$OUT_TEXT"; then
     fail "a share above 100%: $OUT_TEXT"
   fi
@@ -227,6 +237,113 @@ stats_concurrent)
   done
   wait
   expect 0 $K -s --json; contains '"compiles": 12,'; contains '"entries": 12,'
+  ;;
+version)
+  WANT="kcache $(sed -n 's/^#define KCACHE_VERSION "\(.*\)"$/\1/p' "$SRC/include/kcache/version.hpp")"
+  [ "$WANT" != "kcache " ] || fail "no KCACHE_VERSION in version.hpp"
+  for flag in -V --version; do
+    expect 0 $K $flag; [ "$OUT_TEXT" = "$WANT" ] || fail "$flag said '$OUT_TEXT', not '$WANT'"
+  done
+  ;;
+ls_kernels)
+  # CUDA C++ without name expressions: the kernels come from the cubin's symbol table.
+  cat > two.cu <<'CU'
+extern "C" __global__ void first_kernel(float* x) { x[0] = 1; }
+__device__ __noinline__ float helper(float a) { return a * 3; }
+__global__ void second_kernel(float* x) { x[0] = helper(x[1]); }
+CU
+  expect 0 $K compile two.cu --arch sm_90
+  expect 0 $K ls; contains "_Z13second_kernelPf, first_kernel"
+  grep -q "helper" <<<"$OUT_TEXT" && fail "a device function listed as a kernel: $OUT_TEXT"
+  expect 0 $K ls --json; flat_json; contains '"kernels": ["_Z13second_kernelPf", "first_kernel"]'
+  FP=$(grep -o '"fingerprint": "[0-9a-f]*"' <<<"$OUT_TEXT" | grep -o '[0-9a-f]\{32\}')
+  expect 0 $K inspect "$FP"; contains "kernels:     _Z13second_kernelPf, first_kernel (from the cubin)"
+  ;;
+ls_width)
+  LONG=$(printf 'layer_%.0s' $(seq 1 20))kernel.cu
+  kernel_cu "$LONG"
+  expect 0 $K compile "$LONG" --arch sm_90 -D SCALE=1.0f
+  expect 0 $K ls; contains "$LONG"   # not a terminal: whole
+  expect 0 $K ls --width 70; contains "..."
+  ! grep -qF "$LONG" <<<"$OUT_TEXT" || fail "--width 70 kept the whole key: $OUT_TEXT"
+  awk 'length($0) > 70 { exit 1 }' <<<"$OUT_TEXT" || fail "a line past 70 columns: $OUT_TEXT"
+  expect 0 $K ls --width 0; contains "$LONG"
+  expect 2 $K ls --width 70 --full
+  # On a terminal: $COLUMNS, unless --full.
+  if command -v script >/dev/null; then
+    OUT_TEXT=$(COLUMNS=70 script -qec "$K ls" /dev/null | tr -d '\r')
+    contains "..."; awk 'length($0) > 70 { exit 1 }' <<<"$OUT_TEXT" || fail "past \$COLUMNS: $OUT_TEXT"
+    OUT_TEXT=$(COLUMNS=70 script -qec "$K ls --full" /dev/null | tr -d '\r'); contains "$LONG"
+  fi
+  ;;
+hostile_keys)
+  # Keys and paths from entries never reach the terminal raw: escape sequences, C1 controls,
+  # bytes that are not UTF-8, bidirectional overrides.
+  export KCACHE_DIR=$WORK/$'cache\e]0;title\a'
+  NAME=$'\e[31mred\xff\xc2\x9b\u202e.cu'
+  kernel_cu "$NAME"
+  expect 0 $K compile "$NAME" --arch sm_90 -D SCALE=1.0f; no_escape_byte
+  contains '\x1b[31mred\xff\u009b\u202e.cu'
+  expect 0 $K ls; no_escape_byte; contains '\x1b[31mred\xff\u009b\u202e.cu'
+  contains 'cache\x1b]0;title\x07'
+  FP=$($K ls --json | grep -o '"fingerprint": "[0-9a-f]*"' | grep -o '[0-9a-f]\{32\}')
+  expect 0 $K inspect "$FP"; no_escape_byte; contains 'key: \x1b[31mred'
+  printf 'junk' >> "$KCACHE_DIR/${FP:0:2}/${FP:2}.kc"
+  expect 1 $K verify; no_escape_byte; contains 'cache\x1b]0;title\x07'
+  expect 0 $K ls; no_escape_byte; contains "BAD: "
+  expect 1 $K inspect "$FP"; no_escape_byte; contains "problem:"
+  expect 0 $K -s; no_escape_byte
+  ;;
+json_bytes)
+  # Every JSON document is valid, ASCII, versioned, and gives back bytes that are not UTF-8.
+  export KCACHE_DIR=$WORK/$'cache\xff\e'
+  NAME=$'key\xfe\e[0m.cu'
+  kernel_cu "$NAME"
+  expect 0 $K compile "$NAME" --arch sm_90 -D SCALE=1.0f
+  FP=$($K ls --json | grep -o '"fingerprint": "[0-9a-f]*"' | grep -o '[0-9a-f]\{32\}')
+  [ ${#FP} -eq 32 ] || fail "no fingerprint in ls --json"
+  command -v python3 >/dev/null || { echo "PASS ($CASE; python3 missing: not parsed)"; exit 0; }
+  check_json() {  # check_json PYTHON_EXPRESSION: over the document d, must be true
+    LC_ALL=C grep -q $'[\x80-\xff]' <<<"$OUT_TEXT" && fail "not ASCII: $OUT_TEXT"
+    python3 -c '
+import base64, json, os, sys
+d = json.loads(sys.stdin.buffer.read())
+assert d["schema_version"] == 1, d
+b = lambda s: base64.b64decode(s)
+dir = os.fsencode(os.environ["KCACHE_DIR"]); name = os.fsencode(sys.argv[2])
+assert eval(sys.argv[1]), d' "$1" "$NAME" <<<"$OUT_TEXT" || fail "JSON check '$1' failed: $OUT_TEXT"
+  }
+  expect 0 $K ls --json
+  check_json 'b(d["directory_base64"]) == dir and b(d["entries"][0]["key_base64"]) == name and b(d["entries"][0]["path_base64"]).startswith(dir)'
+  expect 0 $K inspect "$FP" --json; check_json 'b(d["key_base64"]) == name and d["problem"] is None'
+  expect 0 $K -s --json; check_json 'b(d["directory_base64"]) == dir and d["disk"]["writes"] == 1'
+  printf 'junk' >> "$KCACHE_DIR/${FP:0:2}/${FP:2}.kc"
+  expect 1 $K verify --json; check_json 'd["bad"] == 1 and b(d["problems_base64"][0]).startswith(dir)'
+  expect 0 $K demo --json; check_json 'd["launched"] >= 0 and "compiles" in d'
+  ;;
+progress)
+  # On a terminal the bar names the file it is compiling (or the entry verify reads), escaped;
+  # elsewhere compile writes a line per file and verify only its report.
+  for s in 1 2; do kernel_cu "p$s.cu"; done
+  N=$'bad\e[2Jname.cu'; kernel_cu "$N"
+  command -v script >/dev/null || { echo "PASS ($CASE; no script(1): terminal not tried)"; exit 0; }
+  OUT_TEXT=$(COLUMNS=80 script -qec "$K compile p1.cu p2.cu '$N' --arch sm_90 -j 1 -D SCALE=1.0f" /dev/null)
+  contains "0/3 compiling p1.cu"; contains "1/3 compiling p2.cu"; contains '2/3 compiling bad\x1b[2Jname.cu'
+  contains "3/3 already in the cache bad"  # the same source as p1.cu
+  grep -qF $'\e[2J' <<<"$OUT_TEXT" && fail "the file name's escape reached the terminal"
+  # A compiler's message goes on lines of its own, not after the bar.
+  printf 'extern "C" __global__ void k() { undeclared_thing(); }\n' > bad.cu
+  OUT_TEXT=$(COLUMNS=80 script -qec "$K compile bad.cu p1.cu --arch sm_90 -j 1 -D SCALE=1.0f" /dev/null)
+  contains "undeclared_thing"
+  ! tr '\r' '\n' <<<"$OUT_TEXT" | grep -q '\] .*kcache:' || fail "a message after the bar: $OUT_TEXT"
+  tr '\r' '\n' <<<"$OUT_TEXT" | grep -q '^'$'\e''\[Kkcache: ' || fail "no message on its own line: $OUT_TEXT"
+  OUT_TEXT=$(COLUMNS=300 script -qec "$K verify" /dev/null)
+  contains "0/1 checking $KCACHE_DIR/"; contains "1/1 checked $KCACHE_DIR/"
+  contains "1 entries checked, 0 bad"
+  expect 0 $K compile p1.cu p2.cu --arch sm_90 -j 1 -D SCALE=2.0f
+  contains "1/2 p1.cu: compiled"; contains "2/2 p2.cu: already in the cache"
+  expect 0 $K verify; [ "$OUT_TEXT" = "2 entries checked, 0 bad, 0 removed" ] ||
+    fail "verify wrote more than its report where stderr is no terminal: $OUT_TEXT"
   ;;
 *)
   fail "no such case"

@@ -61,6 +61,31 @@ TEST_F(DiskCatalogTest, ListsEveryEntryWithItsKeyMaterialSortedByFingerprint) {
     EXPECT_TRUE((*entries)[0].problem.empty());
 }
 
+TEST_F(DiskCatalogTest, CudaCppWithoutNameExpressionsIsListedWithTheCubinsKernels) {
+    // A cubin nvcc made of three kernels (extern "C" scale, a template instance, a plain
+    // __global__) and a device function, kept as a fuzz seed.
+    Artifact entry = entry_for("cuda-file");
+    entry.key.source_kind = "cuda";
+    entry.key.kernel_names.clear();
+    entry.payload =
+        test::read_file(std::string(KCACHE_SOURCE_DIR) + "/fuzz/corpus/elf_symbols/cuda_cpp.cubin");
+    ASSERT_TRUE(store_->put(util::Fingerprint{1, 1}, entry).ok());
+    put(2, "named");  // key material with names: those, not the payload's (not an ELF image)
+    auto entries = list_entries(*test::cache_directory(dir_.path()));
+    ASSERT_TRUE(entries.ok()) << entries.error().describe();
+    ASSERT_EQ(entries->size(), 2u);
+    EXPECT_EQ((*entries)[0].kernels,
+              (std::vector<std::string>{"_Z4tmplIfEvPT_", "_Z4usesPi", "scale"}));
+    EXPECT_EQ((*entries)[1].kernels, std::vector<std::string>{"softmax_rows"});
+}
+
+TEST(CubinKernelNames, WhatIsNotACubinHasNone) {
+    EXPECT_TRUE(cubin_kernel_names("").empty());
+    EXPECT_TRUE(cubin_kernel_names("\x7f"
+                                   "ELF but nothing more")
+                    .empty());
+}
+
 TEST_F(DiskCatalogTest, ForeignFilesAreNotListed) {
     put(0xaa, "softmax:1");
     std::ofstream(dir_.path() + "/kcache.conf") << "max_size = 1G\n";
@@ -125,6 +150,23 @@ TEST_F(DiskCatalogTest, VerifyReportsBadEntriesAndRemovesThemOnlyWhenRepairing) 
     EXPECT_EQ(repaired->removed, 1u);
     EXPECT_FALSE(fs::exists(bad));
     EXPECT_TRUE(fs::exists(store_->path_of(util::Fingerprint{0xaa, 0xaa})));
+}
+
+TEST_F(DiskCatalogTest, VerifyTellsOfEachEntryBeforeReadingIt) {
+    put(0xbb, "b");
+    put(0xaa, "a");
+    std::vector<std::string> told;
+    auto report =
+        verify_entries(*test::cache_directory(dir_.path()), false,
+                       [&](const std::string& path, std::size_t index, std::size_t total) {
+                           EXPECT_EQ(index, told.size());
+                           EXPECT_EQ(total, 2u);
+                           told.push_back(path);
+                       });
+    ASSERT_TRUE(report.ok()) << report.error().describe();
+    ASSERT_EQ(told.size(), 2u);
+    const std::string aa = util::Fingerprint{0xaa, 0xaa}.hex();
+    EXPECT_EQ(told[0], dir_.path() + "/" + aa.substr(0, 2) + "/" + aa.substr(2) + ".kc");
 }
 
 TEST_F(DiskCatalogTest, AMissingDirectoryIsAnError) {

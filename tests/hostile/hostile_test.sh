@@ -479,7 +479,7 @@ stats_add_up)
   for f in a b c; do kernel_cu "$f.cu" "1.${#f}f"; done
   sed -i 's/scale/scale_b/' b.cu; sed -i 's/scale/scale_c/' c.cu
   json_num() { grep -o "\"$1\": [0-9.]*" <<<"$2" | head -1 | grep -o '[0-9.]*$'; }
-  disk_num() { grep -o '"disk": {[^}]*}' <<<"$2" | grep -o "\"$1\": [0-9]*" | grep -o '[0-9]*$'; }
+  disk_num() { tr -d '\n' <<<"$2" | grep -o '"disk": {[^}]*}' | grep -o "\"$1\": [0-9]*" | grep -o '[0-9]*$'; }
   # A pre-warm's requests are prebuilds, not lookups: they count as prebuilds (and the compiles
   # among them), never as hits or misses of lookups, of the map or of the disk tier.
   expect_stats() {  # expect_stats WHEN compiles prebuilds prebuild_compiles disk_writes corrupt entries

@@ -1,47 +1,17 @@
 #include "tools/kcache/compile_command.hpp"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdio>
-#include <mutex>
 #include <thread>
 
 #include "compile/arch.hpp"
 #include "driver/driver.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "store/cache_directory.hpp"
+#include "tools/kcache/output.hpp"
 #include "util/files.hpp"
 
 namespace kcache::tool {
-namespace {
-
-// A progress bar on a terminal, a line per file otherwise (logs, CI).
-class Progress {
-public:
-    explicit Progress(std::size_t total) : total_(total), terminal_(isatty(2) != 0) {}
-    void done(const std::string& file, const char* what) {
-        std::lock_guard lock(mutex_);
-        ++done_;
-        if (terminal_) {
-            const std::size_t width = 30;
-            const std::size_t filled = total_ == 0 ? width : done_ * width / total_;
-            std::fprintf(stderr, "\r[%s%s] %zu/%zu %-40.40s", std::string(filled, '#').c_str(),
-                         std::string(width - filled, '.').c_str(), done_, total_, file.c_str());
-            if (done_ == total_) std::fprintf(stderr, "\n");
-        } else {
-            std::fprintf(stderr, "%zu/%zu %s: %s\n", done_, total_, file.c_str(), what);
-        }
-    }
-
-private:
-    std::mutex mutex_;
-    std::size_t total_;
-    std::size_t done_ = 0;  // guarded by mutex_
-    const bool terminal_;
-};
-
-}  // namespace
 
 int run_compile(const CompileOptions& options, CacheOptions cache_options) {
     compile::Target target;
@@ -93,16 +63,17 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
     const std::string directory = cache_options.disk_directory;
     KernelCache cache(std::move(cache_options));
 
-    Progress progress(sources.size());
+    // A line per file where stderr is no terminal (logs, CI).
+    Progress progress(sources.size(), stderr, /*lines_elsewhere=*/true);
     std::atomic<std::size_t> next{0};
     std::atomic<int> failures{0}, compiled{0}, present{0}, not_stored{0};
-    std::mutex report_mutex;
     std::vector<std::thread> pool;
     pool.reserve(jobs);
     for (std::size_t t = 0; t < jobs; ++t) {
         pool.emplace_back([&] {
             for (std::size_t i = next++; i < sources.size(); i = next++) {
                 const std::string& file = options.files[i];
+                progress.started(file, "compiling");
                 auto origin = cache.prebuild(
                     file, [&] { return sources[i]; }, target.arch);
                 const char* what = "compiled";
@@ -111,12 +82,13 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
                     const bool stored_nothing = origin.error().code() == Errc::kIoError;
                     ++(stored_nothing ? not_stored : failures);
                     what = stored_nothing ? "NOT STORED" : "FAILED";
-                    std::lock_guard lock(report_mutex);
-                    std::fprintf(stderr, "kcache: %s%s\n", stored_nothing ? "not stored: " : "",
-                                 origin.error().describe().c_str());
+                    std::string message = std::string("kcache: ") +
+                                          (stored_nothing ? "not stored: " : "") +
+                                          origin.error().describe() + "\n";
                     if (origin.error().message().find("allow_disk_headers") != std::string::npos) {
-                        std::fprintf(stderr, "kcache: (here: --allow-disk-headers)\n");
+                        message += "kcache: (here: --allow-disk-headers)\n";
                     }
+                    progress.say(message);
                 } else if (*origin == Provenance::kCompiled) {
                     ++compiled;
                 } else {
@@ -130,7 +102,7 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
     for (auto& thread : pool) thread.join();
     std::printf("%d compiled, %d already in the cache, %d failed, %d not stored (%s, %s)\n",
                 compiled.load(), present.load(), failures.load(), not_stored.load(),
-                target.name().c_str(), directory.c_str());
+                target.name().c_str(), escape_text(directory).c_str());
     const CacheStats stats = cache.stats();
     if (stats.disk_evicted != 0) {
         std::fprintf(stderr,

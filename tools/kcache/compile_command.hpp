@@ -18,7 +18,7 @@ struct CompileOptions {
     std::vector<std::string> includes;  // -I values
     // Headers read from disk outside the CUDA toolkit are compiled, not fingerprinted.
     bool allow_disk_headers = false;
-    std::vector<std::string> options;   // further NVRTC options
+    std::vector<std::string> options;  // further NVRTC options
     std::vector<std::string> name_expressions;
 };
 

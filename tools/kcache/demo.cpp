@@ -11,7 +11,7 @@
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "ptx_kernels.hpp"
-#include "tools/kcache/json.hpp"
+#include "tools/kcache/output.hpp"
 
 namespace kcache::tool {
 namespace {
@@ -102,18 +102,13 @@ std::vector<DemoKernel> demo_kernels() {
     return out;
 }
 
-std::string tier_counts_json(const CacheStats& stats) {
-    char text[256];
-    std::snprintf(text, sizeof text,
-                  "\"compiles\": %llu, \"memory_hits\": %llu, \"disk_hits\": %llu, "
-                  "\"disk_writes\": %llu, \"disk_errors\": %llu, \"disk_enabled\": %s",
-                  static_cast<unsigned long long>(stats.compiles),
-                  static_cast<unsigned long long>(stats.memory_hits),
-                  static_cast<unsigned long long>(stats.disk_hits),
-                  static_cast<unsigned long long>(stats.disk_writes),
-                  static_cast<unsigned long long>(stats.disk_errors),
-                  stats.disk_enabled ? "true" : "false");
-    return text;
+void put_tier_counts(Json& document, const CacheStats& stats) {
+    document["compiles"] = stats.compiles;
+    document["memory_hits"] = stats.memory_hits;
+    document["disk_hits"] = stats.disk_hits;
+    document["disk_writes"] = stats.disk_writes;
+    document["disk_errors"] = stats.disk_errors;
+    document["disk_enabled"] = stats.disk_enabled;
 }
 
 // Without a GPU the demo still does what a CPU-only build machine can: compile its kernel set
@@ -143,10 +138,14 @@ int run_without_gpu(const DemoOptions& options, const std::string& reason,
     stats.disk_hits = static_cast<std::uint64_t>(found);
     stats.memory_hits = static_cast<std::uint64_t>(in_memory);
     if (options.json) {
-        std::printf("{\"gpu\": false, \"reason\": %s, \"arch\": %d, %s, \"launched\": 0%s%s}\n",
-                    json_string(reason).c_str(), kArch, tier_counts_json(stats).c_str(),
-                    failure.empty() ? "" : ", \"prebuild_error\": ",
-                    failure.empty() ? "" : json_string(failure).c_str());
+        Json document = json_document();
+        document["gpu"] = false;
+        put_bytes(document, "reason", reason);
+        document["arch"] = kArch;
+        put_tier_counts(document, stats);
+        document["launched"] = 0;
+        if (!failure.empty()) put_bytes(document, "prebuild_error", failure);
+        print_json(document);
         return 0;
     }
     std::printf("kcache demo: no GPU here (%s).\n", reason.c_str());
@@ -255,16 +254,19 @@ int run_demo(const DemoOptions& options) {
     int launched = 0;
     for (const auto& p : passes) launched += p.launches;
     if (options.json) {
-        std::printf(
-            "{\"gpu\": true, \"device\": %s, \"arch\": %d, \"passes\": %d, \"launched\": %d, "
-            "%s, \"hits\": %llu, \"misses\": %llu, \"compile_seconds\": %.6f, "
-            "\"max_relative_error\": %.3g, \"correct\": %s}\n",
-            json_string(context->info().name).c_str(), context->info().arch, options.passes,
-            launched, tier_counts_json(stats).c_str(),
-
-            static_cast<unsigned long long>(stats.hits),
-            static_cast<unsigned long long>(stats.misses), double(stats.compile_ns) / 1e9, worst,
-            correct ? "true" : "false");
+        Json document = json_document();
+        document["gpu"] = true;
+        put_bytes(document, "device", context->info().name);
+        document["arch"] = context->info().arch;
+        document["passes"] = options.passes;
+        document["launched"] = launched;
+        put_tier_counts(document, stats);
+        document["hits"] = stats.hits;
+        document["misses"] = stats.misses;
+        document["compile_seconds"] = double(stats.compile_ns) / 1e9;
+        document["max_relative_error"] = worst;
+        document["correct"] = correct;
+        print_json(document);
     } else {
         std::printf(
             "  %llu kernels compiled (%.1f ms), %llu from the memory tier, %llu from disk, "

@@ -8,10 +8,12 @@
 #include "cache/options_from_config.hpp"
 #include "cache/settings.hpp"
 #include "compile/worker_main.hpp"
+#include "kcache/version.hpp"
 #include "store/disk_catalog.hpp"
 #include "tools/kcache/compile_command.hpp"
 #include "tools/kcache/demo.hpp"
 #include "tools/kcache/maintenance.hpp"
+#include "tools/kcache/output.hpp"
 #include "tools/kcache/stats_command.hpp"
 #include "util/config.hpp"
 
@@ -19,7 +21,7 @@ namespace {
 
 int run(int argc, char** argv) {
     CLI::App app{"kcache: compile a CUDA kernel once, never again"};
-    app.set_version_flag("--version", "kcache 0.1.0");
+    app.set_version_flag("-V,--version", std::string("kcache ") + kcache::kVersion);
     app.require_subcommand(0, 1);
     app.footer(
         "Exit status: 0 success; 1 a failure while running (a compile error, a bad entry left "
@@ -96,6 +98,13 @@ int run(int argc, char** argv) {
     auto* ls_cmd = app.add_subcommand(
         "ls", "List the entries: fingerprint, size, age, last use, arch, kind, key, kernels");
     ls_cmd->add_flag("--json", json, "JSON instead of a table");
+    bool full = false;
+    std::size_t width = 0;
+    auto* width_opt = ls_cmd->add_option(
+        "-w,--width", width,
+        "Fit the table into N columns, shortening keys and kernel names (default: the "
+        "terminal's width, $COLUMNS or the tty's, when writing to one; 0: no limit)");
+    ls_cmd->add_flag("-f,--full", full, "Never shorten a column")->excludes(width_opt);
     auto* inspect_cmd = app.add_subcommand("inspect", "Show one entry's key material");
     inspect_cmd->add_option("fingerprint", fingerprint, "The fingerprint or a unique prefix")
         ->required();
@@ -186,7 +195,9 @@ int run(int argc, char** argv) {
             std::fprintf(stderr, "kcache: %s\n", written.error().message().c_str());
             return written.error().code() == kcache::Errc::kInvalidArgument ? 2 : 1;
         }
-        std::printf("%s = %s (in %s/kcache.conf)\n", key.c_str(), value.c_str(), dir.c_str());
+        std::printf("%s = %s (in %s/kcache.conf)\n", kcache::tool::escape_text(key).c_str(),
+                    kcache::tool::escape_text(value).c_str(),
+                    kcache::tool::escape_text(dir).c_str());
     }
     if (!writes.empty()) {
         config = kcache::cache::load_settings(overrides);  // what the settings are now
@@ -229,7 +240,14 @@ int run(int argc, char** argv) {
         }
         const auto opened = open_directory();
         if (!opened) return 1;
-        if (*ls_cmd) return kcache::tool::list_cache(*opened, json);
+        if (*ls_cmd) {
+            if (full) {
+                width = 0;
+            } else if (width_opt->count() == 0) {
+                width = kcache::tool::terminal_width(stdout);
+            }
+            return kcache::tool::list_cache(*opened, json, width);
+        }
         if (*inspect_cmd) return kcache::tool::inspect_entry(*opened, fingerprint, json);
         return kcache::tool::verify_cache(*opened, repair, json);
     }
@@ -265,10 +283,12 @@ int run(int argc, char** argv) {
     if (show_config) {
         // A directory that is there but refused: its kcache.conf was not read, and -p says why.
         if (std::filesystem::exists(dir, no_throw) && !opened) (void)open_directory();
+        kcache::tool::Table table({{""}, {""}, {""}, {""}}, /*show_header=*/false);
         for (const auto& entry : config->entries()) {
-            std::printf("%-18s = %-24s (%s)\n", std::string(entry.setting->key).c_str(),
-                        entry.value.c_str(), entry.origin_name.c_str());
+            table.add_row(
+                {std::string(entry.setting->key), "=", entry.value, "(" + entry.origin_name + ")"});
         }
+        std::fputs(table.render(0).c_str(), stdout);
     }
     if (!get_config.empty()) {
         auto entry = config->get(get_config);

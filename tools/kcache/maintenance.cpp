@@ -5,10 +5,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 
 #include "store/disk_catalog.hpp"
 #include "store/disk_cleaner.hpp"
-#include "tools/kcache/json.hpp"
+#include "tools/kcache/output.hpp"
 #include "util/size.hpp"
 
 namespace kcache::tool {
@@ -42,7 +43,8 @@ const char* kind_name(store::PayloadKind kind) {
 
 int report_cleanup(const char* what, const Result<store::CleanupReport>& report) {
     if (!report) {
-        std::fprintf(stderr, "kcache: %s failed: %s\n", what, report.error().message().c_str());
+        std::fprintf(stderr, "kcache: %s failed: %s\n", what,
+                     escape_text(report.error().message()).c_str());
         return 1;
     }
     if (!report->ran) {
@@ -112,52 +114,67 @@ int cleanup_cache(const store::CacheDirectory& directory, const Budgets& budgets
     return report_cleanup("cleanup", store::clean_directory(directory, request));
 }
 
-int list_cache(const store::CacheDirectory& directory, bool json) {
+int list_cache(const store::CacheDirectory& directory, bool json, std::size_t width) {
     auto entries = store::list_entries(directory);
     if (!entries) {
-        std::fprintf(stderr, "kcache: %s\n", entries.error().message().c_str());
+        std::fprintf(stderr, "kcache: %s\n", escape_text(entries.error().message()).c_str());
         return 1;
     }
     if (json) {
-        std::printf("[");
-        bool first = true;
+        Json document = json_document();
+        put_bytes(document, "directory", directory.path());
+        Json list = Json::array();
         for (const auto& e : *entries) {
-            std::string names;
-            for (const auto& name : e.key.kernel_names) {
-                names += (names.empty() ? "" : ", ") + json_string(name);
+            Json item = Json::object();
+            item["fingerprint"] = e.fingerprint;
+            put_bytes(item, "path", e.path);
+            item["size_bytes"] = e.size;
+            item["last_used"] = epoch_seconds(e.last_used);
+            item["created"] = e.created ? Json(epoch_seconds(*e.created)) : Json(nullptr);
+            put_bytes(item, "arch", e.key.arch);
+            item["kind"] = kind_name(e.kind);
+            put_bytes(item, "source_kind", e.key.source_kind);
+            put_bytes(item, "key", e.key.caller_key);
+            put_byte_list(item, "kernels", e.kernels);
+            if (e.problem.empty()) {
+                item["problem"] = nullptr;
+            } else {
+                put_bytes(item, "problem", e.problem);
             }
-            std::printf("%s\n  {\"fingerprint\": \"%s\", \"size_bytes\": %" PRIu64
-                        ", \"last_used\": %lld, \"created\": %lld, \"arch\": %s, \"kind\": %s, "
-                        "\"source_kind\": %s, \"key\": %s, \"kernels\": [%s], \"problem\": %s}",
-                        first ? "" : ",", e.fingerprint.c_str(), e.size, epoch_seconds(e.last_used),
-                        e.created ? epoch_seconds(*e.created) : -1LL,
-                        json_string(e.key.arch).c_str(), json_string(kind_name(e.kind)).c_str(),
-                        json_string(e.key.source_kind).c_str(),
-                        json_string(e.key.caller_key).c_str(), names.c_str(),
-                        json_string(e.problem).c_str());
-            first = false;
+            list.push_back(std::move(item));
         }
-        std::printf("%s]\n", entries->empty() ? "" : "\n");
+        document["entries"] = std::move(list);
+        print_json(document);
         return 0;
     }
-    std::printf("%-16s %10s %6s %9s %-7s %-6s %-24s %s\n", "FINGERPRINT", "SIZE", "AGE", "LAST USE",
-                "ARCH", "KIND", "KEY", "KERNELS");
+    Table table({{"FINGERPRINT"},
+                 {"SIZE", true},
+                 {"AGE", true},
+                 {"LAST USE", true},
+                 {"ARCH"},
+                 {"KIND"},
+                 {"KEY", false, true},
+                 {"KERNELS", false, true}});
     for (const auto& e : *entries) {
+        // 16 digits name an entry for `kcache inspect` as well as 32 do.
+        const std::string fingerprint = e.fingerprint.substr(0, 16);
+        const std::string age = e.created ? ago(*e.created) : "-";
         if (!e.problem.empty()) {
-            std::printf("%-16.16s %10s %6s %9s  BAD: %s\n", e.fingerprint.c_str(),
-                        util::format_size(e.size).c_str(),
-                        e.created ? ago(*e.created).c_str() : "-", ago(e.last_used).c_str(),
-                        e.problem.c_str());
+            table.add_row({fingerprint, util::format_size(e.size), age, ago(e.last_used), "-", "-",
+                           "BAD: " + e.problem, "-"});
             continue;
         }
         std::string names;
-        for (const auto& name : e.key.kernel_names) names += (names.empty() ? "" : ", ") + name;
-        std::printf("%-16.16s %10s %6s %9s %-7s %-6s %-24s %s\n", e.fingerprint.c_str(),
-                    util::format_size(e.size).c_str(), e.created ? ago(*e.created).c_str() : "-",
-                    ago(e.last_used).c_str(), e.key.arch.c_str(), e.key.source_kind.c_str(),
-                    e.key.caller_key.c_str(), names.empty() ? "-" : names.c_str());
+        for (const auto& name : e.kernels) names += (names.empty() ? "" : ", ") + name;
+        table.add_row({fingerprint, util::format_size(e.size), age, ago(e.last_used), e.key.arch,
+                       e.key.source_kind, e.key.caller_key, names.empty() ? "-" : names});
     }
-    std::printf("%zu entries in %s\n", entries->size(), directory.path().c_str());
+    std::fputs(table.render(width).c_str(), stdout);
+    const std::string count = std::to_string(entries->size()) + " entries in ";
+    const std::string path = escape_text(directory.path());
+    std::printf(
+        "%s%s\n", count.c_str(),
+        (width == 0 ? path : elide(path, width > count.size() ? width - count.size() : 0)).c_str());
     return 0;
 }
 
@@ -165,52 +182,84 @@ int inspect_entry(const store::CacheDirectory& directory, const std::string& fin
                   bool json) {
     auto entry = store::find_entry(directory, fingerprint);
     if (!entry) {
-        std::fprintf(stderr, "kcache: %s\n", entry.error().message().c_str());
+        std::fprintf(stderr, "kcache: %s\n", escape_text(entry.error().message()).c_str());
         return entry.error().code() == Errc::kInvalidArgument ? 2 : 1;
     }
     const store::KeyMaterial& k = entry->key;
     if (json) {
-        std::string names;
-        for (const auto& name : k.kernel_names)
-            names += (names.empty() ? "" : ", ") + json_string(name);
-        std::printf("{\"fingerprint\": \"%s\", \"path\": %s, \"size_bytes\": %" PRIu64
-                    ", \"arch\": %s, \"source_kind\": %s, \"source_hash\": %s, \"options\": %s, "
-                    "\"names\": %s, \"toolchain\": %s, \"key\": %s, \"kernels\": [%s], "
-                    "\"problem\": %s}\n",
-                    entry->fingerprint.c_str(), json_string(entry->path).c_str(), entry->size,
-                    json_string(k.arch).c_str(), json_string(k.source_kind).c_str(),
-                    json_string(k.source_hash).c_str(), json_string(k.options).c_str(),
-                    json_string(k.names).c_str(), json_string(k.toolchain).c_str(),
-                    json_string(k.caller_key).c_str(), names.c_str(),
-                    json_string(entry->problem).c_str());
+        Json document = json_document();
+        document["fingerprint"] = entry->fingerprint;
+        put_bytes(document, "path", entry->path);
+        document["size_bytes"] = entry->size;
+        document["last_used"] = epoch_seconds(entry->last_used);
+        put_bytes(document, "arch", k.arch);
+        document["kind"] = kind_name(entry->kind);
+        put_bytes(document, "source_kind", k.source_kind);
+        put_bytes(document, "source_hash", k.source_hash);
+        put_bytes(document, "options", k.options);
+        put_bytes(document, "names", k.names);
+        put_bytes(document, "toolchain", k.toolchain);
+        put_bytes(document, "key", k.caller_key);
+        put_byte_list(document, "kernels", entry->kernels);
+        if (entry->problem.empty()) {
+            document["problem"] = nullptr;
+        } else {
+            put_bytes(document, "problem", entry->problem);
+        }
+        print_json(document);
         return entry->problem.empty() ? 0 : 1;
     }
-    std::printf("fingerprint: %s\npath:        %s\nsize:        %s\nlast use:    %s ago\n",
-                entry->fingerprint.c_str(), entry->path.c_str(),
-                util::format_size(entry->size).c_str(), ago(entry->last_used).c_str());
+    Table fields({{""}, {""}}, /*show_header=*/false);
+    fields.add_row({"fingerprint:", entry->fingerprint});
+    fields.add_row({"path:", entry->path});
+    fields.add_row({"size:", util::format_size(entry->size)});
+    fields.add_row({"last use:", ago(entry->last_used) + " ago"});
     if (!entry->problem.empty()) {
-        std::printf("problem:     %s\n", entry->problem.c_str());
+        fields.add_row({"problem:", entry->problem});
+        std::fputs(fields.render(0).c_str(), stdout);
         return 1;
     }
-    std::printf("%s", k.serialize().c_str());  // the key material, exactly as stored
+    if (k.kernel_names.empty() && !entry->kernels.empty()) {
+        std::string names;
+        for (const auto& name : entry->kernels) names += (names.empty() ? "" : ", ") + name;
+        fields.add_row({"kernels:", names + " (from the cubin)"});
+    }
+    std::fputs(fields.render(0).c_str(), stdout);
+    // The key material as stored, a line at a time, each escaped as the table's cells are.
+    const std::string text = k.serialize();
+    for (std::size_t at = 0; at < text.size();) {
+        const std::size_t end = std::min(text.find('\n', at), text.size());
+        std::printf("%s\n", escape_text(std::string_view(text).substr(at, end - at)).c_str());
+        at = end + 1;
+    }
     return 0;
 }
 
 int verify_cache(const store::CacheDirectory& directory, bool repair, bool json) {
-    auto report = store::verify_entries(directory, repair);
+    // A bar on a terminal naming the entry being read; nothing elsewhere (the report says all).
+    std::unique_ptr<Progress> progress;
+    std::string previous;
+    auto report = store::verify_entries(
+        directory, repair, [&](const std::string& path, std::size_t index, std::size_t total) {
+            if (!progress) progress = std::make_unique<Progress>(total, stderr, false);
+            if (index > 0) progress->done(previous, "checked");
+            progress->started(path, "checking");
+            previous = path;
+        });
+    if (progress) progress->done(previous, "checked");
     if (!report) {
-        std::fprintf(stderr, "kcache: %s\n", report.error().message().c_str());
+        std::fprintf(stderr, "kcache: %s\n", escape_text(report.error().message()).c_str());
         return 1;
     }
     if (json) {
-        std::string problems;
-        for (const auto& p : report->problems)
-            problems += (problems.empty() ? "" : ", ") + json_string(p);
-        std::printf("{\"checked\": %" PRIu64 ", \"bad\": %" PRIu64 ", \"removed\": %" PRIu64
-                    ", \"problems\": [%s]}\n",
-                    report->checked, report->bad, report->removed, problems.c_str());
+        Json document = json_document();
+        document["checked"] = report->checked;
+        document["bad"] = report->bad;
+        document["removed"] = report->removed;
+        put_byte_list(document, "problems", report->problems);
+        print_json(document);
     } else {
-        for (const auto& p : report->problems) std::printf("bad: %s\n", p.c_str());
+        for (const auto& p : report->problems) std::printf("bad: %s\n", escape_text(p).c_str());
         std::printf("%" PRIu64 " entries checked, %" PRIu64 " bad, %" PRIu64 " removed\n",
                     report->checked, report->bad, report->removed);
     }

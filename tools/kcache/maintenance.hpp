@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,7 +20,8 @@ struct Budgets {
 int clear_cache(const store::CacheDirectory& directory, bool dry_run);
 int cleanup_cache(const store::CacheDirectory& directory, const Budgets& budgets,
                   std::optional<std::chrono::seconds> older_than, bool dry_run);
-int list_cache(const store::CacheDirectory& directory, bool json);
+// `width`: the columns to fit the table into (0: no limit).
+int list_cache(const store::CacheDirectory& directory, bool json, std::size_t width);
 int inspect_entry(const store::CacheDirectory& directory, const std::string& fingerprint,
                   bool json);
 int verify_cache(const store::CacheDirectory& directory, bool repair, bool json);

@@ -6,7 +6,7 @@
 
 #include "store/disk_catalog.hpp"
 #include "store/persistent_stats.hpp"
-#include "tools/kcache/json.hpp"
+#include "tools/kcache/output.hpp"
 #include "util/size.hpp"
 
 namespace kcache::tool {
@@ -41,32 +41,56 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
                                      : compile_seconds / static_cast<double>(c.compiles) *
                                            static_cast<double>(c.memory_hits + c.disk_hits);
     if (json) {
-        std::printf(
-            "{\"directory\": %s, \"lookups\": %" PRIu64 ", \"hits\": %" PRIu64
-            ", \"misses\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"memory_hits\": %" PRIu64
-            ", \"compiles\": %" PRIu64 ", \"compile_failures\": %" PRIu64
-            ", \"compile_seconds\": %.6f, \"saved_seconds\": %.6f, \"evictions\": %" PRIu64
-            ", \"verify_failures\": %" PRIu64 ", \"prebuilds\": %" PRIu64
-            ", \"prebuild_compiles\": %" PRIu64 ", \"disk\": {\"hits\": %" PRIu64
-            ", \"misses\": %" PRIu64 ", \"rejected\": %" PRIu64 ", \"writes\": %" PRIu64
-            ", \"errors\": %" PRIu64 ", \"corrupt\": %" PRIu64 ", \"evicted\": %" PRIu64
-            ", \"evicted_bytes\": %" PRIu64 "}, \"size_bytes\": %" PRIu64
-            ", \"max_size_bytes\": %" PRIu64 ", \"entries\": %" PRIu64 ", \"max_files\": %" PRIu64
-            ", \"temporaries\": %" PRIu64 ", \"temporary_bytes\": %" PRIu64 ", \"strays\": %" PRIu64
-            ", \"config_errors\": %" PRIu64 ", \"read_only\": %s, \"zeroed_at\": %" PRIu64 "}\n",
-            json_string(directory).c_str(), lookups, c.hits, c.misses, c.waits, c.memory_hits,
-            c.compiles, c.compile_failures, compile_seconds, saved_seconds, c.evictions,
-            c.verify_failures, c.prebuilds, c.prebuild_compiles, c.disk_hits, c.disk_misses,
-            c.disk_rejected, c.disk_writes, c.disk_errors, c.disk_corrupt, c.disk_evicted,
-            c.disk_evicted_bytes, measured.bytes, max_bytes, measured.entries, max_files,
-            measured.temporaries, measured.temporary_bytes, measured.strays, c.config_errors,
-            dir->read_only() ? "true" : "false", c.zeroed_at);
+        Json document = json_document();
+        put_bytes(document, "directory", directory);
+        document["lookups"] = lookups;
+        document["hits"] = c.hits;
+        document["misses"] = c.misses;
+        document["waits"] = c.waits;
+        document["memory_hits"] = c.memory_hits;
+        document["compiles"] = c.compiles;
+        document["compile_failures"] = c.compile_failures;
+        document["compile_seconds"] = compile_seconds;
+        document["saved_seconds"] = saved_seconds;
+        document["evictions"] = c.evictions;
+        document["verify_failures"] = c.verify_failures;
+        document["prebuilds"] = c.prebuilds;
+        document["prebuild_compiles"] = c.prebuild_compiles;
+        document["disk"] = {{"hits", c.disk_hits},         {"misses", c.disk_misses},
+                            {"rejected", c.disk_rejected}, {"writes", c.disk_writes},
+                            {"errors", c.disk_errors},     {"corrupt", c.disk_corrupt},
+                            {"evicted", c.disk_evicted},   {"evicted_bytes", c.disk_evicted_bytes}};
+        document["size_bytes"] = measured.bytes;
+        document["max_size_bytes"] = max_bytes;
+        document["entries"] = measured.entries;
+        document["max_files"] = max_files;
+        document["temporaries"] = measured.temporaries;
+        document["temporary_bytes"] = measured.temporary_bytes;
+        document["strays"] = measured.strays;
+        document["config_errors"] = c.config_errors;
+        document["read_only"] = dir->read_only();
+        document["zeroed_at"] = c.zeroed_at;
+        print_json(document);
         return 0;
     }
-    std::printf("Cache directory:                %s%s\n", directory.c_str(),
-                dir->read_only() ? " (read-only: this command and the programs using it in "
-                                   "read-only mode write nothing to it)"
-                                 : "");
+    // Label, figure (right-aligned), and a share or a note; text that is no figure goes in the
+    // note column, so that every figure lines up.
+    Table table({{""}, {"", true}, {""}}, /*show_header=*/false);
+    const auto share = [](std::uint64_t part, std::uint64_t whole) {
+        char text[16];
+        std::snprintf(text, sizeof text, "%5.1f%%", percent(part, whole));
+        return std::string(text);
+    };
+    const auto seconds = [](double value) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.3f s", value);
+        return std::string(text);
+    };
+    const auto count = [](std::uint64_t n) { return std::to_string(n); };
+    table.add_row({"Cache directory:", "",
+                   directory + (dir->read_only() ? " (read-only: this command and the programs "
+                                                   "using it in read-only mode write nothing to it)"
+                                                 : "")});
     if (c.zeroed_at != 0) {
         const std::time_t when = static_cast<std::time_t>(c.zeroed_at);
         char text[64];
@@ -76,60 +100,56 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
             std::snprintf(text, sizeof text, "%llu s after 1970",
                           static_cast<unsigned long long>(c.zeroed_at));
         }
-        std::printf("Statistics zeroed:              %s\n", text);
+        table.add_row({"Statistics zeroed:", "", text});
     }
-    std::printf("Lookups by key:                 %10" PRIu64 "\n", lookups);
-    std::printf("  Hits (loaded in the process): %10" PRIu64 "  %5.1f%%\n", c.hits,
-                percent(c.hits, lookups));
-    std::printf("  Misses:                       %10" PRIu64 "  %5.1f%%\n", c.misses,
-                percent(c.misses, lookups));
-    std::printf("    waited for another thread:  %10" PRIu64 "\n", c.waits);
-    std::printf("Misses asked of the tiers:      %10" PRIu64 "\n", tier_lookups);
-    std::printf("  from the memory tier:         %10" PRIu64 "  %5.1f%%\n", c.memory_hits,
-                percent(c.memory_hits, tier_lookups));
-    std::printf("  from the disk tier:           %10" PRIu64 "  %5.1f%%\n", c.disk_hits,
-                percent(c.disk_hits, tier_lookups));
-    std::printf("  in neither tier:              %10" PRIu64 "  %5.1f%%\n", c.disk_misses,
-                percent(c.disk_misses, tier_lookups));
-    std::printf("    entries of other key material replaced: %" PRIu64 "\n", c.disk_rejected);
-    std::printf("Compiles:                       %10" PRIu64 "  (%" PRIu64 " for prebuilds)\n",
-                c.compiles, c.prebuild_compiles);
-    std::printf("  failed:                       %10" PRIu64 "\n", c.compile_failures);
-    std::printf("Prebuilds (kcache compile):     %10" PRIu64 "  (%" PRIu64 " compiled)\n",
-                c.prebuilds, c.prebuild_compiles);
-    std::printf("Compile time spent:             %10.3f s\n", compile_seconds);
-    std::printf("Compile time saved (estimate):  %10.3f s\n", saved_seconds);
-    std::printf("Disk: writes %" PRIu64 ", errors %" PRIu64 ", corrupt entries removed %" PRIu64
-                ", evicted %" PRIu64 " (%s)\n",
-                c.disk_writes, c.disk_errors, c.disk_corrupt, c.disk_evicted,
-                util::format_size(c.disk_evicted_bytes).c_str());
+    table.add_row({"Lookups by key:", count(lookups)});
+    table.add_row({"  Hits (loaded in the process):", count(c.hits), share(c.hits, lookups)});
+    table.add_row({"  Misses:", count(c.misses), share(c.misses, lookups)});
+    table.add_row({"    waited for another thread:", count(c.waits)});
+    table.add_row({"Misses asked of the tiers:", count(tier_lookups)});
+    table.add_row(
+        {"  from the memory tier:", count(c.memory_hits), share(c.memory_hits, tier_lookups)});
+    table.add_row({"  from the disk tier:", count(c.disk_hits), share(c.disk_hits, tier_lookups)});
+    table.add_row({"  in neither tier:", count(c.disk_misses), share(c.disk_misses, tier_lookups)});
+    table.add_row({"    entries of other key material replaced:", count(c.disk_rejected)});
+    table.add_row(
+        {"Compiles:", count(c.compiles), "(" + count(c.prebuild_compiles) + " for prebuilds)"});
+    table.add_row({"  failed:", count(c.compile_failures)});
+    table.add_row({"Prebuilds (kcache compile):", count(c.prebuilds),
+                   "(" + count(c.prebuild_compiles) + " compiled)"});
+    table.add_row({"Compile time spent:", seconds(compile_seconds)});
+    table.add_row({"Compile time saved (estimate):", seconds(saved_seconds)});
+    table.add_row({"Disk writes:", count(c.disk_writes)});
+    table.add_row({"  errors:", count(c.disk_errors)});
+    table.add_row({"  corrupt entries removed:", count(c.disk_corrupt)});
+    table.add_row(
+        {"  evicted:", count(c.disk_evicted), "(" + util::format_size(c.disk_evicted_bytes) + ")"});
     // Another program may have filled the directory past a budget since its last cleanup: the
     // figure is shown as it is, and said to be over, rather than as a share above 100%.
     auto over = [](std::uint64_t value, std::uint64_t budget) {
         return budget != 0 && value > budget ? " (over budget)" : "";
     };
-    std::printf("Cache size:                     %10s of %s%s\n",
-                util::format_size(measured.bytes).c_str(),
-                max_bytes == 0 ? "no limit" : util::format_size(max_bytes).c_str(),
-                over(measured.bytes, max_bytes));
-    std::printf("Entries:                        %10" PRIu64 " of %s%s\n", measured.entries,
-                max_files == 0 ? "no limit" : std::to_string(max_files).c_str(),
-                over(measured.entries, max_files));
+    table.add_row({"Cache size:", util::format_size(measured.bytes),
+                   "of " + (max_bytes == 0 ? "no limit" : util::format_size(max_bytes)) +
+                       over(measured.bytes, max_bytes)});
+    table.add_row({"Entries:", count(measured.entries),
+                   "of " + (max_files == 0 ? "no limit" : count(max_files)) +
+                       over(measured.entries, max_files)});
     if (measured.temporaries != 0) {
-        std::printf("Temporary files:                %10" PRIu64
-                    " (%s; writers at work, or left by writers that died: `kcache -C` removes "
-                    "them)\n",
-                    measured.temporaries, util::format_size(measured.temporary_bytes).c_str());
+        table.add_row({"Temporary files:", count(measured.temporaries),
+                       "(" + util::format_size(measured.temporary_bytes) +
+                           "; writers at work, or left by writers that died: `kcache -C` "
+                           "removes them)"});
     }
     if (measured.strays != 0) {
-        std::printf("Strays:                         %10" PRIu64
-                    " (not what kcache keeps under their names: `kcache -c` removes them)\n",
-                    measured.strays);
+        table.add_row({"Strays:", count(measured.strays),
+                       "(not what kcache keeps under their names: `kcache -c` removes them)"});
     }
     if (c.config_errors != 0) {
-        std::printf("Settings not used:              %10" PRIu64 " (bad values; see `kcache -p`)\n",
-                    c.config_errors);
+        table.add_row(
+            {"Settings not used:", count(c.config_errors), "(bad values; see `kcache -p`)"});
     }
+    std::fputs(table.render(0).c_str(), stdout);
     return 0;
 }
 
