@@ -549,7 +549,7 @@ TEST(ConfigTable, EverySettingHasAKcacheVariableAndAOneLineDescription) {
         EXPECT_EQ(setting.environment, "KCACHE_" + upper);
         EXPECT_EQ(find_setting(setting.key), &setting);
         EXPECT_FALSE(setting.description.empty()) << setting.key;
-        // A '|' or a line break would break the README's table.
+        // A '|' or a line break would break the user guide's table.
         EXPECT_EQ(setting.description.find_first_of("|\n"), std::string_view::npos);
         EXPECT_EQ(setting.default_text.find_first_of("|\n"), std::string_view::npos);
         if (!setting.default_value.empty()) {
@@ -569,17 +569,17 @@ TEST(ConfigTable, MarkdownHasAHeaderAndOneRowPerSetting) {
               std::string::npos);
 }
 
-TEST(ConfigReadme, SettingsTableIsTheGeneratedOne) {
-    const std::string readme = read_text(std::string(KCACHE_SOURCE_DIR) + "/README.md");
+TEST(ConfigUserGuide, SettingsTableIsTheGeneratedOne) {
+    const std::string guide = read_text(std::string(KCACHE_SOURCE_DIR) + "/docs/user-guide.md");
     const std::string open = "<!-- settings-table -->\n";
     const std::string close = "<!-- /settings-table -->";
-    const auto begin = readme.find(open);
-    const auto end = readme.find(close);
-    if (begin == std::string::npos || end == std::string::npos || end < begin) {
-        GTEST_SKIP() << "README.md has no " << open.substr(0, open.size() - 1) << " ... " << close
-                     << " markers yet; paste util::settings_markdown_table() between them";
-    }
-    std::string inside = readme.substr(begin + open.size(), end - begin - open.size());
+    const auto begin = guide.find(open);
+    const auto end = guide.find(close);
+    // The table is the documentation of every setting: a guide without it fails, never skips.
+    ASSERT_TRUE(begin != std::string::npos && end != std::string::npos && end > begin)
+        << "docs/user-guide.md has no " << open.substr(0, open.size() - 1) << " ... " << close
+        << " markers; paste util::settings_markdown_table() between them";
+    std::string inside = guide.substr(begin + open.size(), end - begin - open.size());
     while (!inside.empty() && inside.front() == '\n') inside.erase(0, 1);
     while (inside.size() > 1 && inside.ends_with("\n\n")) inside.pop_back();
     EXPECT_EQ(inside, settings_markdown_table());
