@@ -30,9 +30,8 @@ std::shared_ptr<store::ArtifactStore> open_tiers(const BuildOptions& options,
 // no worker command can be used.
 std::shared_ptr<compile::WorkerPool> start_workers(const BuildOptions& options) {
     if (options.compile_workers == 0) return nullptr;
-    const std::string command = options.worker_command.empty()
-                                    ? compile::default_worker_command()
-                                    : options.worker_command;
+    const std::string command =
+        options.worker_command.empty() ? compile::default_worker_command() : options.worker_command;
     if (command.empty()) {
         util::warn_once("workers",
                         "no compile worker command (set KCACHE_COMPILE_WORKER): compiling CUDA C++ "
@@ -41,8 +40,8 @@ std::shared_ptr<compile::WorkerPool> start_workers(const BuildOptions& options) 
     }
     auto pool = compile::WorkerPool::start(command, {"compile-worker"}, options.compile_workers);
     if (!pool) {
-        util::warn_once("workers",
-                        "compile workers off, compiling in this process: " + pool.error().message());
+        util::warn_once(
+            "workers", "compile workers off, compiling in this process: " + pool.error().message());
         return nullptr;
     }
     return std::shared_ptr<compile::WorkerPool>(std::move(*pool));

@@ -12,11 +12,11 @@
 
 #include "build/built_artifact.hpp"
 #include "build/plan.hpp"
-#include "util/single_flight.hpp"
 #include "compile/worker_pool.hpp"
 #include "kcache/result.hpp"
 #include "kcache/source.hpp"
 #include "store/artifact_store.hpp"
+#include "util/single_flight.hpp"
 
 namespace kcache::build {
 

@@ -11,8 +11,10 @@ namespace {
 
 // An ELF of type ET_EXEC (2), which the driver loads as it is.
 bool is_executable_cubin(std::string_view cubin) {
-    return cubin.size() > 17 && cubin.starts_with("\x7f"
-                                                  "ELF") &&
+    return cubin.size() > 17 &&
+           cubin.starts_with(
+               "\x7f"
+               "ELF") &&
            cubin[16] == 2 && cubin[17] == 0;
 }
 
@@ -24,7 +26,8 @@ Result<compile::Compiled> compile_cuda(const Source& source, const compile::Targ
     program.options = source.options;
     program.name_expressions = source.name_expressions;
     program.allow_disk_headers = source.allow_disk_headers;
-    if (workers == nullptr || !workers->usable_here()) return compile::compile_cuda(program, target);
+    if (workers == nullptr || !workers->usable_here())
+        return compile::compile_cuda(program, target);
     auto compiled = workers->compile_cuda(program, target);
     if (!compiled && compiled.error().code() == Errc::kIoError) {
         // The workers failed, not the compile: this process can still do it.

@@ -70,8 +70,7 @@ Result<std::optional<BuildPlan>> plan_build(int arch, const Source& source, bool
         plan.target = compile::Target{arch, targets_arch_specific(source.bytes)};
         if (auto checked = compile::check_target(plan.target); !checked) {
             // The device's own arch (a prebuild checked its arch before): its driver JITs it.
-            KCACHE_LOG(kInfo,
-           checked.error().message() + "; PTX goes to the driver's JIT");
+            KCACHE_LOG(kInfo, checked.error().message() + "; PTX goes to the driver's JIT");
             return std::optional<BuildPlan>();
         }
     } else if (source.kind == SourceKind::kCuda) {
@@ -103,9 +102,9 @@ Result<std::optional<BuildPlan>> plan_build(int arch, const Source& source, bool
     plan.key.options = compile::options_line(options);
     plan.key.toolchain = std::move(toolchain);
     // Only CUDA C++ has name expressions; PTX names its kernels itself.
-    const std::vector<std::string> expressions =
-        source.kind == SourceKind::kCuda ? sorted(source.name_expressions)
-                                         : std::vector<std::string>{};
+    const std::vector<std::string> expressions = source.kind == SourceKind::kCuda
+                                                     ? sorted(source.name_expressions)
+                                                     : std::vector<std::string>{};
     for (const auto& expression : expressions) {
         if (!plan.key.names.empty()) plan.key.names += "; ";
         plan.key.names += expression;

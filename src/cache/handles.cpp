@@ -1,7 +1,8 @@
-// ModuleHandle and KernelHandle: reference counting on the entry's stripes, and the checked
+// ModuleHandle and KernelHandle: reference counting on the module's stripes, and the checked
 // launch.
 #include <string>
 
+#include "cache/key_context.hpp"
 #include "cache/loaded_module.hpp"
 #include "kcache/kernel_cache.hpp"
 
@@ -48,7 +49,7 @@ std::string ModuleHandle::source_digest() const {
 Result<KernelHandle> ModuleHandle::kernel(std::string_view name) const {
     if (entry_ == nullptr) return Error(Errc::kInvalidArgument, "empty ModuleHandle");
     auto kernel = entry_->resolve(name);
-    if (!kernel) return std::move(kernel).error();
+    if (!kernel) return cache::with_key(entry_->key, kernel.error());
     return KernelHandle(*this, *kernel);
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "cache/key_context.hpp"
 #include "cache/loaded_modules.hpp"
 #include "cache/options_from_config.hpp"
 #include "cache/settings.hpp"
@@ -72,7 +73,7 @@ Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn mak
                                               std::optional<cache::PreparedArtifact>* prepared) {
     driver::Driver& driver = modules_->driver();
     if (!modules_->options.verify) {
-        // Where every device of the process has one arch (the usual 8 x H200), a hit needs no
+        // Where every device of the process has one arch (the usual GPU node), a hit needs no
         // driver call at all: the arch is known without asking which context is current.
         if (const std::optional<int> uniform = driver.uniform_arch()) {
             if (auto handle = modules_->find_kernel(key, *uniform, kernel_name)) {
@@ -87,14 +88,14 @@ Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn mak
         if (auto handle = modules_->find_kernel(key, *arch, kernel_name)) return std::move(*handle);
     }
     auto module = modules_->module_slow(key, make_source, *arch, prepared);
-    if (!module) return std::move(module).error();
+    if (!module) return cache::with_key(key, module.error());
     auto kernel = module->kernel(kernel_name);
     if (!kernel && kernel.error().code() == Errc::kArtifactGone) {
         // Code loaded without its bytes, which left the tiers before this context needed them:
         // dropped, and built again now, once.
         modules_->discard(*module);
         module = modules_->module_slow(key, make_source, *arch);
-        if (!module) return std::move(module).error();
+        if (!module) return cache::with_key(key, module.error());
         kernel = module->kernel(kernel_name);
     }
     if (!kernel && kernel.error().code() == Errc::kCompileFailed) modules_->discard(*module);
@@ -104,12 +105,12 @@ Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn mak
 Result<ModuleHandle> KernelCache::module_impl(std::string_view key, SourceFn make_source) {
     auto arch = modules_->driver().current_arch();
     if (!arch) return std::move(arch).error();
-    return modules_->module_slow(key, make_source, *arch);
+    return cache::with_key(key, modules_->module_slow(key, make_source, *arch));
 }
 
 Result<Provenance> KernelCache::prebuild_impl(std::string_view key, SourceFn make_source,
                                               int arch) {
-    return modules_->prebuild(key, make_source, arch);
+    return cache::with_key(key, modules_->prebuild(key, make_source, arch));
 }
 
 Result<ModuleHandle> KernelCache::get_or_compile(std::string_view key, std::string_view ptx) {

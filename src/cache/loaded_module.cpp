@@ -46,7 +46,7 @@ std::atomic<std::int64_t>& LoadedModule::counter(std::uint32_t stripe) noexcept 
 std::optional<std::uint32_t> LoadedModule::try_acquire(std::uint32_t stripe) noexcept {
     // Seq_cst, not acquire, even when the block is found: the protocol's argument puts this load
     // in the single total order, before the increment, so that a retirer that found no block
-    // also finds this reader after its store of `retired_` (see entry.hpp).
+    // also finds this reader after its store of `retired_` (see loaded_module.hpp).
     RefStripes* block = stripes_.load(std::memory_order_seq_cst);
     if (block == nullptr) {
         auto* fresh = new (std::nothrow) RefStripes();
@@ -109,7 +109,7 @@ void LoadedModule::try_unload() noexcept {
         util::log_line(util::LogLevel::kDebug,
                        "unloaded " + key + " (sm_" + std::to_string(arch) + ")");
     }
-    // Readers pinned now may still be looking at this entry (to find it retired).
+    // Readers pinned now may still be looking at this module (to find it retired).
     util::EpochDomain::global().retire([this] { delete this; });
 }
 
@@ -169,7 +169,7 @@ Result<const ResolvedKernel*> LoadedModule::resolve(std::string_view name) {
         if (error.code() == Errc::kCompileFailed || error.code() == Errc::kArtifactGone) {
             mark_broken(error.code());
         }
-        std::string message = "key '" + key + "': " + error.message();
+        std::string message = error.message();
         if (error.code() == Errc::kKernelNotFound && driver_name == kernel->name &&
             kernel->name.find_first_of("<:(") != std::string::npos) {
             message +=

@@ -1,4 +1,4 @@
-// One cache entry: a library loaded for one (key, arch), the kernels resolved from it, and the
+// One loaded module: the code loaded for one (key, arch), the kernels resolved from it, and the
 // reference count that keeps it loaded while handles use it.
 #pragma once
 
@@ -19,7 +19,7 @@
 
 namespace kcache::cache {
 
-// Counters an entry updates after its cache may be gone (a handle outliving the cache).
+// Counters a module updates after its cache may be gone (a handle outliving the cache).
 struct LibraryCounters {
     std::atomic<std::uint64_t> loaded{0};
     std::atomic<std::uint64_t> unloaded{0};
@@ -28,15 +28,15 @@ struct LibraryCounters {
 struct ResolvedKernel {
     std::string name;
     driver::KernelId id{};
-    driver::Driver* driver = nullptr;      // the entry's, kept alive by it
+    driver::Driver* driver = nullptr;      // the module's, kept alive by it
     const ResolvedKernel* next = nullptr;  // immutable once published
 
     // The parameter sizes: read from the PTX source when it declares them plainly (set before
     // the kernel is published), else asked of the driver at the first call rather than when the
     // kernel is resolved: a warm start resolves kernels that may never be launched with checked
-    // arguments, and the query (one driver call per parameter) cost 1-5 us a kernel on the H200
-    // host, where a whole load costs about 45. Null when the driver cannot tell (kUnsupported); a
-    // failed query is returned and asked again next time.
+    // arguments, and the query (one driver call per parameter) is a sizeable part of a load
+    // (docs/performance.md). Null when the driver cannot tell (kUnsupported); a failed query is
+    // returned and asked again next time.
     Result<const std::vector<std::size_t>*> param_sizes() const;
     void set_param_sizes(std::vector<std::size_t> sizes);  // before publication only
 
@@ -73,16 +73,16 @@ public:
 
     // Reference counting, striped so that threads on different stripes never share a line.
     //
-    // Two kinds of counter: `home`, on the entry itself, for the reference made where the entry
+    // Two kinds of counter: `home`, on the module itself, for the reference made where the module
     // was made (the first handle, and copies of it); and one per thread stripe for hits by key,
-    // in a block allocated at the first such hit (kStripes cache lines: 2 KiB that an entry only
-    // used through its first handle never needs; a new process faulting them in for every entry
-    // it loaded paid 1.5 us a kernel on the H200 host).
+    // in a block allocated at the first such hit (kStripes cache lines that a module only used
+    // through its first handle never needs, and that a new process would otherwise fault in for
+    // every module it loads).
     //
     // Protocol (all seq_cst, but for the block's pointer read where a reference on the block is
-    // already held): a reader that found the entry in the map (while pinned in the epoch domain)
+    // already held): a reader that found the module in the map (while pinned in the epoch domain)
     // installs or finds the stripe block, increments its stripe, then reads `retired_`; if set,
-    // it backs out with release(). Eviction or clear first unlinks the entry from the
+    // it backs out with release(). Eviction or clear first unlinks the module from the
     // map, then sets `retired_`, then sums the counters (home, then the block if installed).
     // Either the retirer sees the increment (and leaves the library loaded), or the reader sees
     // `retired_` (and does not use it); a retirer that finds no block read it before the reader
@@ -93,11 +93,11 @@ public:
     // release() pins before it decrements.
     static constexpr std::uint32_t kHomeStripe = util::kStripes;
     // Counts a hit on `stripe` (below kStripes): the counter the reference is on (kHomeStripe
-    // if the stripe block could not be allocated), or nothing if the entry is retired.
+    // if the stripe block could not be allocated), or nothing if the module is retired.
     std::optional<std::uint32_t> try_acquire(std::uint32_t stripe) noexcept;
     void add_ref(std::uint32_t stripe) noexcept;  // from a reference already held on `stripe`
     void release(std::uint32_t stripe) noexcept;
-    void retire() noexcept;  // the entry is no longer reachable from the map
+    void retire() noexcept;  // the module is no longer reachable from the map
     bool referenced() const noexcept;
 
     // Finds a resolved kernel without locking; resolve() asks the driver on first use.
@@ -133,7 +133,7 @@ private:
 
     // On a line of its own: handle copies write it, and probes read the fields around it.
     alignas(util::kCacheLine) std::atomic<std::int64_t> home_refs_{0};
-    // Installed once, by the first hit by key; freed with the entry.
+    // Installed once, by the first hit by key; freed with the module.
     alignas(util::kCacheLine) std::atomic<RefStripes*> stripes_{nullptr};
     std::atomic<bool> retired_{false};
     std::atomic<bool> unloaded_{false};

@@ -138,17 +138,16 @@ Result<ModuleHandle> LoadedModules::module_slow(std::string_view key,
                 continue;
             }
             if (options.verify) {
-                auto source = generate_source(key, make);
+                auto source = generate_source(make);
                 if (!source) return std::move(source).error();
                 auto now = build::source_digest(*source, arch);
                 if (now != module->entry_->source_digest) {
                     verify_failures_.fetch_add(1, std::memory_order_relaxed);
-                    std::string message =
-                        "key '" + std::string(key) + "' (sm_" + std::to_string(arch) +
-                        ") is cached for different source: cached "
-                        "fingerprint " +
-                        module->entry_->source_digest.hex() + ", this source " + now.hex();
-                    util::log_line(util::LogLevel::kInfo, message);
+                    std::string message = "cached for sm_" + std::to_string(arch) +
+                                          " from different source: cached source digest " +
+                                          module->entry_->source_digest.hex() + ", this source " +
+                                          now.hex();
+                    KCACHE_LOG(kInfo, "key '" + std::string(key) + "': " + message);
                     return Error(Errc::kKeyConflict, message);
                 }
             }
@@ -189,7 +188,7 @@ Result<ModuleHandle> LoadedModules::module_slow(std::string_view key,
             module ? landing.succeed() : landing.fail(module.error());
             return module;
         }
-        auto source = generate_source(key, make);
+        auto source = generate_source(make);
         if (!source) {
             landing.fail(source.error());
             return std::move(source).error();
@@ -204,8 +203,7 @@ Result<ModuleHandle> LoadedModules::compile(std::string_view key, int arch, std:
                                             const Source& source, PreparedArtifact* prepared) {
     if (source.bytes.empty()) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
-        return Error(Errc::kInvalidArgument,
-                     "key '" + std::string(key) + "': the source generator returned no bytes");
+        return Error(Errc::kInvalidArgument, "the source generator returned no bytes");
     }
     if (util::log_enabled(util::LogLevel::kInfo)) {  // no string building when silent
         util::log_line(util::LogLevel::kInfo, "miss " + describe_key(key, arch) + ": " +
@@ -229,8 +227,7 @@ Result<ModuleHandle> LoadedModules::compile(std::string_view key, int arch, std:
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
         Error error = std::move(built).error();
         KCACHE_LOG(kInfo, "compile of " + describe_key(key, arch) + " failed: " + error.message());
-        return Error(error.code(), "key '" + std::string(key) + "': " + error.message(),
-                     error.log());
+        return error;
     }
     const bool compiled = built->provenance == Provenance::kDriverJit ||
                           built->provenance == Provenance::kCompiled ||
@@ -261,8 +258,8 @@ Result<ModuleHandle> LoadedModules::compile(std::string_view key, int arch, std:
     auto* entry = new LoadedModule(std::string(key), arch, hash, source_digest, built->artifact,
                                    library, driver_, library_counters_, std::move(built->names),
                                    std::move(param_sizes));
-    // Our reference is taken before the entry is published, so eviction cannot unload it under
-    // the caller. It is the entry's home reference: hits by key allocate the striped counters.
+    // Our reference is taken before the module is published, so eviction cannot unload it under
+    // the caller. It is the module's home reference: hits by key allocate the striped counters.
     entry->add_ref(LoadedModule::kHomeStripe);
     ModuleHandle module(entry, LoadedModule::kHomeStripe);
     std::vector<LoadedModule*> evicted;

@@ -27,7 +27,7 @@ namespace kcache::cache {
 struct PreparedArtifact {
     Source source;
     build::BuiltArtifact built;
-    // What the entry keeps of its source, worked out on the worker too.
+    // What the module keeps of its source, worked out on the worker too.
     util::Fingerprint source_digest{};
     compile::PtxParamSizes param_sizes;
 };
@@ -49,7 +49,7 @@ public:
     // Whether `key` is loaded for `arch`; counts nothing (no hit, no miss).
     bool contains(std::string_view key, int arch) noexcept;
 
-    // `for_load` also works out what the entry will keep of the source (see PreparedArtifact),
+    // `for_load` also works out what the module will keep of the source (see PreparedArtifact),
     // and leaves counting the compile to the load, as kernel() counts it: compiled and loaded.
     Result<PreparedArtifact> prepare(std::string_view key, FunctionRef<Result<Source>()> make,
                                      int arch, bool for_load);
@@ -86,10 +86,10 @@ private:
     bool probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept;
     // A PTX source declares its kernels' parameters: no driver query at their first launch.
     // Verification trusts the driver's own answer instead (empty sizes). `stored`: what the
-    // source's entry recorded at compile time, taken instead of reading the PTX again.
+    // source's module recorded at compile time, taken instead of reading the PTX again.
     compile::PtxParamSizes ptx_param_sizes_of(
         const Source& source, std::optional<compile::PtxParamSizes> stored = std::nullopt) const;
-    // publish() and evict_over_budget() require write_mutex_ and return the evicted entries, for
+    // publish() and evict_over_budget() require write_mutex_ and return the evicted modules, for
     // the caller to retire once the lock is released.
     std::vector<LoadedModule*> publish(LoadedModule* entry);
     std::vector<LoadedModule*> evict_over_budget();

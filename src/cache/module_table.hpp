@@ -1,8 +1,8 @@
 // The cache's map: open addressing, probed by readers with no lock. Writers (under the cache's
-// write lock) add entries in place while the table stays at most half full: a slot only ever
-// goes from null to an entry, published with release, so a reader sees either. Growing and
+// write lock) add modules in place while the table stays at most half full: a slot only ever
+// goes from null to a module, published with release, so a reader sees either. Growing and
 // removing build a new table, which the cache publishes (copy-on-write); a rebuild leaves room
-// for four times its entries, so n inserts cost O(n) in all. (A copy per insert made a warm start
+// for four times its modules, so n inserts cost O(n) in all. (A copy per insert made a warm start
 // of n kernels, each a miss that costs no compile, quadratic.)
 #pragma once
 
@@ -19,19 +19,19 @@ namespace kcache::cache {
 
 class ModuleTable {
 public:
-    // Room for twice `entries` before it is half full.
+    // Room for twice `modules` before it is half full.
     explicit ModuleTable(const std::vector<LoadedModule*>& entries);
 
     LoadedModule* find(std::string_view key, int arch, std::uint64_t hash) const noexcept {
         for (std::size_t i = hash & mask_;; i = (i + 1) & mask_) {
-            // Acquire: pairs with try_insert's release, so the entry's fields are visible.
+            // Acquire: pairs with try_insert's release, so the module's fields are visible.
             LoadedModule* entry = slots_[i].load(std::memory_order_acquire);
             if (entry == nullptr) return nullptr;
             if (entry->hash == hash && entry->arch == arch && entry->key == key) return entry;
         }
     }
 
-    // Writers only, under the cache's write lock. False, changing nothing, if the entry would
+    // Writers only, under the cache's write lock. False, changing nothing, if the module would
     // make the table more than half full: then build a bigger one.
     bool try_insert(LoadedModule* entry) noexcept;
 

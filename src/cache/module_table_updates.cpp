@@ -61,7 +61,7 @@ std::vector<LoadedModule*> LoadedModules::evict_over_budget() {
     const ModuleTable* table = table_.load(std::memory_order_relaxed);
     if (table->size() <= budget) return {};
 
-    // Least recently used first, and among those, entries no handle holds: evicting a held one
+    // Least recently used first, and among those, modules no handle holds: evicting a held one
     // frees nothing until its handles go. Other threads take and drop handles and mark recency
     // while we sort, so the sort works on a snapshot: a comparator reading live values would
     // be inconsistent, which std::sort punishes by running off the end of the range.

@@ -16,16 +16,14 @@ Result<PreparedArtifact> LoadedModules::prepare(std::string_view key,
                                                 bool for_load) {
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
     if (stats_flusher_) stats_flusher_->maybe_flush();
-    auto source = generate_source(key, make);
+    auto source = generate_source(make);
     if (!source) return std::move(source).error();
     auto built = builder_.build(key, arch, *source,
                                 for_load ? build::ArtifactBuilder::Asking::kLookup
                                          : build::ArtifactBuilder::Asking::kPrebuild);
     if (!built) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
-        Error error = std::move(built).error();
-        return Error(error.code(), "key '" + std::string(key) + "': " + error.message(),
-                     error.log());
+        return std::move(built).error();
     }
     compile_ns_.fetch_add(built->compile_ns, std::memory_order_relaxed);
     if (!for_load && built->provenance == Provenance::kCompiled) {
@@ -48,15 +46,12 @@ Result<Provenance> LoadedModules::prebuild(std::string_view key, FunctionRef<Res
                                            int arch) {
     // Before the generator runs and any compiler sees the arch: a bad one changes nothing.
     if (auto checked = compile::check_target({arch, false}); !checked) {
-        return Error(Errc::kInvalidArgument,
-                     "key '" + std::string(key) + "': " + checked.error().message());
+        return Error(Errc::kInvalidArgument, checked.error().message());
     }
     // A prebuild is for the disk: without the tier that was asked for, it would store nothing.
     if (const auto& why = builder_.disk_open_error()) {
-        return Error(
-            Errc::kIoError,
-            "key '" + std::string(key) +
-                "': not compiled, since nothing could be stored on disk: " + why->message());
+        return Error(Errc::kIoError,
+                     "not compiled, since nothing could be stored on disk: " + why->message());
     }
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
     prebuilds_.fetch_add(1, std::memory_order_relaxed);
@@ -65,16 +60,14 @@ Result<Provenance> LoadedModules::prebuild(std::string_view key, FunctionRef<Res
     const build::BuiltArtifact& built = prepared->built;
     if (built.not_stored) {
         const bool compiled = built.provenance == Provenance::kCompiled;
-        return Error(Errc::kIoError, "key '" + std::string(key) +
-                                         "': " + (compiled ? "compiled" : "found in memory") +
+        return Error(Errc::kIoError, std::string(compiled ? "compiled" : "found in memory") +
                                          " for sm_" + std::to_string(arch) +
                                          " but not stored on disk: " + built.not_stored->message());
     }
     if (built.provenance != Provenance::kDriverJit) return built.provenance;
     return Error(Errc::kUnsupported,
-                 "key '" + std::string(key) +
-                     "': PTX can only be compiled ahead of time with nvJitLink, which is not "
-                     "available here (or host compilation is off)");
+                 "PTX can only be compiled ahead of time with nvJitLink, which is not available "
+                 "here (or host compilation is off)");
 }
 
 }  // namespace kcache::cache

@@ -5,10 +5,9 @@
 
 namespace kcache::cache {
 
-Result<Source> generate_source(std::string_view key, FunctionRef<Result<Source>()> make) {
+Result<Source> generate_source(FunctionRef<Result<Source>()> make) {
     auto failed = [&](const std::string& why, const std::string& log) {
-        return Error(Errc::kSourceFailed,
-                     "key '" + std::string(key) + "': source generator failed: " + why, log);
+        return Error(Errc::kSourceFailed, "source generator failed: " + why, log);
     };
     try {
         auto source = make();

@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "cache/key_context.hpp"
 #include "cache/loaded_modules.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "util/log.hpp"
@@ -70,7 +71,7 @@ void report(const std::function<void(const WarmUpProgress&)>& progress,
 }
 
 // How long the calling thread waits for an item before it starts another worker: longer than a
-// tier hit takes to make (0.01-0.02 ms on the H200 host), far shorter than a compile.
+// tier hit takes to make, far shorter than a compile (docs/performance.md).
 constexpr std::chrono::microseconds kPatience{200};
 
 }  // namespace
@@ -123,7 +124,7 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
                 if (prepared) {
                     slot.prepared = std::move(prepared).value();
                 } else {
-                    slot.error = std::move(prepared).error();
+                    slot.error = cache::with_key(item.key, prepared.error());
                 }
             }
             finished(item.key, slot.error ? &*slot.error : nullptr);

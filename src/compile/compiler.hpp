@@ -47,7 +47,7 @@ struct Compiled {
 };
 
 // The exact compiler that compile_cuda() / link_ptx() would use, named without loading it (that
-// costs 5-60 ms, more than a warm start): "NVRTC build-id 65be0d...". The toolchain part of a
+// costs more than a warm start): "NVRTC build-id 65be0d...". The toolchain part of a
 // fingerprint. kUnsupported, saying what was looked for, when there is none.
 // For CUDA C++ it also names what compile_cuda() passes to NVRTC besides the caller's options,
 // so that a change there changes every fingerprint, and a compile worker from a kcache build that

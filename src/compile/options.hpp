@@ -20,8 +20,8 @@ Result<std::vector<std::string>> normalize_options(const std::vector<std::string
 // option is one the front end alone takes (-D, -U, -I, -include, -std, -default-device, ...).
 // Not so for -G, -lineinfo, -Xptxas, --maxrregcount, -ewp (ptxas options NVRTC passes on), for
 // NVVM's math options (-use_fast_math, -ftz, -prec-div, -prec-sqrt, -fmad: with LTO they act at
-// the link, and one NVRTC 13.0 build compiled -prec-div=false differently from its link; seen on
-// the H200 host), or for an option this list does not know. Takes normalized options.
+// the link, and one NVRTC 13.0 build compiled -prec-div=false differently from its link), or for
+// an option this list does not know. Takes normalized options.
 bool lean_recipe_allows(const std::vector<std::string>& normalized);
 
 // The normalized options as one readable line, for the key material.

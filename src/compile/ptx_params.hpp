@@ -1,7 +1,6 @@
 // The parameter sizes of a PTX module's kernels, read from their `.entry` declarations: what a
 // checked launch compares its arguments with, known without asking the driver (one call per
-// parameter, 3-5 us a kernel on the H200 host, measured), where a new process pays that query at
-// each kernel's first launch.
+// parameter), where a new process would pay that query at each kernel's first launch.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +21,7 @@ using PtxParamSizes = std::vector<std::pair<std::string, std::vector<std::size_t
 PtxParamSizes ptx_param_sizes(std::string_view ptx);
 
 // The sizes as one line of an entry's key material, read when its PTX was compiled, so that a hit
-// need not read the PTX again (for a 550 KiB module, 30-50 us on the CPU machine):
+// need not read a large PTX module again:
 // "name=8,8,4;other=" (`other` takes no parameters). Empty for no kernels.
 std::string param_sizes_line(const PtxParamSizes& sizes);
 // The inverse; nullopt for anything else (kernels out of order or twice, a size that is no

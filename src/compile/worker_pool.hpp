@@ -1,5 +1,5 @@
 // Compiles CUDA C++ in worker processes (`kcache compile-worker`): NVRTC serializes compiles in one
-// process, processes don't (H200 host, CUB: 8 threads 0.95x one thread, 16 workers 10x).
+// process, processes don't (docs/performance.md).
 #pragma once
 
 #include <sys/types.h>
@@ -25,7 +25,7 @@ namespace kcache::compile {
 std::string default_worker_command();
 
 // A fixed number of worker slots. A worker is started on first need, kept for reuse (loading
-// NVRTC costs 5-60 ms per process) and ended by the destructor, which must not run while a
+// NVRTC is slow) and ended by the destructor, which must not run while a
 // compile_cuda call is in flight.
 class WorkerPool {
 public:

@@ -297,7 +297,7 @@ namespace {
 // So SIGPIPE is blocked for the writing thread alone while it writes; the signal a failed write
 // raises is then pending on that thread and is taken with a zero-timeout sigtimedwait before the
 // old mask returns, unless one was already pending before (not ours to take). Two extra system
-// calls per frame, against a compile of 100 ms and more.
+// calls per frame, against a compile that takes far longer.
 class SigpipeBlocked {
 public:
     SigpipeBlocked() {

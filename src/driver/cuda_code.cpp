@@ -79,8 +79,8 @@ Result<std::unique_ptr<CudaCode>> CudaCode::load_binary(const CudaApi& api, Imag
     code->home_id_ = current.id;
     if (again && !keep) {
         // The module has its own copy. Keeping ours would cost a new process a first touch of
-        // fresh memory for every kernel's bytes (8-9 us a kernel on the H200 host, measured),
-        // where letting them go lets the next read reuse the same memory.
+        // fresh memory for every kernel's bytes, where letting them go lets the next read reuse
+        // the same memory.
         code->owner_.reset();
         code->copy_ = std::string();
         code->image_ = {};
@@ -270,7 +270,7 @@ Result<CUfunction> CudaCode::home_function(CudaKernel& kernel) {
 }
 
 Result<CUfunction> CudaCode::launchable(CudaKernel& kernel) {
-    // Two or three driver calls, about 20 ns on the H200 host against 3 us for a launch.
+    // Two or three driver calls: small beside the launch itself.
     auto home = at_home();
     if (!home) return std::move(home).error();
     if (*home) return home_function(kernel);

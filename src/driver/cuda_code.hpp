@@ -2,15 +2,13 @@
 // loaded it.
 //
 // The library API (cuLibraryLoadData, CUkernel) serves every context; the module API
-// (cuModuleLoadData, CUfunction) serves the context current at the load only, and costs less: on
-// the H200 host new processes had a kernel ready (loaded and launched once) in 0.051-0.068 ms
-// through a module against 0.070-0.107 ms through a library (bench/results/
-// 2026-12-02-h200-compile-3.md). Most processes use one context. So a binary is loaded as a module
+// (cuModuleLoadData, CUfunction) serves the context current at the load only, and costs less
+// (docs/performance.md). Most processes use one context. So a binary is loaded as a module
 // into the context current when it is loaded (its home), and the library is made only when another
 // context asks for one of its kernels. Contexts are told apart by their unique IDs (cuCtxGetId),
 // never by address alone: the address of a destroyed context can come back for a new one.
 //
-// PTX, and a load with no current context, go through the library alone, as before.
+// PTX, and a load with no current context, go through the library alone.
 #pragma once
 
 #include <atomic>
@@ -102,7 +100,8 @@ private:
     bool ptx_ = false;
 
     std::atomic<CUlibrary> library_{nullptr};
-    // Stable addresses, a node each (a deque's first block alone is 0.6 KiB); under mutex_.
+    // Stable addresses, a node each (a deque's first block alone would outweigh most); under
+    // mutex_.
     std::list<CudaKernel> kernels_;
     // The JIT's logs, for PTX: with lazy loading the driver may write them at the first use in a
     // context, so they live as long as the library.

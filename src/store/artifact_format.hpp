@@ -23,9 +23,8 @@ namespace kcache::store {
 inline constexpr std::uint16_t kFormatVersion = 4;
 
 // How the payload is stored. Raw is the disk tier's choice: a warm start is judged against loading
-// the cubin from memory, and zstd's decompression alone (15 us for a 10 KiB cubin on the H200
-// host, more than a third of the cubin's load) cost more than the target allows. zstd is for
-// where bytes cost more than time (a remote tier).
+// the cubin from memory, and zstd's decompression alone costs more than the target allows
+// (docs/performance.md). zstd is for where bytes cost more than time (a remote tier).
 enum class Compression : std::uint8_t { kNone = 0, kZstd = 1 };
 
 enum class PayloadKind : std::uint8_t { kCubin = 1, kFatbin = 2, kPtx = 3 };

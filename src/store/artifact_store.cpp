@@ -16,8 +16,8 @@ std::optional<Found> ArtifactStore::find(const util::Fingerprint& fingerprint) {
     }
     if (!disk_) return std::nullopt;
     // Not copied up to memory: a disk hit is loaded at once and the driver keeps what it needs,
-    // and holding every hit's bytes cost a new process 8-9 us a kernel in first touches of memory
-    // on the H200 host (measured). A later find reads the disk again, from the page cache.
+    // and holding every hit's bytes would cost a new process first touches of fresh memory for
+    // every kernel (docs/performance.md). A later find reads the disk again, from the page cache.
     auto entry = disk_->get(fingerprint, DiskStore::Reading::kUncounted);
     if (!entry) return std::nullopt;
     return Found{std::move(entry), Tier::kDisk};

@@ -1,11 +1,10 @@
 // Each thread's one spare byte buffer: storage that a file read can take instead of fresh heap.
 //
-// A disk hit reads an entry (10 KiB to a few MiB), loads its cubin, and drops it. Freed, those
-// bytes often go back to the system (glibc trims its heap top, and the CUDA driver's own
-// allocations between two loads make that likely), so the next read faults its pages in again:
-// profiled on the H200 host, 6 us of a 25 us disk hit between two driver loads went to that
-// malloc and its page faults. An entry's bytes come back here when it dies, and the next read on
-// this thread reuses them, with their pages still mapped.
+// A disk hit reads an entry, loads its cubin, and drops it. Freed, those bytes often go back to
+// the system (glibc trims its heap top, and the CUDA driver's own allocations between two loads
+// make that likely), so the next read would fault its pages in again, a large part of a disk hit
+// (docs/performance.md). An entry's bytes come back here when it dies, and the next read on this
+// thread reuses them, with their pages still mapped.
 #pragma once
 
 #include <cstddef>

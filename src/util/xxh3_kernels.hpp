@@ -1,5 +1,5 @@
 // XXH3 over bulk bytes (entry checksums, source hashes), compiled twice: for the x86-64 baseline
-// (SSE2) and for AVX2, which hashes an 11 KiB entry in about 0.6 of the time. The variant is
+// (SSE2) and for AVX2, which hashes an entry in markedly less time. The variant is
 // chosen once per process from the CPU's features; both give the same hashes.
 #pragma once
 
