@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Benchmark programs for kcache: side-by-side comparisons in one run, printed as tables.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kcache_bench: hit path (kcache vs the seed model, 1..16 threads) and, with a GPU, launch cost.
 // Without a GPU the hit path runs over the fake driver, which answers current_arch() with no
 // driver call; absolute numbers only count from a GPU machine.

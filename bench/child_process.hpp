@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs this benchmark program again as a child process, for measurements that need a new process
 // (a warm start is a new process's first loads; the driver reads its cache settings at cuInit).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA C++ measurements for issue 3: how NVRTC scales across threads of one process (light and
 // heavy-header kernels; no GPU needed), a warm new process having its CUDA C++ kernel ready from
 // the disk tier (context creation timed apart), and kcache's warm-up of CUDA C++ kernels against

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hit path: kcache's lock-free lookup against the seed model's global mutex, 1..N threads.
 #include <algorithm>
 #include <atomic>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How fast the kernels kcache compiles run, against the same PTX compiled by the driver's JIT
 // (what users had before). nvJitLink compiles PTX as relocatable code and then links it, where the
 // driver's JIT compiles the whole program; the instructions differ (see the README), and this is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launch cost on a real GPU: a raw cuLaunchKernel against launching through a KernelHandle, by
 // key through kcache, and through the seed model (module mutex held through the launch).
 #include <algorithm>

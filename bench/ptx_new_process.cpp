@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 3's warm start as the issue words it: a new process loading 64 PTX kernels, each round
 // a new process per mode in turn: kcache from its disk tier (one kernel after another, and all at
 // once through warm_up), the floor (the same cubins, read into memory before the clock starts,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/seed_model.hpp"
 
 namespace kcache::bench {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A faithful C++ model of the seed's kernel cache (shared/seed/kernel_cache.rs.txt), for side by
 // side benchmarks: one global mutex around a string-keyed hash map of shared modules, and a
 // per-module mutex held through the launch, with the kernel looked up by name at every launch.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 3's measurements on a GPU: 64 distinct PTX kernels compiled cold (the driver's JIT on 1
 // and 16 threads against kcache's parallel warm-up, and nvJitLink alone on 1 and 16 threads), and
 // loaded warm in a new cache (disk tier) against the floor (the same cubin loaded from memory)

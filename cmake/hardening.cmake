@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sanitizer and libFuzzer flags for every target of the top-level directory (docs/testing.md).
 # Applied to the targets once they exist, so that the target list need not mention them.
 set_property(CACHE KCACHE_SANITIZE PROPERTY STRINGS "" address thread)

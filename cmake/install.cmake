@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # What `cmake --install` puts under the prefix: the headers, libkcache.so (with its SONAME) and
 # libkcache.a, the CMake package (find_package(kcache CONFIG): kcache::kcache, the shared library,
 # and kcache::kcache_static), kcache.pc for pkg-config, and the kcache command.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The library: one CMake library per layer of shared/DESIGN.md, combined into libkcache.a and
 # libkcache.so (kcache::kcache_static, kcache::kcache).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # kcache's own programs: the command, the benchmarks, and what the tests and benchmarks share.
 
 if(KCACHE_BUILD_TESTS AND NOT KCACHE_BUILD_TOOL)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The test suites (docs/testing.md); included when KCACHE_BUILD_TESTS is on.
 enable_testing()
 find_package(GTest REQUIRED)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PTX text generators and CPU references for the kcache example kernels (see ptx_kernels.hpp).
 
 #include "ptx_kernels.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PTX text generators for a few inference-style kernels, plus CPU references to check their
 // output against. Used by the kcache tests, benchmarks and demo.
 #pragma once

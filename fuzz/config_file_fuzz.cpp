@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: kcache.conf's text (util::parse_config_file), which a cache directory supplies:
 // every line it keeps is a setting the file may hold with a value its type accepts, and writing
 // those settings back (util::updated_config_text, as `kcache -o` does) reads back the same.

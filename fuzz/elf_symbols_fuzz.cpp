@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the ELF symbol reader (util::elf_symbols), which reads the cubins of cache entries
 // to name their kernels for `kcache ls`.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the stored entry decoder (store::decode and store::VerifiedArtifact::decode), which
 // reads bytes from the disk tier and, later, a remote one.
 #include <cstddef>

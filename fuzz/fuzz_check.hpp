@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the fuzz targets share: a check that stops the run (libFuzzer then saves the input) when a
 // property of a parser does not hold, in every build type.
 #pragma once

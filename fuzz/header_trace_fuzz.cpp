@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: NVRTC's device time trace (compile::headers_in_trace), a JSON file read back after
 // every CUDA C++ compile to learn which headers it read: any bytes give a list or nothing.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the key material text of an entry (store::KeyMaterial::parse and
 // store::KeyMaterialView::parse), the readable part of what the disk tier stores.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: a key-index record (store::parse_key_record), which a cache directory supplies:
 // whatever it accepts is written back to exactly the same text.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes the fuzz targets' seed corpora (fuzz/corpus/<target>/) from kcache's own encoders, so
 // that every seed is an input kcache really reads: `kcache_fuzz_seeds fuzz/corpus`.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the PTX parameter scanner (compile::ptx_param_sizes) and the param-sizes line of an
 // entry's key material (compile::parse_param_sizes_line), which a hit trusts for its launch check.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: a statistics shard's text (store::parse_stats_shard), which a cache directory
 // supplies: whatever it accepts is written back to the same text and read back the same.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the value parsers every setting goes through, wherever it came from
 // (util::parse_size, parse_bool, parse_unsigned, and check_value for every setting), and the
 // fingerprint a key index record names (store::parse_fingerprint).

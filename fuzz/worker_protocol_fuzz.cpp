@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the compile worker protocol (compile::decode_request, decode_response,
 // decode_hello, and read_frame fed through a pipe), which a pool reads from a worker process.
 #include <unistd.h>

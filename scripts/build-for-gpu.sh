@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the GPU-facing binaries here (Release) into .gpu-bin/, which the device tool carries to
 # the GPU machine, where scripts/gpu-check.sh runs them. The GPU machine lacks some of our build
 # dependencies (CLI11, xxhash headers); binaries built here run there unchanged.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job: installs what the build needs, builds, runs `kcache demo` (arguments pass through).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Reads `perf script -F tid,ip,sym,dso` output (gzipped or not) from scripts/gpu-profile.sh and
 prints, per kernel, where the time under one function goes: its callees one level down (the
 function's own time as "(self)"). Usage: fold-profile.py SCRIPT.txt.gz FUNCTION [PROCESSES]

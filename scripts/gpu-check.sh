@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # On the GPU machine, in one call: machine facts, the GPU tests, the CPU tests (16 cores of real
 # concurrency), the demo and the benchmarks. Results go to $OUT; summary.md is what gets committed
 # under bench/results/. Binaries come from .gpu-bin/ (scripts/build-for-gpu.sh), or are built here.

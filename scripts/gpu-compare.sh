@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # On the GPU machine: the hit-path and launch benchmark of two builds of kcache_bench, run in
 # turns (before, after, before, ...) so that the host's drift falls on both alike. Put the older
 # build's binary at .gpu-bin/kcache_bench_before (scripts/build-for-gpu.sh at that commit, then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # On the GPU machine: where a new process's PTX warm start spends its time, sampled by perf inside
 # the timed loads only (the bench opens and shuts perf's window around them). perf is not
 # installed there: scripts/pack-perf.sh packs this machine's perf and its libraries into

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build dependencies from Debian's packages (idempotent: quick when all present).
 # The CUDA toolkit (cuda.h) is expected at /usr/local/cuda, as on the project's machines;
 # libcuda itself is optional (loaded at run time).

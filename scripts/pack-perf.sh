@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Packs this machine's perf with every library it links, and the loader, into .perf-bin/ (ignored
 # by git), for scripts/gpu-profile.sh on a GPU machine that has no perf. Run it with the loader:
 #   .perf-bin/lib/ld-linux-x86-64.so.2 --library-path .perf-bin/lib .perf-bin/perf ...

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The hardening checks (docs/testing.md): the CPU suite under ASan+UBSan (build-asan/), the
 # suites where threads and processes meet under TSan (build-tsan/), and every fuzz target for
 # KCACHE_FUZZ_SECONDS (default 30) from its seed corpus (build-fuzz/). Steps may be named

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The test command: installs what the build needs, builds, runs every test (GPU tests skip
 # without a GPU) under ctest, then the sanitizer builds and fuzz targets
 # (scripts/test-hardening.sh) unless KCACHE_TEST_QUICK=1.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A non-owning reference to a callable: lets the cache take a caller's source generator without
 // allocating, since the generator only has to live for the duration of one lookup.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The in-process kernel cache: a caller's key -> a loaded kernel, compiled once per arch, handed
 // out as handles that launch with no further lookup.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shape of one kernel launch: grid, block, dynamic shared memory and stream.
 #pragma once
 

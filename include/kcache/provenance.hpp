@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a module's code was had: compiled now, found in a tier, or taken as the caller gave it.
 #pragma once
 

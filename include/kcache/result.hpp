@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Errors as values: every public kcache call returns Result<T>, a value or an Error with a
 // code, a message and, for compile failures, the compiler's log. No exception crosses the API.
 #pragma once

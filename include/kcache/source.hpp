@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a kernel is built from: the bytes a caller's generator returns on a miss.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kcache's version: the one place it is written (CMake reads it from here).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The build layer's face: a Source to a verified artifact without a GPU (DESIGN's lookup, steps
 // 2-4): the plan and its fingerprint, the tiers by fingerprint, one compile per fingerprint
 // across threads (single flight) and processes (a lock file beside the disk entry), the store.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the build layer gives the cache for one Source: a verified artifact (from a tier, or
 // compiled and stored now), or what the driver must load itself. No GPU has been asked.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One compile per fingerprint: threads of this process through single flight, processes through
 // a lock file beside the disk entry. Whoever waited looks in the tiers again.
 #include <chrono>

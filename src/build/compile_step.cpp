@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "build/compile_step.hpp"
 
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Step 4's compile: a planned Source through its compiler (NVRTC, in worker processes when there
 // are any, or nvJitLink), to an executable cubin.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every recipe of a fingerprint, in one place: what identifies an artifact in the tiers, what a
 // loaded module records of its source for verification, and what an artifact was built from.
 #pragma once

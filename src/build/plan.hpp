@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Step 2 of a lookup: what a host compile of a Source needs, and what names its artifact in the
 // tiers. A plan is made before any tier is asked and before any compiler runs.
 #pragma once

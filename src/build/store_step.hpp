@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Step 4's store: a compiled cubin made into an artifact (payload and readable key material) and
 // put to every tier, the caller's key recorded beside it for later miss explanations.
 #pragma once

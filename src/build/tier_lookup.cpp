@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "build/tier_lookup.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Step 3 of a lookup: the tiers asked by the plan's fingerprint, and what they hold checked
 // against the plan before it is served.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a cache counted, gathered from its own counters, its loaded modules and its tiers.
 #include "cache/loaded_modules.hpp"
 

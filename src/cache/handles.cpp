@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ModuleHandle and KernelHandle: reference counting on the module's stripes, and the checked
 // launch.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KernelCache: the public face of LoadedModules, plus configuration and the per-thread counters.
 #include "kcache/kernel_cache.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The caller's key, added once to an error where it leaves the public API ("key 'softmax:32':
 // ..."); the layers below say what failed, never whose key it was.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One loaded module: the code loaded for one (key, arch), the kernels resolved from it, and the
 // reference count that keeps it loaded while handles use it.
 #pragma once

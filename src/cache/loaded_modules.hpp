@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state behind a KernelCache: the published map, single flight, eviction and counters.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Step 5 of a lookup, its first half: what the build layer gave, loaded as a module in the
 // driver. A cubin the driver refuses falls back to the driver's JIT of the PTX it came from.
 #pragma once

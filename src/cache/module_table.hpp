@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache's map: open addressing, probed by readers with no lock. Writers (under the cache's
 // write lock) add modules in place while the table stays at most half full: a slot only ever
 // goes from null to a module, published with release, so a reader sees either. Growing and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The writers of the published map: publish, evict over budget, discard and clear. Each swaps
 // in a new table under the writers' lock and retires the old one through the epoch domain, so
 // that readers on the hit path never wait.

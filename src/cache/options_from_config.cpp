@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fills CacheOptions from a util::Config, so that kcache.conf, the environment and the command
 // line reach the cache through one precedence.
 #include "cache/options_from_config.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CacheOptions from the resolved configuration (util/config.hpp): the one place that knows both,
 // kept in src/cache because CacheOptions is the cache layer's type and util sits below it.
 #pragma once

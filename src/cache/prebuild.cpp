@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Making an artifact without loading it: for warm_up's workers (prepare) and for a prebuild,
 // which fills the tiers for an arch that needs no GPU here.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading and writing the settings through the accepted cache directory.
 #include "cache/settings.hpp"
 

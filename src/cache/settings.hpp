@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kcache's settings as a program sees them: the cache directory accepted first, then its
 // kcache.conf read through it, the environment and the command line over that (util/config), and
 // kcache.conf written back the same careful way (`kcache -o`).

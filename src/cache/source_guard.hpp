@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one guard every call of a caller's source generator goes through.
 #pragma once
 

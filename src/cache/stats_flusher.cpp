@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Delta computation and flush policy of StatsFlusher: the persistent statistics receive each
 // count once, whatever the number of flushes and whether some of them failed.
 #include "cache/stats_flusher.hpp"

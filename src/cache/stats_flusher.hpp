@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Carries a cache's in-process counters to its directory's persistent statistics: only what grew
 // since the last flush that reached the file, at most once per interval, and the rest at the end.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The calling thread's hit and miss counters (the seed's per-thread statistics).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KernelCache::warm_up: make many kernels' artifacts in parallel and load each as soon as it is
 // ready. Making one (a tier read, or a compile) needs no context and runs on worker threads;
 // loading resolves kernels in the caller's current context, so it stays on the calling thread,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which archs kcache hands its compilers, checked before any of them sees one: nvJitLink ends
 // the process on a name it cannot parse ("-arch=sm_7": "fatal : Unknown arch name").
 #pragma once

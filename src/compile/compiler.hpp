@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiling without a GPU: CUDA C++ to a cubin through NVRTC, and PTX to a cubin through
 // nvJitLink, for an exact arch, through src/driver (nvrtc.hpp, nvjitlink.hpp), which loads both
 // libraries at run time.

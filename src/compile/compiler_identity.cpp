@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The exact compiler a compile would use, named without loading it: the toolchain part of a
 // fingerprint (see compiler.hpp).
 #include <fcntl.h>

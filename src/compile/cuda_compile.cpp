@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA C++ to a cubin: NVRTC, then for the lean recipe nvJitLink, with the headers NVRTC read
 // checked against what the fingerprint covers.
 #include <atomic>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which headers a CUDA C++ compile may read from disk: the toolkit's, which the compiler's
 // identity covers, and others only where the program allows it (they are then not fingerprinted).
 #pragma once

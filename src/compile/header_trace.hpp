@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The headers NVRTC read, from its time trace: where the trace is written (TraceFolder) and how
 // it is read (headers_in_trace, declared in compiler.hpp). NVRTC has no -M; the trace is the only
 // account it gives of what it read from disk.

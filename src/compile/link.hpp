@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One input through nvJitLink to a cubin: PTX for link_ptx(), NVRTC's LTO IR for compile_cuda's
 // lean recipe.
 #pragma once

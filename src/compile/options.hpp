@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NVRTC options in one spelling for the fingerprint, so that "-D N=4", "-DN=4" and
 // "--define-macro=N=4" share one artifact, and a refusal for options that would make something
 // other than a loadable cubin for the cache's arch.

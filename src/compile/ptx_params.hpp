@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parameter sizes of a PTX module's kernels, read from their `.entry` declarations: what a
 // checked launch compares its arguments with, known without asking the driver (one call per
 // parameter), where a new process would pay that query at each kernel's first launch.

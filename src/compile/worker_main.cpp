@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The loop of a compile worker process: hello, then request in, compile_cuda, response out.
 #include "compile/worker_main.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The compile worker's side of the WorkerPool: `kcache compile-worker` runs this in a process of
 // its own, so that NVRTC compiles of several workers run in parallel (NVRTC serializes in-process).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Worker processes for CUDA C++ compiles: spawning, reuse, replacement of a dead worker and
 // reaping (compile/worker_pool.hpp).
 #include "compile/worker_pool.hpp"

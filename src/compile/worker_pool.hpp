@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiles CUDA C++ in worker processes (`kcache compile-worker`): NVRTC serializes compiles in one
 // process, processes don't (docs/performance.md).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Encoding, strict decoding and pipe framing of the compile worker protocol
 // (compile/worker_protocol.hpp).
 #include "compile/worker_protocol.hpp"

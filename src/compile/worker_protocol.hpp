@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The wire format between a WorkerPool and its compile worker processes: length-prefixed frames
 // over pipes carrying a compile request, a response, or the worker's hello.
 #pragma once

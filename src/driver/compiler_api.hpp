@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NVRTC (CUDA C++ -> PTX/cubin) and nvJitLink (PTX -> cubin) entry points, resolved at run time
 // with dlopen like the driver, so kcache builds and runs where they are missing and says so.
 // Only src/driver, its tests and the benchmarks include this header: src/compile goes through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which NVRTC and nvJitLink this process compiles with, named without loading them and without a
 // CUDA type, for src/compile: the loaded entry points stay in src/driver (compiler_api.hpp).
 #pragma once

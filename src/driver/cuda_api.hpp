@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA driver entry points kcache uses, resolved at run time from libcuda.so.1 with dlsym, so
 // that kcache builds and runs on machines without a driver. Only src/driver and GPU-only
 // tests/benchmarks include this header.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Code loaded for every context of the process, at the price of one context for the context that
 // loaded it.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The real driver over libcuda: code loaded once serves every context of the process (CudaCode).
 #include <memory>
 

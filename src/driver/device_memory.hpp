@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RAII helpers over the CUDA driver for programs that run kernels through kcache (the demo, GPU
 // tests, benchmarks): a device's primary context made current, and device buffers.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The seam between the cache and CUDA: everything the cache needs from a GPU driver, with no
 // CUDA type in sight. CudaDriver implements it over libcuda (loaded at run time); the tests'
 // FakeDriver (tests/testing) implements it in memory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One nvJitLink link, as src/compile asks for it: each step a typed result, no CUDA type in sight.
 // An error names the step that failed and nvJitLink's code ("nvJitLinkComplete failed (nvJitLink
 // error 4)") and carries nvJitLink's error log; the caller adds what was linked for which target.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One NVRTC program, as src/compile asks for it: each step a typed result, no CUDA type in sight.
 // An error names the NVRTC call that failed and NVRTC's word for why ("nvrtcGetCUBIN:
 // NVRTC_ERROR_..."); the caller adds which program and target it was.

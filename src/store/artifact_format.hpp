@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bytes of one stored artifact, the same on disk and (later) in Redis:
 //   header (magic, format version, payload kind, compression, lengths)
 //   key material (readable "name: value" lines), zero bytes up to a 16-byte boundary

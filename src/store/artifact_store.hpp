@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tiers behind a cache miss, by fingerprint: memory (what this process compiled), then disk (a
 // hit is not copied up: see find()). Either tier may be absent; an absent or failing disk leaves
 // kcache working from memory.

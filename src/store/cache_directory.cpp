@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Accepting the cache directory, and every file operation below it through the held descriptor.
 #include "store/cache_directory.hpp"
 

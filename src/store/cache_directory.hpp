@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache directory: accepted (owner, mode, links) before anything in it is read, then held
 // open, and the one way every part of kcache reaches a file in it (the disk tier, its cleaner
 // and catalog, the key index, the persistent statistics, kcache.conf), so that no part walks a

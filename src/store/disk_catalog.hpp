@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a disk cache directory holds, for people: every entry with its size, stamps and key
 // material (`kcache ls`, `kcache inspect`), and a check of every entry's checksum and structure
 // (`kcache verify`). Read-only unless asked to repair.

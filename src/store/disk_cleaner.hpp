@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Keeps a disk cache directory within its budgets: removes the least recently used entries (by
 // their mtime, kcache's own recency stamp), temporary files left by writers that died, and lock
 // files nobody needs any more. One process cleans a directory at a time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The disk tier: one file per fingerprint, $DIR/ab/cdef....kc, in the entry format. A bad entry
 // is a miss (removed and counted); an I/O failure is counted and never reaches a launch as
 // anything but a miss. The directory is kept within byte and file budgets, least recently used

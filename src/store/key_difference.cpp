@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Comparing key material field by field, and fitting both sides of each difference into one
 // log line without hiding the part that differs.
 #include "store/key_difference.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which part of the key material differs between a stored entry and the one wanted, as field
 // names and as one readable line for a miss's log entry.
 #pragma once

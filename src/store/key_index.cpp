@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The caller's-key index: tiny files written atomically, read back strictly, and never allowed to
 // fail a store or a lookup.
 #include "store/key_index.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which entry was stored last under each caller's key, so that a miss can be compared with its
 // nearest entry (usually the same kernel before the user changed its source, options, arch or
 // toolchain) and say what differs.

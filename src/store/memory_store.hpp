@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The memory tier: stored entries by fingerprint, bounded in bytes, least recently used out.
 // Sits in front of the disk tier so that a process asking twice reads the disk once. Entries are
 // shared, not copied: a disk hit is kept here and handed out as the same bytes.

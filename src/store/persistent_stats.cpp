@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shard files of the persistent statistics: parsing, formatting, and the locked
 // read-modify-write that keeps their counts exact across processes.
 #include "store/persistent_stats.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Statistics that outlive the process: counters summed over every program that used one cache
 // directory, kept as small text files under $DIR/stats/ for `kcache -s` to show and `-z` to zero.
 #pragma once

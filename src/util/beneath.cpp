@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The walk below a held directory: openat2 where the kernel has it, one level at a time where not.
 #include "util/beneath.hpp"
 

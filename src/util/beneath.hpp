@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The walk below a held directory: each level opened from the one above it, no symbolic link
 // followed, the errors of what lies on the way named for what they are.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The settings table, kcache.conf's reader and writer, and the precedence of where values come
 // from (command line > KCACHE_* environment > kcache.conf > defaults).
 #include "util/config.hpp"

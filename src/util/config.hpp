@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kcache's settings in one table, and where each value comes from: command line, KCACHE_*
 // environment, `kcache.conf` in the cache directory, defaults (the `-p`, `-k`, `-o` of the CLI).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "util/elf_build_id.hpp"
 
 #include <elf.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GNU build ID of a shared library, read from its file without loading it: the exact build of
 // a compiler, for the toolchain part of a fingerprint, at the cost of one open and a few reads.
 #pragma once

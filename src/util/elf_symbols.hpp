@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The symbol tables of a 64-bit little-endian ELF image held in memory, read with every offset,
 // size and index checked against the bytes given: for images that come from untrusted places
 // (a file, a cache entry), so that a malformed one is an error, never a read outside it.

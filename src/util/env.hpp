@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading the environment; the typed KCACHE_* settings are parsed by util/config.
 #pragma once
 

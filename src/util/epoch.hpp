@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Epoch-based reclamation: lets the cache's readers walk shared structures with no lock, while
 // writers defer freeing what they unlinked until no reader can still be looking at it.
 #pragma once

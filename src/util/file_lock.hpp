@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An exclusive advisory lock on a file (flock), across processes on one machine. Used so that N
 // processes missing one artifact compile it once; a lock that cannot be had in time is given up
 // on (the caller compiles privately), never turned into a failure.

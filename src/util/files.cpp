@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The real file system below a held directory: every level opened with openat() from the held
 // descriptor, no symbolic link followed, only regular files of a bounded size read.
 #include "util/files.hpp"

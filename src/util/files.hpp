@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The file operations the stores need, each below a directory held open and never following a
 // symbolic link, behind an interface so that tests can make them fail the way real disks do
 // (full, read-only) without needing such a disk.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // XXH3 is compiled inline (XXH_INLINE_ALL) so that kcache carries no run-time libxxhash
 // dependency onto machines that only have the CUDA driver. Bulk hashing goes through the
 // variant this CPU runs best (xxh3_kernels.hpp); the short keys of the hit path stay here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Content fingerprints: XXH3-128 over everything that determines a compiled kernel.
 #pragma once
 

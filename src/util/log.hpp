@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kcache is quiet until something is wrong: warnings (each once per process) on stderr by
 // default; KCACHE_LOG (or `log` in kcache.conf, or -o log=…) asks for more or for nothing:
 // "off"/"0", "warn", "info"/"1" (one line per miss, compile and eviction), "debug"/"2", or a path

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A held directory's path for messages, and whether its path still names it.
 #include "util/open_directory.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A directory held open (O_PATH), the base every file operation below it starts from.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names and printing for the public error and source types.
 #include "kcache/result.hpp"
 

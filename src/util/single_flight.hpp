@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Single flight: of all threads that miss one key at once, one (the leader) compiles; the others
 // wait for its outcome. The lock is never held during the compile (librtcx's placeholder-future
 // pattern).

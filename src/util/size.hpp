@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sizes as people write them, with ccache's units: k, M, G, T (powers of 1000) and Ki, Mi, Gi, Ti
 // (powers of 1024); a bare number means G, as in ccache. "0" means no limit wherever a budget
 // takes one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Each thread's one spare byte buffer: storage that a file read can take instead of fresh heap.
 //
 // A disk hit reads an entry, loads its cubin, and drops it. Freed, those bytes often go back to

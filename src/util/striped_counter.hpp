@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A counter that many threads bump without sharing a cache line: each thread adds to its own
 // stripe, and a reader sums the stripes. Reads are not a snapshot across stripes; they are for
 // statistics, never for decisions.

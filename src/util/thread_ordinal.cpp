@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "util/thread_ordinal.hpp"
 
 #include <atomic>

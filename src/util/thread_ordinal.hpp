@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small per-thread number, used to spread per-thread counters over separate cache lines.
 #pragma once
 

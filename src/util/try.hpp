@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Propagation of a failed Result in one line, as ccache's TRY does for its expected:
 //
 //     TRY(directory.check());                          // Result<void>: return its error

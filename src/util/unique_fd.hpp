@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one owner of a file descriptor: move-only, closes what it holds when it goes, however it
 // goes, and leaves errno as it found it so that an error path may close and then report.
 #pragma once

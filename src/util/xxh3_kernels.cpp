@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "util/xxh3_kernels.hpp"
 
 namespace kcache::util::xxh3 {

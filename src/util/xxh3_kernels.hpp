@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // XXH3 over bulk bytes (entry checksums, source hashes), compiled twice: for the x86-64 baseline
 // (SSE2) and for AVX2, which hashes an entry in markedly less time. The variant is
 // chosen once per process from the CPU's features; both give the same hashes.

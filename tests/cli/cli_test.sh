@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Integration tests of the kcache command: each case runs the real binary in a fresh cache
 # directory and checks its output and exit status. Usage: cli_test.sh KCACHE_BINARY CASE
 set -uo pipefail

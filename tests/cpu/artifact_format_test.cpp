@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The stored entry format: round trips, and every corruption is caught (flip any byte, cut at any
 // length), so that a damaged entry can only ever be a miss.
 #include "store/artifact_format.hpp"

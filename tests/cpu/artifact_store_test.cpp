@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tiers together: memory in front of disk, disk hits not copied up, disk failures not fatal.
 #include "store/artifact_store.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache directory's acceptance (owner, mode, links, read-only mode) and the stores reached
 // through it: what a hostile or careless directory can no longer make kcache do. Cases that need
 // permissions to matter run in a child process as `nobody` (root bypasses them).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kcache command's output writer (tools/kcache/output.hpp): text that cannot drive a
 // terminal, tables that fit one, and JSON that parses back to the bytes it was given.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NVRTC and nvJitLink loaders (groundwork for compiling without a GPU): on this machine the
 // CUDA toolkit is installed, so both must load, report their versions and resolve every symbol;
 // a missing library must be a clear error, not a crash.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // driver::NvrtcProgram and driver::NvJitLinkSession, the CUDA-free interface src/compile compiles
 // through: typed results, NVRTC's and nvJitLink's own words in the errors, move-only owners, and
 // a clear error (never a crash) where a library is missing.

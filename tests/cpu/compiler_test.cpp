@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The compile layer with the machine's real NVRTC and nvJitLink: no GPU is needed to compile.
 // Skipped where the CUDA toolkit's libraries are missing.
 #include "compile/compiler.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The lock-free hit path under fire: hits racing clear(), eviction and handle churn must never
 // touch an unloaded library, and every library must be unloaded exactly once in the end.
 #include <gtest/gtest-spi.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // util/config: the settings table, kcache.conf's reader and writer, the precedence command line >
 // environment > kcache.conf > defaults, and the CacheOptions made from it.
 #include "util/config.hpp"

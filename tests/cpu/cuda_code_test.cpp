@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CudaCode on the CPU, over a stub CudaApi that models contexts (told apart by ID, addresses
 // reused), modules bound to the context current at their load, and libraries for every context:
 // which copy of the code each context launches from, when the library is made, and when the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA C++ through the cache: compiled on the host by the real NVRTC, kept in the tiers under a
 // fingerprint that covers code, headers, normalized options and name expressions, and found again
 // by name expression in a new process. The fake driver loads the real cubins (by section name).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // store::list_entries, find_entry and verify_entries: what `kcache ls`, `inspect` and `verify`
 // show of a disk cache directory.
 #include "store/disk_catalog.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Keeping the disk tier within its budgets: least recently used entries go first, by the mtime
 // that a hit refreshes; stale temporaries and unused lock files are swept; one process cleans at
 // a time; nothing outside kcache's own entry folders is touched. Ages are set with utimensat, so

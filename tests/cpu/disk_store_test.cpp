@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The disk tier on a real temporary directory; full-disk and read-only failures through a seam in
 // the file layer (tests run as root in CI, where chmod cannot make a directory read-only).
 #include "store/disk_store.hpp"

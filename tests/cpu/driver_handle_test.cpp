@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // driver::LibraryId and driver::KernelId: distinct types, so that one cannot be passed where the
 // other is asked for, and neither is made from a bare pointer by accident.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // util::elf_build_id: the exact build of a compiler library, read from its file without loading it.
 #include "util/elf_build_id.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // util::elf_symbols: the symbol tables of an ELF image in memory, every part checked against the
 // bytes given. A real cubin (made here by ptxas when the toolkit has one), hand-made images, and
 // truncated or corrupt ones that must be errors, never a read outside the image.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // util::EpochDomain: a retired object is freed only once no reader pinned before its retirement
 // can still be looking at it.
 #include "util/epoch.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Eviction: the map keeps at most max_entries (key, arch) entries, dropping the least recently
 // used, preferring entries no handle holds; an evicted library stays loaded while a handle lives.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fakes::FakeDriver: the in-memory driver the cache tests stand on. If it misreads PTX or
 // miscounts, every other CPU test is measuring the wrong thing.
 #include "testing/fake_driver.hpp"

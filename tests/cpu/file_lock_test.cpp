@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FileLock across real processes: a stopped holder is not waited for, a live one is, a dead one
 // frees the lock at once; a silent cleaner's lock can be broken; nothing but a regular file is
 // ever locked.

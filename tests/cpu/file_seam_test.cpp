@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One owner of the cache directory and one file seam: a fault injected into the Files the disk
 // tier was opened with reaches everything that keeps files there (the disk tier, the key index,
 // the persistent statistics, the cleaner, the catalog), because each reaches its files only

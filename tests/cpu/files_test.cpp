@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The real file system below a held directory: what it reads, writes and removes, and that no
 // link, FIFO or oversized file below the directory can lead it astray.
 #include "util/files.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // build::source_digest and util::FingerprintBuilder: what identifies a compiled module.
 #include "util/fingerprint.hpp"
 

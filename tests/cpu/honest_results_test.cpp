@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a cache says is what it did: counters that add up across CacheStats, the directory's
 // persistent statistics and `kcache -s`; prebuilds that fail when nothing reached the disk; archs
 // checked before any compiler sees them; and a caller's generator that throws, wherever it is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KernelCache over the fake driver: hits and misses, statistics, errors, verification,
 // configuration, the seed's calls, clear() and the exclusive guard.
 #include <gtest/gtest.h>

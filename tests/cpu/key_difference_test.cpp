@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Naming what differs between two sets of key material: the fields, their order, and one short
 // readable line that still shows the part that changed.
 #include "store/key_difference.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The caller's-key index on a real temporary directory: what it remembers, what it refuses to
 // believe, and the miss explanation built on it.
 #include "store/key_index.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KernelHandle's launch checks: argument count (and, for typed launches, sizes) against the
 // kernel's parameters, before anything reaches the driver.
 #include <gtest/gtest.h>

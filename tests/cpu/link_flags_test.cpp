@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How kcache's programs are linked: every symbol bound at start, so that a warm new process's
 // first kernel does not bind each libc and libstdc++ function it calls for the first time.
 #include <elf.h>

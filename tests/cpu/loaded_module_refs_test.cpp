@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An entry's reference counts: the home counter that its first handle uses, the striped block
 // that hits by key allocate, and the unload once the entry is retired and nothing holds it.
 #include <gtest/gtest.h>

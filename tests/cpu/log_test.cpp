@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The log: KCACHE_LOG builds its line only when its level is on.
 #include "util/log.hpp"
 

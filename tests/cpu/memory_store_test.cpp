@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The memory tier: a byte budget with least-recently-used eviction.
 #include "store/memory_store.hpp"
 

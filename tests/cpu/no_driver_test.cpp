@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The default driver on a machine with no usable GPU (the CPU test machine): every call says why,
 // as an error value, and nothing crashes.
 #include <gtest/gtest.h>

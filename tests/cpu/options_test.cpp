@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // compile::normalize_options: one spelling per NVRTC option for the fingerprint, and a refusal for
 // options that would make something other than a loadable cubin for the cache's arch.
 #include "compile/options.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The persistent statistics of a cache directory: the file format, corruption, zeroing, and exact
 // sums under many processes writing and reading at once.
 #include "store/persistent_stats.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parameter sizes read from PTX `.entry` declarations; whatever is not read completely is left to
 // the driver.
 #include "compile/ptx_params.hpp"

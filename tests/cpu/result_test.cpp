@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Result<T> and Error: the value-or-error type every public kcache call returns.
 #include "kcache/result.hpp"
 #include "util/try.hpp"

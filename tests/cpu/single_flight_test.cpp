@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Single flight: of all threads that miss one (key, arch) at once, one compiles and the others
 // wait for its outcome; different keys do not wait for each other.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // util::parse_size and format_size: ccache's size units.
 #include "util/size.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Each thread's spare buffer: what a dropped entry gives back, the next file read reuses.
 #include "util/spare_buffer.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StatsFlusher: each count reaches the persistent statistics once, however often and from however
 // many threads it flushes, and a periodic flush stays within its interval.
 #include "cache/stats_flusher.hpp"

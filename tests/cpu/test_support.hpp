@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the CPU tests: a cache over a FakeDriver, realistic PTX sources from
 // examples/, and launch arguments that match the example kernels' parameter lists.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A miss through the artifact tiers: PTX compiled on the host by the real nvJitLink, kept in
 // memory and on disk, and a new cache on the same directory (a new process) compiling nothing.
 // The fake driver loads the real cubins (it finds their kernels by section name).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // WorkerPool with the real `kcache compile-worker` (KCACHE_TOOL_PATH), and with commands that
 // are not workers or die mid-request. NVRTC is only ever loaded in the worker processes.
 #include "compile/worker_pool.hpp"

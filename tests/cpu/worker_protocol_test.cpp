@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The compile worker protocol: payloads round-trip, anything malformed is an error value (never a
 // crash, never a large allocation), frames survive pipes, and the worker loop answers bad requests.
 #include "compile/worker_protocol.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The XXH3 variants (baseline and AVX2) give xxhash's own hashes, one-shot and streamed, at every
 // length around the algorithm's internal block sizes.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU tests: the real driver on a real device. Each test skips cleanly where there is no GPU
 // (CI); scripts/gpu-check.sh runs them on the H200.
 #include <gtest/gtest.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The hostile-directory suite of issue 15: each case turns the cache directory against its user
 # (or is as careless as a user may be) and checks what kcache does, end to end through the CLI,
 # run as `nobody` so that permissions matter (and, for library_conf_program, through a small

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers of the hostile-directory suite (tests/hostile/hostile_test.sh sources this).
 # Permissions only matter for a user who is not root, so every kcache call runs as `nobody`
 # through runuser, with a clean environment, bounded by `timeout`: a hang is a failure, never a

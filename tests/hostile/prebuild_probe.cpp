@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a program that uses kcache as a library does, for the hostile-directory suite: the
 // process-wide cache (KernelCache::global(), configured from the environment and kcache.conf)
 // prebuilds one CUDA C++ file for an arch. Usage: kcache_hostile_probe FILE.cu ARCH

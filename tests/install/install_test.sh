@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # kcache as a dependency (tests/install/consumer/): installs the already-built tree to a temporary
 # prefix, then builds and runs a small program against it three ways: the CMake package's shared
 # and static libraries, and pkg-config's flags on a plain compiler line.

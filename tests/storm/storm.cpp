@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The multi-process storm of issue 15: writers prebuilding shared kernels, readers that compare
 // every byte they load with their own fresh compile, `kcache -C`, `kcache -c` under a tiny budget,
 // `kcache verify --repair` and `kill -9` of writers, all at once on one cache directory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An in-memory driver for CPU tests: "loads" PTX by parsing its .entry declarations, counts
 // loads, unloads and launches, and can be told to fail or to be slow.
 #pragma once

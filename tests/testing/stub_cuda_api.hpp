@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A CPU stub of the CUDA driver's entry points (driver::CudaApi) for CudaCode's tests: it models
 // contexts (told apart by ID, addresses reused), modules bound to the context current at their
 // load, and libraries for every context, and records what it was asked.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kcache compile FILE...`: fills the cache with .cu and .ptx files compiled for an arch, without
 // a GPU, so that no kernel is compiled in production.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kcache demo`: the seed's scenario, an inference-like loop over shape-keyed kernels.
 #pragma once
 

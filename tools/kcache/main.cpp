@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kcache command: ccache's maintenance flags where the meaning is the same (-C, -c,
 // --evict-older-than, -d), and subcommands: demo, compile, ls, inspect, verify.
 #include <CLI/CLI.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kcache command's work on a cache directory: clear, cleanup (budgets, age), ls, inspect,
 // verify. Each returns the process exit status and prints what it did.
 #pragma once

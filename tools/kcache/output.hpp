@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the kcache command writes, in one place: text made safe for a terminal, tables that fit
 // one, and JSON (nlohmann-json) that stays valid whatever bytes an entry holds. The commands
 // build rows and objects; none formats a column or a string literal itself.

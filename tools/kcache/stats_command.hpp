@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `kcache -s` (the statistics of every program that used a cache directory, with its size
 // against the budgets) and `kcache -z` (zero them).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A user's program: one lookup through the installed library, with no GPU needed. Exits 1 when
 // the version the package declares is not the one its header says.
 #include <cstdio>
