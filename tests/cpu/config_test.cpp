@@ -1,7 +1,6 @@
-// util/config: the settings table, kcache.conf's reader and writer, the precedence command line >
-// environment > kcache.conf > defaults, and the CacheOptions made from it.
-#include "util/config.hpp"
-
+// cache/settings_table over util/config: the settings table, kcache.conf's reader and writer, the
+// precedence command line > environment > kcache.conf > defaults, and the CacheOptions made from
+// it.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,10 +20,15 @@
 
 #include "cache/options_from_config.hpp"
 #include "cache/settings.hpp"
+#include "cache/settings_table.hpp"
 #include "test_support.hpp"
 
-namespace kcache::util {
+namespace kcache::cache {
 namespace {
+
+// The generic machinery's names (Setting, Config, parse_bool...); kcache's table and its rules
+// (settings(), load_config, config_directory...) are cache's, which hide util's of the same name.
+using namespace kcache::util;
 
 using Overrides = std::map<std::string, std::string>;
 
@@ -578,7 +582,7 @@ TEST(ConfigUserGuide, SettingsTableIsTheGeneratedOne) {
     // The table is the documentation of every setting: a guide without it fails, never skips.
     ASSERT_TRUE(begin != std::string::npos && end != std::string::npos && end > begin)
         << "docs/user-guide.md has no " << open.substr(0, open.size() - 1) << " ... " << close
-        << " markers; paste util::settings_markdown_table() between them";
+        << " markers; paste cache::settings_markdown_table() between them";
     std::string inside = guide.substr(begin + open.size(), end - begin - open.size());
     while (!inside.empty() && inside.front() == '\n') inside.erase(0, 1);
     while (inside.size() > 1 && inside.ends_with("\n\n")) inside.pop_back();
@@ -586,4 +590,4 @@ TEST(ConfigUserGuide, SettingsTableIsTheGeneratedOne) {
 }
 
 }  // namespace
-}  // namespace kcache::util
+}  // namespace kcache::cache
