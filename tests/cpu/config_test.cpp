@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -571,6 +572,50 @@ TEST(ConfigTable, MarkdownHasAHeaderAndOneRowPerSetting) {
               settings().size() + 2);
     EXPECT_NE(table.find("| `max_size` | `KCACHE_MAX_SIZE` | `4Gi` | byte budget"),
               std::string::npos);
+}
+
+// util/config knows no product: another program's table brings its own file name, directory
+// setting and words, and nothing of kcache's shows in what it says.
+constexpr std::array kOtherTable = {
+    Setting{"home", "OTHER_HOME", SettingType::kPath, SettingScope::kNotInFile, "", "none",
+            "where other.ini lives", "other.ini lives in it"},
+    Setting{"jobs", "OTHER_JOBS", SettingType::kUnsigned, SettingScope::kAnywhere, "2", "`2`",
+            "jobs"},
+};
+const SettingsSchema kOtherSchema{.settings = kOtherTable,
+                                  .file_name = "other.ini",
+                                  .directory_key = "home",
+                                  .directory_flag = "--home",
+                                  .in_code = "Other::Options"};
+
+TEST(GenericConfig, AnotherProgramsTableSpeaksItsOwnWords) {
+    const ParsedConfigFile parsed =
+        util::parse_config_file(kOtherSchema, "jobs = 4\nhome = /x\ncolour = 1\n", "/o/other.ini");
+    ASSERT_EQ(parsed.settings.size(), 1u);
+    EXPECT_EQ(parsed.settings[0].setting, &kOtherTable[1]);
+    EXPECT_EQ(parsed.settings[0].value, "4");
+    ASSERT_EQ(parsed.problems.size(), 2u);
+    EXPECT_EQ(parsed.problems[0],
+              "/o/other.ini:2: home cannot be set in other.ini (other.ini lives in it); use --home "
+              "or OTHER_HOME");
+    EXPECT_EQ(parsed.problems[1], "/o/other.ini:3: unknown setting 'colour' (known: home, jobs)");
+    auto refused = util::check_file_setting(kOtherSchema, "home", "/y");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().message(),
+              "home cannot be set in other.ini; use --home or OTHER_HOME");
+
+    ScopedEnv env;
+    env.set("OTHER_JOBS", "7");
+    const ConfigFile file{.path = "/o/other.ini", .text = "jobs = 3\n", .error = std::nullopt};
+    auto config = util::load_config(
+        kOtherSchema, "", util::config_entry(kOtherTable[0], "/o", SettingOrigin::kCommandLine, {}),
+        {}, &file);
+    ASSERT_TRUE(config.ok()) << config.error().describe();
+    EXPECT_EQ(config->directory(), "/o");
+    EXPECT_EQ(config->config_file(), "/o/other.ini");
+    EXPECT_EQ(*config->get_uint("jobs"), 7u);
+    EXPECT_EQ(config->get("jobs")->origin_name, "environment (OTHER_JOBS)");
+    EXPECT_EQ(util::settings_markdown_table(kOtherTable).find("kcache"), std::string::npos);
 }
 
 TEST(ConfigUserGuide, SettingsTableIsTheGeneratedOne) {
