@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzz target: kcache.conf's text (util::parse_config_file), which a cache directory supplies:
+// Fuzz target: kcache.conf's text (cache::parse_config_file), which a cache directory supplies:
 // every line it keeps is a setting the file may hold with a value its type accepts, and writing
 // those settings back (util::updated_config_text, as `kcache -o` does) reads back the same.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "cache/settings_table.hpp"
 #include "fuzz_check.hpp"
-#include "util/config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace kcache::util;
+    using kcache::cache::check_file_setting;
+    using kcache::cache::parse_config_file;
     // A copy sized exactly, so that ASan catches a read one past the text.
     const std::string text(reinterpret_cast<const char*>(data), size);
     const ParsedConfigFile parsed = parse_config_file(text, "/fuzz/kcache.conf");

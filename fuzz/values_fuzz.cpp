@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "cache/settings_table.hpp"
 #include "fuzz_check.hpp"
 #include "store/key_index.hpp"
 #include "util/config.hpp"
@@ -18,6 +19,8 @@
 namespace {
 
 using namespace kcache::util;
+using kcache::cache::find_setting;
+using kcache::cache::settings;
 
 bool accepted_by_type(const Setting& setting, std::string_view text) {
     switch (setting.type) {

@@ -94,6 +94,8 @@ struct CacheOptions {
 // What a cache counted. Lookups (kernel(), module(), warm_up()) are hits or misses; a miss that
 // reached the tiers ended as exactly one of memory_hits, disk_hits or disk_misses (with a disk
 // tier). prebuild() is no lookup: it counts in prebuilds, and in compiles when it compiled.
+// The counters kept across processes (for `kcache -s`) are listed once, by these field names, in
+// KCACHE_STATS_COUNTERS (src/store/persistent_stats.hpp); a new one needs a field here too.
 struct CacheStats {
     std::uint64_t hits = 0;
     std::uint64_t misses = 0;

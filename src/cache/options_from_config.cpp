@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fills CacheOptions from a util::Config, so that kcache.conf, the environment and the command
-// line reach the cache through one precedence.
+// Fills CacheOptions from the resolved util::Config, so that kcache.conf, the environment and the
+// command line reach the cache through one precedence.
 #include "cache/options_from_config.hpp"
 
 #include <cstddef>

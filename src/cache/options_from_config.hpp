@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// CacheOptions from the resolved configuration (util/config.hpp): the one place that knows both,
-// kept in src/cache because CacheOptions is the cache layer's type and util sits below it.
+// CacheOptions from the resolved configuration (cache/settings_table.hpp): the one place that
+// knows both the settings and CacheOptions.
 #pragma once
 
+#include "cache/settings_table.hpp"
 #include "kcache/kernel_cache.hpp"
-#include "util/config.hpp"
 
 namespace kcache::cache {
 

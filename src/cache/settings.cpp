@@ -29,7 +29,7 @@ store::DirectoryPolicy directory_policy(const util::Config& config) {
 Result<util::Config> load_settings(const std::map<std::string, std::string>& command_line) {
     // First without kcache.conf: what decides whether the directory may be trusted never comes
     // from a file inside it.
-    auto outside = util::load_config({}, command_line);
+    auto outside = load_config({}, command_line);
     if (!outside) return outside;
     if (outside->directory().empty()) {
         util::set_log_setting(outside->get("log")->value);
@@ -41,7 +41,7 @@ Result<util::Config> load_settings(const std::map<std::string, std::string>& com
     policy.create = false;  // reading settings makes nothing
     auto directory = store::CacheDirectory::open(outside->directory(), policy);
     if (directory) {
-        auto text = (*directory)->read(util::kConfigFileName, store::kMaxSmallFileBytes);
+        auto text = (*directory)->read(kConfigFileName, store::kMaxSmallFileBytes);
         if (text) {
             file.text = std::move(*text);
         } else {
@@ -50,14 +50,14 @@ Result<util::Config> load_settings(const std::map<std::string, std::string>& com
     }
     // A directory that is refused or unusable leaves kcache.conf unread; that is no setting's
     // fault, and whatever uses the directory (the disk tier, a command) says why, once.
-    auto config = util::load_config({}, command_line, &file);
+    auto config = load_config({}, command_line, &file);
     if (config) util::set_log_setting(config->get("log")->value);
     return config;
 }
 
 Result<void> set_config_value(const std::string& directory, const store::DirectoryPolicy& policy,
                               std::string_view key, std::string_view value) {
-    if (auto allowed = util::check_file_setting(key, value); !allowed) return allowed;
+    if (auto allowed = check_file_setting(key, value); !allowed) return allowed;
     if (directory.empty()) {
         return Error(Errc::kInvalidArgument, "no cache directory to write kcache.conf in");
     }
@@ -68,16 +68,16 @@ Result<void> set_config_value(const std::string& directory, const store::Directo
     const store::CacheDirectory& dir = **opened;
     // Without the lock, two processes setting different keys would each write the file they
     // read, and the later rename would drop the other's key.
-    const std::string lock_name = std::string(util::kConfigFileName) + ".lock";
+    const std::string lock_name = std::string(kConfigFileName) + ".lock";
     const auto lock = dir.lock(lock_name, kConfigLockPatience);
     if (!lock) {
         return Error(Errc::kIoError, "could not lock " + dir.path_of(lock_name) +
                                          " (it cannot be opened, or another kcache held it for " +
                                          std::to_string(kConfigLockPatience.count()) + " s)");
     }
-    auto old = dir.read(util::kConfigFileName, store::kMaxSmallFileBytes);
+    auto old = dir.read(kConfigFileName, store::kMaxSmallFileBytes);
     if (!old) return old.error();
-    return dir.write_atomic(util::kConfigFileName,
+    return dir.write_atomic(kConfigFileName,
                             util::updated_config_text(old->value_or(""), key, value));
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // kcache's settings as a program sees them: the cache directory accepted first, then its
-// kcache.conf read through it, the environment and the command line over that (util/config), and
+// kcache.conf read through it, the environment and the command line over that (settings_table), and
 // kcache.conf written back the same careful way (`kcache -o`).
 #pragma once
 
@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
+#include "cache/settings_table.hpp"
 #include "kcache/result.hpp"
 #include "store/cache_directory.hpp"
-#include "util/config.hpp"
 
 namespace kcache::cache {
 

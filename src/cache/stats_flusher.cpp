@@ -11,26 +11,10 @@ namespace kcache::cache {
 
 store::StatsCounters counters_of(const CacheStats& stats) noexcept {
     store::StatsCounters c;
-    c.hits = stats.hits;
-    c.misses = stats.misses;
-    c.waits = stats.waits;
-    c.memory_hits = stats.memory_hits;
-    c.compiles = stats.compiles;
-    c.compile_failures = stats.compile_failures;
-    c.compile_ns = stats.compile_ns;
-    c.evictions = stats.evictions;
-    c.verify_failures = stats.verify_failures;
-    c.disk_hits = stats.disk_hits;
-    c.disk_misses = stats.disk_misses;
-    c.disk_writes = stats.disk_writes;
-    c.disk_errors = stats.disk_errors;
-    c.disk_corrupt = stats.disk_corrupt;
-    c.config_errors = stats.config_errors;
-    c.disk_evicted = stats.disk_evicted;
-    c.disk_evicted_bytes = stats.disk_evicted_bytes;
-    c.disk_rejected = stats.disk_rejected;
-    c.prebuilds = stats.prebuilds;
-    c.prebuild_compiles = stats.prebuild_compiles;
+    // By name from the one list: a counter without its CacheStats field does not compile.
+#define KCACHE_COPY_COUNTER(name, unit, group, label) c.name = stats.name;
+    KCACHE_STATS_COUNTERS(KCACHE_COPY_COUNTER)
+#undef KCACHE_COPY_COUNTER
     return c;
 }
 

@@ -15,7 +15,8 @@
 
 namespace kcache::cache {
 
-// The counters of `stats`; its gauges (entries, loaded libraries, disk_enabled) are left out.
+// The counters of `stats` (KCACHE_STATS_COUNTERS); its gauges (entries, loaded libraries,
+// disk_enabled) and what is not kept across processes (code_gone, read_backs) are left out.
 store::StatsCounters counters_of(const CacheStats& stats) noexcept;
 
 // `now - before`, field by field. A field that went down (a source that restarted from zero)

@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "util/config.hpp"
 #include "util/file_lock.hpp"
 #include "util/log.hpp"
 
@@ -226,7 +225,7 @@ std::vector<std::pair<std::string, util::FileStatus>> other_temporaries(
     bool stats = false;
     for (const std::string& name : top) {
         stats = stats || name == "stats";
-        if (stem_of(name) == std::optional<std::string_view>(util::kConfigFileName)) add(name);
+        if (stem_of(name) == std::optional<std::string_view>(kConfigFileName)) add(name);
     }
     if (!stats) return found;
     auto names = directory.list("stats");

@@ -28,6 +28,8 @@ inline constexpr std::chrono::hours kStaleTemporaryAge{1};
 inline constexpr std::chrono::hours kStaleIndexRecordAge{24 * 30};
 // Taken, never waited for, by the process that cleans; it lies beside the entry folders.
 inline constexpr const char* kCleanupLockName = "cleanup.lock";
+// The settings file a cache directory may hold, which a cleanup keeps.
+inline constexpr std::string_view kConfigFileName = "kcache.conf";
 
 // Lowercase hex digits only, at least one: fingerprints and the folder names made from them.
 inline bool is_hex(std::string_view text) {

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "util/config.hpp"
+#include "util/env.hpp"
 #include "util/log.hpp"
 
 namespace kcache::store {
@@ -23,10 +23,12 @@ std::uint64_t scan_interval(std::uint64_t budget) {
 }  // namespace
 
 Result<std::string> default_directory() {
-    // One rule for the directory, the configuration's (which also says where it came from).
-    auto entry = util::config_directory({});
-    if (!entry) return entry.error();
-    return entry->value;
+    // The one rule for the directory; the configuration (cache/settings_table) asks it too.
+    if (auto value = util::env_string("KCACHE_DIR")) return *value;
+    if (auto xdg = util::env_string("XDG_CACHE_HOME")) return *xdg + "/kcache";
+    if (auto home = util::env_string("HOME")) return *home + "/.cache/kcache";
+    return Error(Errc::kIoError,
+                 "no cache directory: set KCACHE_DIR (neither XDG_CACHE_HOME nor HOME is set)");
 }
 
 Result<std::unique_ptr<DiskStore>> DiskStore::open(const DiskOptions& options) {

@@ -23,29 +23,11 @@ constexpr char kHexDigits[] = "0123456789abcdef";
 // 9999-12-31: later than any zero() kcache will do, early enough for every calendar conversion.
 constexpr std::uint64_t kLatestZeroedAt = 253402300799;
 
-constexpr std::array<StatsField, 20> kFields{{
-    {"hits", &StatsCounters::hits},
-    {"misses", &StatsCounters::misses},
-    {"waits", &StatsCounters::waits},
-    {"memory_hits", &StatsCounters::memory_hits},
-    {"compiles", &StatsCounters::compiles},
-    {"compile_failures", &StatsCounters::compile_failures},
-    {"compile_ns", &StatsCounters::compile_ns},
-    {"evictions", &StatsCounters::evictions},
-    {"verify_failures", &StatsCounters::verify_failures},
-    {"disk_hits", &StatsCounters::disk_hits},
-    {"disk_misses", &StatsCounters::disk_misses},
-    {"disk_writes", &StatsCounters::disk_writes},
-    {"disk_errors", &StatsCounters::disk_errors},
-    {"disk_corrupt", &StatsCounters::disk_corrupt},
-    {"disk_evicted", &StatsCounters::disk_evicted},
-    {"disk_evicted_bytes", &StatsCounters::disk_evicted_bytes},
-    {"disk_rejected", &StatsCounters::disk_rejected},
-    {"prebuilds", &StatsCounters::prebuilds},
-    {"prebuild_compiles", &StatsCounters::prebuild_compiles},
-    {"config_errors", &StatsCounters::config_errors},
-}};
-// Every counter must be listed, or it would silently never reach the file.
+#define KCACHE_STATS_FIELD(name, unit, group, label) \
+    StatsField{#name, &StatsCounters::name, StatsUnit::unit, StatsGroup::group, label},
+constexpr std::array kFields{KCACHE_STATS_COUNTERS(KCACHE_STATS_FIELD)};
+#undef KCACHE_STATS_FIELD
+// The struct and the table come from one list; zeroed_at is the one field that is no counter.
 static_assert(sizeof(StatsCounters) == (kFields.size() + 1) * sizeof(std::uint64_t));
 
 bool valid_name(std::string_view name) {
@@ -164,6 +146,15 @@ StatsCounters& StatsCounters::operator+=(const StatsCounters& other) noexcept {
 
 std::span<const StatsField> stats_fields() noexcept {
     return kFields;
+}
+
+std::uint64_t group_total(const StatsCounters& counters, StatsGroup group) noexcept {
+    std::uint64_t total = 0;
+    if (group == StatsGroup::kNone) return total;
+    for (const StatsField& field : kFields) {
+        if (field.group == group) total += counters.*(field.member);
+    }
+    return total;
 }
 
 PersistentStats PersistentStats::at(std::shared_ptr<const CacheDirectory> directory) {

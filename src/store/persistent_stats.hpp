@@ -17,33 +17,49 @@
 
 namespace kcache::store {
 
-// Counters only (no gauges such as the number of entries): every field is a sum over processes.
-// The names are those of the stats file and, writing "disk_" as "disk." and compile_ns as
-// compile_seconds, those of `kcache -s --json`. They add up as CacheStats's do: a lookup's miss
-// that reached the tiers is one of memory_hits, disk_hits, disk_misses; prebuilds are apart. A
-// saved-time estimate: (memory_hits + disk_hits) lookups were served without compiling, at
+// The one list of counters, in the order the stats file, `kcache -s` and `kcache -s --json` show
+// them: X(name, unit, group, label). Adding a counter is one line here, a field of the same name
+// in CacheStats (counters_of() copies each by name, so a missing one fails to compile), and the
+// code that counts it; the shard file, the flusher's delta, the JSON and the -s table follow.
+//   name:  the stats file's, CacheStats's and the JSON's ("disk_x" as "disk": {"x"}, a "_ns"
+//          counter as "_seconds"); a name never changes meaning (see kFormatVersion).
+//   unit:  kCount, kNanoseconds (shown in seconds) or kBytes.
+//   group: a sum that -s and the JSON show with a share of it for each member: kLookups (a lookup
+//          is a hit or a miss), kTierLookups (a lookup's miss that reached the tiers is exactly one
+//          of memory_hits, disk_hits, disk_misses; prebuilds are apart); kNone.
+//   label: the -s table's row; empty where another row shows it as a note.
+// A saved-time estimate: (memory_hits + disk_hits) lookups were served without compiling, at
 // compile_ns / compiles each (a prebuild found stored saved nothing: it is not among them).
+#define KCACHE_STATS_COUNTERS(X)                                                        \
+    X(hits, kCount, kLookups, "  Hits (loaded in the process):")                        \
+    X(misses, kCount, kLookups, "  Misses:")                                            \
+    X(waits, kCount, kNone, "    waited for another thread:")                           \
+    X(memory_hits, kCount, kTierLookups, "  from the memory tier:")                     \
+    X(disk_hits, kCount, kTierLookups, "  from the disk tier:")                         \
+    X(disk_misses, kCount, kTierLookups, "  in neither tier:")                          \
+    X(disk_rejected, kCount, kNone, "    entries of other key material replaced:")      \
+    X(compiles, kCount, kNone, "Compiles:")                                             \
+    X(compile_failures, kCount, kNone, "  failed:")                                     \
+    X(prebuilds, kCount, kNone, "Prebuilds (kcache compile):")                          \
+    X(prebuild_compiles, kCount, kNone, "") /* of compiles: those of prebuilds */       \
+    X(compile_ns, kNanoseconds, kNone, "Compile time spent:") /* failures included */   \
+    X(evictions, kCount, kNone, "Evicted from loaded maps:")                            \
+    X(verify_failures, kCount, kNone, "Verify failures:")                               \
+    X(disk_writes, kCount, kNone, "Disk writes:")                                       \
+    X(disk_errors, kCount, kNone, "  errors:")                                          \
+    X(disk_corrupt, kCount, kNone, "  corrupt entries removed:")                        \
+    X(disk_evicted, kCount, kNone, "  evicted:")                                        \
+    X(disk_evicted_bytes, kBytes, kNone, "")              /* shown with disk_evicted */ \
+    X(config_errors, kCount, kNone, "Settings not used:") /* settings a process could not use */
+
+enum class StatsUnit : std::uint8_t { kCount, kNanoseconds, kBytes };
+enum class StatsGroup : std::uint8_t { kNone, kLookups, kTierLookups };
+
+// Counters only (no gauges such as the number of entries): every field is a sum over processes.
 struct StatsCounters {
-    std::uint64_t hits = 0;    // lookups answered from the loaded map
-    std::uint64_t misses = 0;  // lookups that were not
-    std::uint64_t waits = 0;   // misses that waited for another thread's compile
-    std::uint64_t memory_hits = 0;
-    std::uint64_t compiles = 0;
-    std::uint64_t compile_failures = 0;
-    std::uint64_t compile_ns = 0;  // time spent compiling, failures included
-    std::uint64_t evictions = 0;   // entries dropped from a process's loaded map
-    std::uint64_t verify_failures = 0;
-    std::uint64_t disk_hits = 0;
-    std::uint64_t disk_misses = 0;
-    std::uint64_t disk_writes = 0;
-    std::uint64_t disk_errors = 0;
-    std::uint64_t disk_corrupt = 0;
-    std::uint64_t disk_evicted = 0;
-    std::uint64_t disk_evicted_bytes = 0;
-    std::uint64_t disk_rejected = 0;  // of disk_misses: an entry of other key material
-    std::uint64_t prebuilds = 0;
-    std::uint64_t prebuild_compiles = 0;  // of compiles: those of prebuilds
-    std::uint64_t config_errors = 0;      // settings a process could not use
+#define KCACHE_STATS_MEMBER(name, unit, group, label) std::uint64_t name = 0;
+    KCACHE_STATS_COUNTERS(KCACHE_STATS_MEMBER)
+#undef KCACHE_STATS_MEMBER
     // Seconds since the Unix epoch of the last zero(); 0: never zeroed. A time, not a counter:
     // += keeps the later of the two.
     std::uint64_t zeroed_at = 0;
@@ -52,13 +68,19 @@ struct StatsCounters {
     bool operator==(const StatsCounters&) const = default;
 };
 
-// One counter's name and field, for code that lists them all (the file format, the CLI).
+// One counter of KCACHE_STATS_COUNTERS, for code that lists them all (the file format, the
+// flusher, the CLI).
 struct StatsField {
     std::string_view name;
     std::uint64_t StatsCounters::*member;
+    StatsUnit unit;
+    StatsGroup group;
+    std::string_view label;
 };
-// Every counter, zeroed_at excluded, in the order the stats file lists them.
+// Every counter, zeroed_at excluded, in KCACHE_STATS_COUNTERS's order.
 std::span<const StatsField> stats_fields() noexcept;
+// The sum of the counters of `group` (kNone: 0).
+std::uint64_t group_total(const StatsCounters& counters, StatsGroup group) noexcept;
 
 // One shard file as read: the counters this version knows, and those of newer versions, which are
 // written back untouched so that an older program does not erase a newer one's counts.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The settings table, kcache.conf's reader and writer, and the precedence of where values come
-// from (command line > KCACHE_* environment > kcache.conf > defaults).
+// The settings file's reader and writer, the typed parsers, and the precedence of where values
+// come from (command line > environment > the file > defaults), for a table the caller gives.
 #include "util/config.hpp"
 
 #include <algorithm>
@@ -17,75 +17,6 @@
 namespace kcache::util {
 namespace {
 
-// The meanings are the README's: settings_markdown_table() prints them, and a test holds the
-// README to that table.
-constexpr std::array kSettings = {
-    Setting{"log", "KCACHE_LOG", SettingType::kLog, SettingScope::kAnywhere, "warn",
-            "`warn` (each warning once, on stderr)",
-            "`off`/`0`: nothing; `info`/`1`: also one line per miss, compile, eviction; "
-            "`debug`/`2`: more; a path containing `/` (not in `kcache.conf`): append every line "
-            "to that file"},
-    Setting{"verify",
-            "KCACHE_VERIFY",
-            SettingType::kBool,
-            SettingScope::kAnywhere,
-            "0",
-            "`0`",
-            "`1`: on every hit, run the generator again and compare fingerprints; a key reused "
-            "for different source is a `key-conflict` error naming the key (a bad value turns it "
-            "on)",
-            {},
-            "1"},
-    Setting{"max_entries", "KCACHE_MAX_ENTRIES", SettingType::kUnsigned, SettingScope::kAnywhere,
-            "1024", "`1024`",
-            "loaded (key, arch) entries kept; least recently used evicted beyond it"},
-    Setting{"dir", "KCACHE_DIR", SettingType::kPath, SettingScope::kNotInFile, "",
-            "`$XDG_CACHE_HOME/kcache`, else `$HOME/.cache/kcache`",
-            "the disk tier: one file per compiled artifact; created mode 0700; holds "
-            "`kcache.conf`, so it is set by `-d` or `KCACHE_DIR`, never in that file",
-            "kcache.conf lives in it"},
-    Setting{"disk", "KCACHE_DISK", SettingType::kBool, SettingScope::kAnywhere, "1", "`1`",
-            "`0`: no disk tier (memory only)"},
-    Setting{"allow_shared_dir", "KCACHE_ALLOW_SHARED_DIR", SettingType::kBool,
-            SettingScope::kNotInFile, "0", "`0`",
-            "`1`: accept a group- or world-writable cache directory, or another user's (refused "
-            "otherwise: anyone who can write there could plant kernels); environment or command "
-            "line only",
-            "it relaxes a check of the directory that holds the file", "0"},
-    Setting{"read_only", "KCACHE_READ_ONLY", SettingType::kBool, SettingScope::kNotInFile, "0",
-            "`0`",
-            "`1`: read the disk tier, write nothing to it (no entries, stamps, statistics or "
-            "cleanups), and accept a directory owned by root that others cannot write (a cache "
-            "baked into an image); environment or command line only",
-            "it relaxes a check of the directory that holds the file", "1"},
-    Setting{"max_size", "KCACHE_MAX_SIZE", SettingType::kSize, SettingScope::kAnywhere, "4Gi",
-            "`4Gi`",
-            "byte budget of the disk directory (units as ccache: `k M G T`, `Ki Mi Gi Ti`; a bare "
-            "number is G; `0`: none); beyond it the least recently used entries go (recency = "
-            "the entry file's mtime, which a hit refreshes when older than 10 minutes), by one "
-            "process at a time"},
-    Setting{"max_files", "KCACHE_MAX_FILES", SettingType::kUnsigned, SettingScope::kAnywhere, "0",
-            "`0` (none)", "file budget of the disk directory, same eviction"},
-    Setting{"compile_workers", "KCACHE_COMPILE_WORKERS", SettingType::kUnsigned,
-            SettingScope::kAnywhere, "0", "`0`",
-            "compile CUDA C++ in this many worker processes (NVRTC serialises inside one "
-            "process; see below); `0`: in this process"},
-    Setting{"compile_worker", "KCACHE_COMPILE_WORKER", SettingType::kPath, SettingScope::kNotInFile,
-            "", "a `kcache` beside the program",
-            "the worker command (`kcache compile-worker`); unusable workers leave compiles in the "
-            "process; environment or command line only",
-            "it names a program to run"},
-    Setting{"nvrtc_library", "KCACHE_NVRTC_LIBRARY", SettingType::kPath,
-            SettingScope::kEnvironmentOnly, "", "searched",
-            "the NVRTC library to use; otherwise one already loaded, then `LD_LIBRARY_PATH`, "
-            "`$CUDA_HOME`, `/usr/local/cuda`, system folders; environment only (found once per "
-            "process)"},
-    Setting{"nvjitlink_library", "KCACHE_NVJITLINK_LIBRARY", SettingType::kPath,
-            SettingScope::kEnvironmentOnly, "", "searched",
-            "the nvJitLink library to use, searched for as `nvrtc_library`; environment only"},
-};
-
-constexpr std::string_view kDirKey = "dir";
 constexpr std::string_view kWhitespace = " \t\r\v\f";
 
 std::string_view trim(std::string_view text) {
@@ -109,22 +40,23 @@ Error invalid(std::string message) {
     return {Errc::kInvalidArgument, std::move(message)};
 }
 
-std::string known_keys() {
+std::string known_keys(const SettingsSchema& schema) {
     std::string keys;
-    for (const Setting& setting : kSettings) {
+    for (const Setting& setting : schema.settings) {
         if (!keys.empty()) keys += ", ";
         keys += setting.key;
     }
     return keys;
 }
 
-Error unknown_key(std::string_view where, std::string_view key) {
+Error unknown_key(const SettingsSchema& schema, std::string_view where, std::string_view key) {
     std::string message = where.empty() ? "" : std::string(where) + ": ";
-    message += "unknown setting '" + std::string(key) + "' (known: " + known_keys() + ")";
+    message += "unknown setting '" + std::string(key) + "' (known: " + known_keys(schema) + ")";
     return invalid(std::move(message));
 }
 
-// One line of kcache.conf. A comment or blank line has no key; a line without '=' is malformed.
+// One line of the settings file. A comment or blank line has no key; a line without '=' is
+// malformed.
 struct ConfigLine {
     bool is_setting = false;
     bool malformed = false;
@@ -166,28 +98,31 @@ std::string join_path(std::string_view directory, std::string_view name) {
     return path;
 }
 
-std::size_t index_of(const Setting& setting) {
-    return static_cast<std::size_t>(&setting - kSettings.data());
+std::size_t index_of(const SettingsSchema& schema, const Setting& setting) {
+    return static_cast<std::size_t>(&setting - schema.settings.data());
 }
 
 ConfigEntry make_entry(const Setting& setting, std::string value, SettingOrigin origin,
                        std::string_view config_file) {
-    ConfigEntry entry;
-    entry.setting = &setting;
-    entry.value = std::move(value);
-    entry.origin = origin;
-    entry.origin_name = origin_name(origin, setting, config_file);
-    return entry;
+    return config_entry(setting, std::move(value), origin, config_file);
+}
+
+// How the error names the ways to set a setting the file may not hold.
+std::string set_instead(const SettingsSchema& schema, const Setting& setting) {
+    const bool directory = setting.key == schema.directory_key;
+    return (directory ? std::string(schema.directory_flag) + " or " : std::string()) +
+           std::string(setting.environment);
 }
 
 // What a file inside the cache directory may not say even of a setting it may hold: a log file
 // to append to (a level it may set), which would let the directory pick a file of the user's to
 // write into.
-Result<void> file_may_hold(const Setting& setting, std::string_view value) {
+Result<void> file_may_hold(const SettingsSchema& schema, const Setting& setting,
+                           std::string_view value) {
     if (setting.type == SettingType::kLog && value.find('/') != std::string_view::npos) {
-        return invalid(std::string(setting.key) +
-                       ": a file to log to cannot be named in kcache.conf (the directory would "
-                       "choose a file to write); use " +
+        return invalid(std::string(setting.key) + ": a file to log to cannot be named in " +
+                       std::string(schema.file_name) +
+                       " (the directory would choose a file to write); use " +
                        std::string(setting.environment));
     }
     return ok();
@@ -195,18 +130,20 @@ Result<void> file_may_hold(const Setting& setting, std::string_view value) {
 
 // A value from a source that could not be used: the setting keeps what it had (a lower source's,
 // or the default), unless it guards something, where it takes its safe value.
-void fall_back(const Setting& setting, std::vector<ConfigEntry>& entries, SettingOrigin origin,
+void fall_back(const SettingsSchema& schema, const Setting& setting,
+               std::vector<ConfigEntry>& entries, SettingOrigin origin,
                std::string_view config_file) {
     if (setting.safe_value.empty()) return;
-    entries[index_of(setting)] =
-        make_entry(setting, std::string(setting.safe_value), origin, config_file);
-    entries[index_of(setting)].origin_name +=
+    const std::size_t index = index_of(schema, setting);
+    entries[index] = make_entry(setting, std::string(setting.safe_value), origin, config_file);
+    entries[index].origin_name +=
         " (a bad value, taken as " + std::string(setting.safe_value) + ")";
 }
 
 }  // namespace
 
-ParsedConfigFile parse_config_file(std::string_view text, std::string_view path) {
+ParsedConfigFile parse_config_file(const SettingsSchema& schema, std::string_view text,
+                                   std::string_view path) {
     ParsedConfigFile parsed;
     const std::vector<std::string_view> lines = split_lines(text);
     for (std::size_t number = 1; number <= lines.size(); ++number) {
@@ -218,17 +155,20 @@ ParsedConfigFile parse_config_file(std::string_view text, std::string_view path)
             continue;
         }
         if (!line.is_setting) continue;
-        const Setting* setting = find_setting(line.key);
+        const Setting* setting = find_setting(schema, line.key);
         if (setting == nullptr) {
-            parsed.problems.push_back(unknown_key(where, printable_text(line.key)).message());
+            parsed.problems.push_back(
+                unknown_key(schema, where, printable_text(line.key)).message());
             continue;
         }
         if (setting->scope == SettingScope::kNotInFile) {
-            parsed.problems.push_back(
-                where + ": " + std::string(setting->key) + " cannot be set in kcache.conf (" +
-                std::string(setting->not_in_file_because) + "); use " +
-                (setting->key == kDirKey ? "-d or " : "") + std::string(setting->environment) +
-                (setting->key == kDirKey ? "" : " (or CacheOptions in code)"));
+            parsed.problems.push_back(where + ": " + std::string(setting->key) +
+                                      " cannot be set in " + std::string(schema.file_name) + " (" +
+                                      std::string(setting->not_in_file_because) + "); use " +
+                                      set_instead(schema, *setting) +
+                                      (setting->key == schema.directory_key
+                                           ? ""
+                                           : " (or " + std::string(schema.in_code) + ")"));
             continue;
         }
         if (setting->scope == SettingScope::kEnvironmentOnly) {
@@ -242,7 +182,7 @@ ParsedConfigFile parse_config_file(std::string_view text, std::string_view path)
                                       checked.error().message());
             continue;
         }
-        if (auto allowed = file_may_hold(*setting, line.value); !allowed) {
+        if (auto allowed = file_may_hold(schema, *setting, line.value); !allowed) {
             parsed.problems.push_back(where + ": " + allowed.error().message());
             continue;
         }
@@ -251,14 +191,20 @@ ParsedConfigFile parse_config_file(std::string_view text, std::string_view path)
     return parsed;
 }
 
-std::span<const Setting> settings() {
-    return kSettings;
+const Setting* find_setting(const SettingsSchema& schema, std::string_view key) {
+    const auto found = std::find_if(schema.settings.begin(), schema.settings.end(),
+                                    [&](const Setting& setting) { return setting.key == key; });
+    return found == schema.settings.end() ? nullptr : &*found;
 }
 
-const Setting* find_setting(std::string_view key) {
-    const auto found = std::find_if(kSettings.begin(), kSettings.end(),
-                                    [&](const Setting& setting) { return setting.key == key; });
-    return found == kSettings.end() ? nullptr : &*found;
+ConfigEntry config_entry(const Setting& setting, std::string value, SettingOrigin origin,
+                         std::string_view config_file) {
+    ConfigEntry entry;
+    entry.setting = &setting;
+    entry.value = std::move(value);
+    entry.origin = origin;
+    entry.origin_name = origin_name(origin, setting, config_file);
+    return entry;
 }
 
 std::string origin_name(SettingOrigin origin, const Setting& setting,
@@ -277,7 +223,7 @@ std::string origin_name(SettingOrigin origin, const Setting& setting,
 }
 
 Result<bool> parse_bool(std::string_view text) {
-    // The words util::env_bool has always accepted for KCACHE_* booleans, in any case.
+    // The words util::env_bool accepts, in any case.
     std::string lower(text);
     std::transform(lower.begin(), lower.end(), lower.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -298,7 +244,7 @@ Result<std::uint64_t> parse_unsigned(std::string_view text) {
 }
 
 Result<void> check_value(const Setting& setting, std::string_view text) {
-    // kcache.conf is one setting per line; a value with a line break in it would add another.
+    // The file is one setting per line; a value with a line break in it would add another.
     if (text.find_first_of("\n\r") != std::string_view::npos) {
         return invalid("a value cannot contain a line break");
     }
@@ -330,9 +276,9 @@ Result<void> check_value(const Setting& setting, std::string_view text) {
 }
 
 Result<ConfigEntry> Config::get(std::string_view key) const {
-    const Setting* setting = find_setting(key);
-    if (setting == nullptr) return unknown_key({}, key);
-    return entries_[index_of(*setting)];
+    const Setting* setting = find_setting(schema_, key);
+    if (setting == nullptr) return unknown_key(schema_, {}, key);
+    return entries_[index_of(schema_, *setting)];
 }
 
 Result<bool> Config::get_bool(std::string_view key) const {
@@ -352,43 +298,25 @@ Result<std::uint64_t> Config::get_uint(std::string_view key) const {
     return invalid(std::string(key) + " is not a number");
 }
 
-Result<ConfigEntry> config_directory(
-    const std::map<std::string, std::string>& command_line_overrides) {
-    const Setting& dir = *find_setting(kDirKey);
-    if (const auto given = command_line_overrides.find(std::string(kDirKey));
-        given != command_line_overrides.end()) {
-        if (auto checked = check_value(dir, given->second); !checked) {
-            return invalid("command line: dir: " + checked.error().message());
-        }
-        return make_entry(dir, given->second, SettingOrigin::kCommandLine, {});
-    }
-    if (auto value = env_string("KCACHE_DIR")) {
-        return make_entry(dir, *value, SettingOrigin::kEnvironment, {});
-    }
-    if (auto xdg = env_string("XDG_CACHE_HOME")) {
-        return make_entry(dir, *xdg + "/kcache", SettingOrigin::kDefault, {});
-    }
-    if (auto home = env_string("HOME")) {
-        return make_entry(dir, *home + "/.cache/kcache", SettingOrigin::kDefault, {});
-    }
-    return Error(Errc::kIoError,
-                 "no cache directory: set KCACHE_DIR (neither XDG_CACHE_HOME nor HOME is set)");
-}
-
-Result<Config> load_config(std::string_view directory,
+Result<Config> load_config(const SettingsSchema& schema, std::string_view directory,
+                           Result<ConfigEntry> resolved,
                            const std::map<std::string, std::string>& command_line_overrides,
                            const ConfigFile* file) {
     Config config;
-    config.entries_.reserve(kSettings.size());
-    for (const Setting& setting : kSettings) {
+    config.schema_ = schema;
+    config.entries_.reserve(schema.settings.size());
+    for (const Setting& setting : schema.settings) {
         config.entries_.push_back(
             make_entry(setting, std::string(setting.default_value), SettingOrigin::kDefault, {}));
     }
-    const Setting& dir = *find_setting(kDirKey);
-    config.dir_index_ = index_of(dir);
+    const Setting* dir_setting = find_setting(schema, schema.directory_key);
+    if (dir_setting == nullptr) {
+        return invalid("the settings table has no '" + std::string(schema.directory_key) + "'");
+    }
+    const Setting& dir = *dir_setting;
+    config.dir_index_ = index_of(schema, dir);
 
-    auto resolved = config_directory(command_line_overrides);
-    // A bad -d is the caller's error; no directory at all only leaves the cache without a disk.
+    // A bad override is the caller's error; no directory at all only leaves it empty.
     if (!resolved && resolved.error().code() == Errc::kInvalidArgument) {
         return std::move(resolved).error();
     }
@@ -401,15 +329,15 @@ Result<Config> load_config(std::string_view directory,
             make_entry(dir, std::string(directory), SettingOrigin::kCommandLine, {});
     }
     if (!config.directory().empty()) {
-        config.config_file_ = join_path(config.directory(), kConfigFileName);
+        config.config_file_ = join_path(config.directory(), schema.file_name);
     }
 
     if (file != nullptr) {
         if (file->error) config.problems_.push_back(*file->error);
         if (file->text) {
-            ParsedConfigFile parsed = parse_config_file(*file->text, file->path);
+            ParsedConfigFile parsed = parse_config_file(schema, *file->text, file->path);
             for (FileSetting& line : parsed.settings) {
-                config.entries_[index_of(*line.setting)] = make_entry(
+                config.entries_[index_of(schema, *line.setting)] = make_entry(
                     *line.setting, std::move(line.value), SettingOrigin::kConfigFile, file->path);
             }
             config.problems_.insert(config.problems_.end(), parsed.problems.begin(),
@@ -417,24 +345,25 @@ Result<Config> load_config(std::string_view directory,
         }
     }
 
-    for (const Setting& setting : kSettings) {
-        if (setting.key == kDirKey) continue;  // resolved above, before the file was read
+    for (const Setting& setting : schema.settings) {
+        if (setting.key == schema.directory_key)
+            continue;  // resolved above, before the file was read
         const std::string name(setting.environment);
         auto value = env_string(name.c_str());
         if (!value) continue;
         if (auto checked = check_value(setting, *value); !checked) {
             config.problems_.push_back(name + ": " + checked.error().message());
-            fall_back(setting, config.entries_, SettingOrigin::kEnvironment, {});
+            fall_back(schema, setting, config.entries_, SettingOrigin::kEnvironment, {});
             continue;
         }
-        config.entries_[index_of(setting)] =
+        config.entries_[index_of(schema, setting)] =
             make_entry(setting, std::move(*value), SettingOrigin::kEnvironment, {});
     }
 
     for (const auto& [key, value] : command_line_overrides) {
-        if (key == kDirKey) continue;
-        const Setting* setting = find_setting(key);
-        if (setting == nullptr) return unknown_key("command line", key);
+        if (key == schema.directory_key) continue;
+        const Setting* setting = find_setting(schema, key);
+        if (setting == nullptr) return unknown_key(schema, "command line", key);
         if (setting->scope == SettingScope::kEnvironmentOnly) {
             return invalid("command line: " + key + " can only be set in the environment (" +
                            std::string(setting->environment) + ")");
@@ -442,7 +371,7 @@ Result<Config> load_config(std::string_view directory,
         if (auto checked = check_value(*setting, value); !checked) {
             return invalid("command line: " + key + ": " + checked.error().message());
         }
-        config.entries_[index_of(*setting)] =
+        config.entries_[index_of(schema, *setting)] =
             make_entry(*setting, value, SettingOrigin::kCommandLine, {});
     }
     return config;
@@ -470,24 +399,25 @@ std::string updated_config_text(std::string_view old, std::string_view key,
     return updated;
 }
 
-Result<void> check_file_setting(std::string_view key, std::string_view value) {
-    const Setting* setting = find_setting(key);
-    if (setting == nullptr) return unknown_key({}, key);
+Result<void> check_file_setting(const SettingsSchema& schema, std::string_view key,
+                                std::string_view value) {
+    const Setting* setting = find_setting(schema, key);
+    if (setting == nullptr) return unknown_key(schema, {}, key);
     if (setting->scope != SettingScope::kAnywhere) {
-        return invalid(std::string(key) + " cannot be set in kcache.conf; use " +
-                       (key == kDirKey ? "-d or " : "") + std::string(setting->environment));
+        return invalid(std::string(key) + " cannot be set in " + std::string(schema.file_name) +
+                       "; use " + set_instead(schema, *setting));
     }
     if (auto checked = check_value(*setting, trim(value)); !checked) {
         return invalid(std::string(key) + ": " + checked.error().message());
     }
-    return file_may_hold(*setting, trim(value));
+    return file_may_hold(schema, *setting, trim(value));
 }
 
-std::string settings_markdown_table() {
+std::string settings_markdown_table(std::span<const Setting> settings) {
     std::string table =
         "| setting | environment | default | meaning |\n"
         "|---|---|---|---|\n";
-    for (const Setting& setting : kSettings) {
+    for (const Setting& setting : settings) {
         table += "| `";
         table += setting.key;
         table += "` | `";

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Names and printing for the public error and source types.
+// Names and printing for the public error type.
 #include "kcache/result.hpp"
-
-#include "kcache/source.hpp"
 
 namespace kcache {
 
@@ -42,20 +40,6 @@ std::string Error::describe() const {
     std::string out = std::string(errc_name(code_)) + ": " + message_;
     if (!log_.empty()) out += "\n" + log_;
     return out;
-}
-
-const char* source_kind_name(SourceKind kind) noexcept {
-    switch (kind) {
-        case SourceKind::kPtx:
-            return "ptx";
-        case SourceKind::kCubin:
-            return "cubin";
-        case SourceKind::kFatbin:
-            return "fatbin";
-        case SourceKind::kCuda:
-            return "cuda";
-    }
-    return "unknown";
 }
 
 }  // namespace kcache

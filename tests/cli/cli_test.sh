@@ -213,6 +213,8 @@ stats)
   contains '"disk": {"hits": 0, "misses": 0, "rejected": 0, "writes": 1,'
   contains '"entries": 1,'; contains '"max_size_bytes": 4294967296'
   expect 0 $K -s; contains "Cache size:"; contains "Compile time spent:"
+  # Every counter of the one list has its row (evictions and verify failures were once missing).
+  contains "Evicted from loaded maps:"; contains "Verify failures:"
   grep -qE '^Prebuilds \(kcache compile\): +2 \(1 compiled\)$' <<<"$OUT_TEXT" ||
     fail "no 'Prebuilds: 2 (1 compiled)' line: $OUT_TEXT"
   grep -qE '^Compile time saved \(estimate\): +0\.000 s$' <<<"$OUT_TEXT" ||

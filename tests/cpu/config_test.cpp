@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// util/config: the settings table, kcache.conf's reader and writer, the precedence command line >
-// environment > kcache.conf > defaults, and the CacheOptions made from it.
-#include "util/config.hpp"
-
+// cache/settings_table over util/config: the settings table, kcache.conf's reader and writer, the
+// precedence command line > environment > kcache.conf > defaults, and the CacheOptions made from
+// it.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -22,10 +22,15 @@
 
 #include "cache/options_from_config.hpp"
 #include "cache/settings.hpp"
+#include "cache/settings_table.hpp"
 #include "test_support.hpp"
 
-namespace kcache::util {
+namespace kcache::cache {
 namespace {
+
+// The generic machinery's names (Setting, Config, parse_bool...); kcache's table and its rules
+// (settings(), load_config, config_directory...) are cache's, which hide util's of the same name.
+using namespace kcache::util;
 
 using Overrides = std::map<std::string, std::string>;
 
@@ -570,6 +575,50 @@ TEST(ConfigTable, MarkdownHasAHeaderAndOneRowPerSetting) {
               std::string::npos);
 }
 
+// util/config knows no product: another program's table brings its own file name, directory
+// setting and words, and nothing of kcache's shows in what it says.
+constexpr std::array kOtherTable = {
+    Setting{"home", "OTHER_HOME", SettingType::kPath, SettingScope::kNotInFile, "", "none",
+            "where other.ini lives", "other.ini lives in it"},
+    Setting{"jobs", "OTHER_JOBS", SettingType::kUnsigned, SettingScope::kAnywhere, "2", "`2`",
+            "jobs"},
+};
+const SettingsSchema kOtherSchema{.settings = kOtherTable,
+                                  .file_name = "other.ini",
+                                  .directory_key = "home",
+                                  .directory_flag = "--home",
+                                  .in_code = "Other::Options"};
+
+TEST(GenericConfig, AnotherProgramsTableSpeaksItsOwnWords) {
+    const ParsedConfigFile parsed =
+        util::parse_config_file(kOtherSchema, "jobs = 4\nhome = /x\ncolour = 1\n", "/o/other.ini");
+    ASSERT_EQ(parsed.settings.size(), 1u);
+    EXPECT_EQ(parsed.settings[0].setting, &kOtherTable[1]);
+    EXPECT_EQ(parsed.settings[0].value, "4");
+    ASSERT_EQ(parsed.problems.size(), 2u);
+    EXPECT_EQ(parsed.problems[0],
+              "/o/other.ini:2: home cannot be set in other.ini (other.ini lives in it); use --home "
+              "or OTHER_HOME");
+    EXPECT_EQ(parsed.problems[1], "/o/other.ini:3: unknown setting 'colour' (known: home, jobs)");
+    auto refused = util::check_file_setting(kOtherSchema, "home", "/y");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().message(),
+              "home cannot be set in other.ini; use --home or OTHER_HOME");
+
+    ScopedEnv env;
+    env.set("OTHER_JOBS", "7");
+    const ConfigFile file{.path = "/o/other.ini", .text = "jobs = 3\n", .error = std::nullopt};
+    auto config = util::load_config(
+        kOtherSchema, "", util::config_entry(kOtherTable[0], "/o", SettingOrigin::kCommandLine, {}),
+        {}, &file);
+    ASSERT_TRUE(config.ok()) << config.error().describe();
+    EXPECT_EQ(config->directory(), "/o");
+    EXPECT_EQ(config->config_file(), "/o/other.ini");
+    EXPECT_EQ(*config->get_uint("jobs"), 7u);
+    EXPECT_EQ(config->get("jobs")->origin_name, "environment (OTHER_JOBS)");
+    EXPECT_EQ(util::settings_markdown_table(kOtherTable).find("kcache"), std::string::npos);
+}
+
 TEST(ConfigUserGuide, SettingsTableIsTheGeneratedOne) {
     const std::string guide = read_text(std::string(KCACHE_SOURCE_DIR) + "/docs/user-guide.md");
     const std::string open = "<!-- settings-table -->\n";
@@ -579,7 +628,7 @@ TEST(ConfigUserGuide, SettingsTableIsTheGeneratedOne) {
     // The table is the documentation of every setting: a guide without it fails, never skips.
     ASSERT_TRUE(begin != std::string::npos && end != std::string::npos && end > begin)
         << "docs/user-guide.md has no " << open.substr(0, open.size() - 1) << " ... " << close
-        << " markers; paste util::settings_markdown_table() between them";
+        << " markers; paste cache::settings_markdown_table() between them";
     std::string inside = guide.substr(begin + open.size(), end - begin - open.size());
     while (!inside.empty() && inside.front() == '\n') inside.erase(0, 1);
     while (inside.size() > 1 && inside.ends_with("\n\n")) inside.pop_back();
@@ -587,4 +636,4 @@ TEST(ConfigUserGuide, SettingsTableIsTheGeneratedOne) {
 }
 
 }  // namespace
-}  // namespace kcache::util
+}  // namespace kcache::cache

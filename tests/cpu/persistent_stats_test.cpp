@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -89,6 +90,72 @@ TEST(PersistentStatsShard, AZeroedAtNoCalendarCanShowIsNoShardOfOurs) {
     ASSERT_TRUE(parse_stats_shard(good).has_value());
     EXPECT_EQ(parse_stats_shard(good)->counters.hits, 3u);
     EXPECT_FALSE(parse_stats_shard("kcache-stats 1\nzeroed_at 99999999999999999\nhits 3\n"));
+}
+
+// A shard as kcache wrote it before the counters became one list, in that older order: the
+// format is by name, so it reads the same whatever order this version writes.
+TEST(PersistentStatsShard, AShardInTheFormerFieldOrderStillParses) {
+    const std::string old =
+        "kcache-stats 1\nzeroed_at 1764800000\nhits 1\nmisses 2\nwaits 3\nmemory_hits 4\n"
+        "compiles 5\ncompile_failures 6\ncompile_ns 7\nevictions 8\nverify_failures 9\n"
+        "disk_hits 10\ndisk_misses 11\ndisk_writes 12\ndisk_errors 13\ndisk_corrupt 14\n"
+        "disk_evicted 15\ndisk_evicted_bytes 16\ndisk_rejected 17\nprebuilds 18\n"
+        "prebuild_compiles 19\nconfig_errors 20\n";
+    const auto shard = parse_stats_shard(old);
+    ASSERT_TRUE(shard.has_value());
+    EXPECT_TRUE(shard->unknown.empty());
+    const StatsCounters& c = shard->counters;
+    EXPECT_EQ(c.zeroed_at, 1764800000u);
+    EXPECT_EQ(c.hits, 1u);
+    EXPECT_EQ(c.misses, 2u);
+    EXPECT_EQ(c.waits, 3u);
+    EXPECT_EQ(c.memory_hits, 4u);
+    EXPECT_EQ(c.compiles, 5u);
+    EXPECT_EQ(c.compile_failures, 6u);
+    EXPECT_EQ(c.compile_ns, 7u);
+    EXPECT_EQ(c.evictions, 8u);
+    EXPECT_EQ(c.verify_failures, 9u);
+    EXPECT_EQ(c.disk_hits, 10u);
+    EXPECT_EQ(c.disk_misses, 11u);
+    EXPECT_EQ(c.disk_writes, 12u);
+    EXPECT_EQ(c.disk_errors, 13u);
+    EXPECT_EQ(c.disk_corrupt, 14u);
+    EXPECT_EQ(c.disk_evicted, 15u);
+    EXPECT_EQ(c.disk_evicted_bytes, 16u);
+    EXPECT_EQ(c.disk_rejected, 17u);
+    EXPECT_EQ(c.prebuilds, 18u);
+    EXPECT_EQ(c.prebuild_compiles, 19u);
+    EXPECT_EQ(c.config_errors, 20u);
+    // Written back, every name of the old file is there with its value (an older reader's view).
+    const std::string again = format_stats_shard(*shard);
+    for (std::size_t line = old.find('\n') + 1; line < old.size();) {
+        const std::size_t end = old.find('\n', line);
+        EXPECT_NE(again.find("\n" + old.substr(line, end - line + 1)), std::string::npos)
+            << old.substr(line, end - line);
+        line = end + 1;
+    }
+}
+
+TEST(PersistentStatsShard, EveryCounterOfTheListIsALineOfTheShard) {
+    StatsShard shard;
+    shard.counters = distinct_counters();
+    const std::string text = format_stats_shard(shard);
+    for (const StatsField& field : stats_fields()) {
+        EXPECT_NE(text.find("\n" + std::string(field.name) + " " +
+                            std::to_string(shard.counters.*(field.member)) + "\n"),
+                  std::string::npos)
+            << field.name;
+    }
+    EXPECT_EQ(static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')),
+              stats_fields().size() + 2);  // the header and zeroed_at
+}
+
+TEST(PersistentStatsShard, GroupTotalsSumTheirMembers) {
+    const StatsCounters c = distinct_counters();
+    EXPECT_EQ(group_total(c, StatsGroup::kLookups), c.hits + c.misses);
+    EXPECT_EQ(group_total(c, StatsGroup::kTierLookups),
+              c.memory_hits + c.disk_hits + c.disk_misses);
+    EXPECT_EQ(group_total(c, StatsGroup::kNone), 0u);
 }
 
 TEST(PersistentStats, MissingDirectoryReadsAsZeros) {

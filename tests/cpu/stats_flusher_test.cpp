@@ -132,6 +132,23 @@ TEST(StatsFlusher, AFailedFlushKeepsItsGrowthForTheNext) {
     EXPECT_EQ(stored_hits(target), 5u);
 }
 
+// Each counter of the list reaches the persistent statistics from its own CacheStats field.
+TEST(StatsFlusher, CountersOfTakesEachCounterFromItsOwnField) {
+    CacheStats stats;
+    std::uint64_t value = 1;
+#define KCACHE_SET_DISTINCT(name, unit, group, label) stats.name = value++ * 1000 + 7;
+    KCACHE_STATS_COUNTERS(KCACHE_SET_DISTINCT)
+#undef KCACHE_SET_DISTINCT
+    stats.entries = 1;  // gauges are no counters: none of them reaches the file
+    stats.loaded_libraries = 2;
+    const store::StatsCounters counters = counters_of(stats);
+    value = 1;
+    for (const store::StatsField& field : store::stats_fields()) {
+        EXPECT_EQ(counters.*(field.member), value++ * 1000 + 7) << field.name;
+    }
+    EXPECT_EQ(counters.zeroed_at, 0u);
+}
+
 TEST(StatsFlusher, CountersThatRestartFromZeroCountWhole) {
     const store::StatsCounters before = counters_of([] {
         CacheStats s;

@@ -54,16 +54,17 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
 
 #include "compile/compiler.hpp"
-#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/cache_directory.hpp"
 #include "store/persistent_stats.hpp"
+#include "testing/fake_driver.hpp"
 
 extern char** environ;
 
@@ -165,36 +166,19 @@ void write_text_atomically(const fs::path& path, const std::string& text) {
     fs::rename(temp, path);
 }
 
-// The persistent counters by the names `kcache -s --json` gives them.
-struct CounterField {
-    const char* name;
-    std::uint64_t CacheStats::*member;
-};
-constexpr CounterField kCounterFields[] = {
-    {"hits", &CacheStats::hits},
-    {"misses", &CacheStats::misses},
-    {"waits", &CacheStats::waits},
-    {"memory_hits", &CacheStats::memory_hits},
-    {"compiles", &CacheStats::compiles},
-    {"compile_failures", &CacheStats::compile_failures},
-    {"evictions", &CacheStats::evictions},
-    {"verify_failures", &CacheStats::verify_failures},
-    {"prebuilds", &CacheStats::prebuilds},
-    {"prebuild_compiles", &CacheStats::prebuild_compiles},
-    {"disk.hits", &CacheStats::disk_hits},
-    {"disk.misses", &CacheStats::disk_misses},
-    {"disk.rejected", &CacheStats::disk_rejected},
-    {"disk.writes", &CacheStats::disk_writes},
-    {"disk.errors", &CacheStats::disk_errors},
-    {"disk.corrupt", &CacheStats::disk_corrupt},
-    {"disk.evicted", &CacheStats::disk_evicted},
-    {"disk.evicted_bytes", &CacheStats::disk_evicted_bytes},
-    {"config_errors", &CacheStats::config_errors},
-    {"compile_ns", &CacheStats::compile_ns},
-};
+// The persistent counters (the one list, KCACHE_STATS_COUNTERS) by the names `kcache -s --json`
+// gives them, "disk_x" as "disk.x"; compile_ns keeps its name (persisted() reads it from the
+// stats files, the JSON has it in seconds).
+std::string json_name(std::string_view name) {
+    constexpr std::string_view kDisk = "disk_";
+    if (name.starts_with(kDisk)) return "disk." + std::string(name.substr(kDisk.size()));
+    return std::string(name);
+}
 
 void add_stats(Counts& counts, const CacheStats& stats) {
-    for (const auto& field : kCounterFields) counts[field.name] += stats.*field.member;
+#define KCACHE_ADD_COUNTER(name, unit, group, label) counts[json_name(#name)] += stats.name;
+    KCACHE_STATS_COUNTERS(KCACHE_ADD_COUNTER)
+#undef KCACHE_ADD_COUNTER
 }
 
 // ---- The processes of the storm ----
@@ -308,7 +292,7 @@ int writer_main(const std::string& directory, int id, const fs::path& out) {
             if (origin) {
                 ++counts[*origin == Provenance::kCompiled   ? "prebuilt_compiled"
                          : *origin == Provenance::kDiskTier ? "prebuilt_from_disk"
-                                                                : "prebuilt_other"];
+                                                            : "prebuilt_other"];
             } else if (origin.error().code() == Errc::kIoError) {
                 ++counts["prebuild_io_errors"];  // -C took its temporary file, or the disk
             } else {
@@ -608,11 +592,12 @@ public:
         // Statistics: persisted growth against what the processes counted.
         // compile_ns: `-s --json` rounds it to compile_seconds, so it comes from the store.
         Counts grown;
-        for (const auto& field : kCounterFields) {
-            grown[field.name] = get(shown, field.name) - get(persisted_before, field.name);
+        for (const store::StatsField& field : store::stats_fields()) {
+            const std::string name = json_name(field.name);
+            grown[name] = get(shown, name) - get(persisted_before, name);
         }
-        for (const auto& field : kCounterFields) {
-            const std::string name = field.name;
+        for (const store::StatsField& field : store::stats_fields()) {
+            const std::string name = json_name(field.name);
             const std::uint64_t lower = get(s, name);
             const std::uint64_t value = grown[name];
             if (exact) {

@@ -16,7 +16,6 @@
 #include "tools/kcache/maintenance.hpp"
 #include "tools/kcache/output.hpp"
 #include "tools/kcache/stats_command.hpp"
-#include "util/config.hpp"
 
 namespace {
 
@@ -170,7 +169,7 @@ int run(int argc, char** argv) {
     if (max_size_opt->count() > 0) writes.emplace_back("max_size", max_size_text);
     if (max_files_given) writes.emplace_back("max_files", max_files_text);
     for (const auto& [key, value] : writes) {
-        if (auto allowed = kcache::util::check_file_setting(key, value); !allowed) {
+        if (auto allowed = kcache::cache::check_file_setting(key, value); !allowed) {
             return usage_error(allowed.error().message());
         }
     }
@@ -179,11 +178,11 @@ int run(int argc, char** argv) {
         // accepts may still be out of range (compile_workers=99999999).
         std::map<std::string, std::string> trial = overrides;
         for (const auto& [key, value] : writes) {
-            if (kcache::util::find_setting(key)->scope == kcache::util::SettingScope::kAnywhere) {
+            if (kcache::cache::find_setting(key)->scope == kcache::util::SettingScope::kAnywhere) {
                 trial[key] = value;
             }
         }
-        auto tried = kcache::util::load_config("", trial);
+        auto tried = kcache::cache::load_config("", trial);
         if (!tried) return usage_error(tried.error().message());
         if (auto options = kcache::cache::to_cache_options(*tried); !options) {
             return usage_error(options.error().message());

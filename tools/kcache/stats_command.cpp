@@ -30,10 +30,8 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
     auto size = store::measure_directory(*dir);
     const store::DirectorySize measured = size ? *size : store::DirectorySize{};
     const store::StatsCounters& c = *counters;
-    const std::uint64_t lookups = c.hits + c.misses;
-    // Each lookup's miss that reached the tiers ended as exactly one of these three, so each
-    // share of their sum is at most 100% (prebuilds are counted apart).
-    const std::uint64_t tier_lookups = c.memory_hits + c.disk_hits + c.disk_misses;
+    const std::uint64_t lookups = store::group_total(c, store::StatsGroup::kLookups);
+    const std::uint64_t tier_lookups = store::group_total(c, store::StatsGroup::kTierLookups);
     const double compile_seconds = static_cast<double>(c.compile_ns) / 1e9;
     // Every lookup a tier served would otherwise have cost an average compile; a prebuild that
     // found its artifact stored saved nothing, and is not among them.
@@ -45,22 +43,23 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
         Json document = json_document();
         put_bytes(document, "directory", directory);
         document["lookups"] = lookups;
-        document["hits"] = c.hits;
-        document["misses"] = c.misses;
-        document["waits"] = c.waits;
-        document["memory_hits"] = c.memory_hits;
-        document["compiles"] = c.compiles;
-        document["compile_failures"] = c.compile_failures;
-        document["compile_seconds"] = compile_seconds;
+        // Every counter of the list: "disk_x" as "disk": {"x"}, a time in seconds.
+        for (const store::StatsField& field : store::stats_fields()) {
+            const std::uint64_t value = c.*(field.member);
+            std::string name(field.name);
+            Json* parent = &document;
+            if (name.starts_with("disk_")) {
+                parent = &document["disk"];
+                name.erase(0, 5);
+            }
+            if (field.unit == store::StatsUnit::kNanoseconds && name.ends_with("_ns")) {
+                name.replace(name.size() - 3, 3, "_seconds");
+                (*parent)[name] = static_cast<double>(value) / 1e9;
+            } else {
+                (*parent)[name] = value;
+            }
+        }
         document["saved_seconds"] = saved_seconds;
-        document["evictions"] = c.evictions;
-        document["verify_failures"] = c.verify_failures;
-        document["prebuilds"] = c.prebuilds;
-        document["prebuild_compiles"] = c.prebuild_compiles;
-        document["disk"] = {{"hits", c.disk_hits},         {"misses", c.disk_misses},
-                            {"rejected", c.disk_rejected}, {"writes", c.disk_writes},
-                            {"errors", c.disk_errors},     {"corrupt", c.disk_corrupt},
-                            {"evicted", c.disk_evicted},   {"evicted_bytes", c.disk_evicted_bytes}};
         document["size_bytes"] = measured.bytes;
         document["max_size_bytes"] = max_bytes;
         document["entries"] = measured.entries;
@@ -68,7 +67,6 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
         document["temporaries"] = measured.temporaries;
         document["temporary_bytes"] = measured.temporary_bytes;
         document["strays"] = measured.strays;
-        document["config_errors"] = c.config_errors;
         document["read_only"] = dir->read_only();
         document["zeroed_at"] = c.zeroed_at;
         print_json(document);
@@ -103,28 +101,43 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
         }
         table.add_row({"Statistics zeroed:", "", text});
     }
-    table.add_row({"Lookups by key:", count(lookups)});
-    table.add_row({"  Hits (loaded in the process):", count(c.hits), share(c.hits, lookups)});
-    table.add_row({"  Misses:", count(c.misses), share(c.misses, lookups)});
-    table.add_row({"    waited for another thread:", count(c.waits)});
-    table.add_row({"Misses asked of the tiers:", count(tier_lookups)});
-    table.add_row(
-        {"  from the memory tier:", count(c.memory_hits), share(c.memory_hits, tier_lookups)});
-    table.add_row({"  from the disk tier:", count(c.disk_hits), share(c.disk_hits, tier_lookups)});
-    table.add_row({"  in neither tier:", count(c.disk_misses), share(c.disk_misses, tier_lookups)});
-    table.add_row({"    entries of other key material replaced:", count(c.disk_rejected)});
-    table.add_row(
-        {"Compiles:", count(c.compiles), "(" + count(c.prebuild_compiles) + " for prebuilds)"});
-    table.add_row({"  failed:", count(c.compile_failures)});
-    table.add_row({"Prebuilds (kcache compile):", count(c.prebuilds),
-                   "(" + count(c.prebuild_compiles) + " compiled)"});
-    table.add_row({"Compile time spent:", seconds(compile_seconds)});
-    table.add_row({"Compile time saved (estimate):", seconds(saved_seconds)});
-    table.add_row({"Disk writes:", count(c.disk_writes)});
-    table.add_row({"  errors:", count(c.disk_errors)});
-    table.add_row({"  corrupt entries removed:", count(c.disk_corrupt)});
-    table.add_row(
-        {"  evicted:", count(c.disk_evicted), "(" + util::format_size(c.disk_evicted_bytes) + ")"});
+    // One row per counter of the list, in its order; a group's total heads its first member.
+    store::StatsGroup headed = store::StatsGroup::kNone;
+    for (const store::StatsField& field : store::stats_fields()) {
+        const std::uint64_t value = c.*(field.member);
+        if (field.group != store::StatsGroup::kNone && field.group != headed) {
+            headed = field.group;
+            if (field.group == store::StatsGroup::kLookups) {
+                table.add_row({"Lookups by key:", count(lookups)});
+            } else {
+                table.add_row({"Misses asked of the tiers:", count(tier_lookups)});
+            }
+        }
+        if (field.label.empty()) continue;  // a note of another row
+        std::string figure = field.unit == store::StatsUnit::kNanoseconds
+                                 ? seconds(static_cast<double>(value) / 1e9)
+                             : field.unit == store::StatsUnit::kBytes ? util::format_size(value)
+                                                                      : count(value);
+        std::string note;
+        if (field.group != store::StatsGroup::kNone) {
+            note = share(value, store::group_total(c, field.group));
+        }
+        // The notes that join counters in one row, and the estimate that follows the time spent.
+        if (field.name == "compiles") {
+            note = "(" + count(c.prebuild_compiles) + " for prebuilds)";
+        } else if (field.name == "prebuilds") {
+            note = "(" + count(c.prebuild_compiles) + " compiled)";
+        } else if (field.name == "disk_evicted") {
+            note = "(" + util::format_size(c.disk_evicted_bytes) + ")";
+        } else if (field.name == "config_errors") {
+            if (value == 0) continue;  // shown only when some setting could not be used
+            note = "(bad values; see `kcache -p`)";
+        }
+        table.add_row({std::string(field.label), std::move(figure), std::move(note)});
+        if (field.name == "compile_ns") {
+            table.add_row({"Compile time saved (estimate):", seconds(saved_seconds)});
+        }
+    }
     // Another program may have filled the directory past a budget since its last cleanup: the
     // figure is shown as it is, and said to be over, rather than as a share above 100%.
     auto over = [](std::uint64_t value, std::uint64_t budget) {
@@ -145,10 +158,6 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
     if (measured.strays != 0) {
         table.add_row({"Strays:", count(measured.strays),
                        "(not what kcache keeps under their names: `kcache -c` removes them)"});
-    }
-    if (c.config_errors != 0) {
-        table.add_row(
-            {"Settings not used:", count(c.config_errors), "(bad values; see `kcache -p`)"});
     }
     std::fputs(table.render(0).c_str(), stdout);
     return 0;
