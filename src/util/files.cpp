@@ -16,8 +16,8 @@
 #include <utility>
 
 #include "util/beneath.hpp"
-#include "util/unique_fd.hpp"
 #include "util/spare_buffer.hpp"
+#include "util/unique_fd.hpp"
 
 namespace kcache::util {
 namespace {
@@ -270,7 +270,8 @@ public:
             const std::string_view name = item->d_name;
             if (name != "." && name != "..") names.emplace_back(name);
         }
-        if (const int saved = errno; saved != 0) return io_error("list", base.path_of(relative), saved);
+        if (const int saved = errno; saved != 0)
+            return io_error("list", base.path_of(relative), saved);
         return names;
     }
 

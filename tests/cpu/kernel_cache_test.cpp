@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "build/fingerprints.hpp"
-#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
+#include "testing/fake_driver.hpp"
 #include "util/epoch.hpp"
 #include "util/fingerprint.hpp"
 

@@ -1,6 +1,5 @@
 // Result<T> and Error: the value-or-error type every public kcache call returns.
 #include "kcache/result.hpp"
-#include "util/try.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +7,8 @@
 #include <set>
 #include <string>
 #include <utility>
+
+#include "util/try.hpp"
 
 namespace kcache {
 namespace {

@@ -58,11 +58,11 @@
 #include <vector>
 
 #include "compile/compiler.hpp"
-#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/cache_directory.hpp"
 #include "store/persistent_stats.hpp"
+#include "testing/fake_driver.hpp"
 
 extern char** environ;
 
@@ -307,7 +307,7 @@ int writer_main(const std::string& directory, int id, const fs::path& out) {
             if (origin) {
                 ++counts[*origin == Provenance::kCompiled   ? "prebuilt_compiled"
                          : *origin == Provenance::kDiskTier ? "prebuilt_from_disk"
-                                                                : "prebuilt_other"];
+                                                            : "prebuilt_other"];
             } else if (origin.error().code() == Errc::kIoError) {
                 ++counts["prebuild_io_errors"];  // -C took its temporary file, or the disk
             } else {
