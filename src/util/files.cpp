@@ -106,8 +106,9 @@ Result<void> remove_at(int fd, const std::string& name, const std::string& shown
         if (entry != "." && entry != "..") names.emplace_back(entry);
     }
     Result<void> result = ok();
+    const std::string prefix = shown + "/";
     for (const std::string& entry : names) {
-        if (auto removed = remove_at(dirfd(dir.get()), entry, shown + "/" + entry, depth - 1);
+        if (auto removed = remove_at(dirfd(dir.get()), entry, prefix + entry, depth - 1);
             !removed && result) {
             result = removed;
         }
