@@ -11,6 +11,7 @@
 #include "driver/driver.hpp"
 #include "util/config.hpp"
 #include "util/log.hpp"
+#include "util/try.hpp"
 
 namespace kcache {
 
@@ -103,9 +104,8 @@ Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn mak
 }
 
 Result<ModuleHandle> KernelCache::module_impl(std::string_view key, SourceFn make_source) {
-    auto arch = modules_->driver().current_arch();
-    if (!arch) return std::move(arch).error();
-    return cache::with_key(key, modules_->module_slow(key, make_source, *arch));
+    TRY_ASSIGN(const int arch, modules_->driver().current_arch());
+    return cache::with_key(key, modules_->module_slow(key, make_source, arch));
 }
 
 Result<Provenance> KernelCache::prebuild_impl(std::string_view key, SourceFn make_source,

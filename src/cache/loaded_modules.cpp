@@ -184,7 +184,7 @@ Result<ModuleHandle> LoadedModules::module_slow(std::string_view key,
         if (prepared != nullptr && prepared->has_value()) {
             PreparedArtifact ready = std::move(**prepared);
             prepared->reset();
-            auto module = compile(key, arch, hash, ready.source, &ready);
+            auto module = load_and_publish(key, arch, hash, ready.source, &ready);
             module ? landing.succeed() : landing.fail(module.error());
             return module;
         }
@@ -193,14 +193,15 @@ Result<ModuleHandle> LoadedModules::module_slow(std::string_view key,
             landing.fail(source.error());
             return std::move(source).error();
         }
-        auto module = compile(key, arch, hash, *source);
+        auto module = load_and_publish(key, arch, hash, *source);
         module ? landing.succeed() : landing.fail(module.error());
         return module;
     }
 }
 
-Result<ModuleHandle> LoadedModules::compile(std::string_view key, int arch, std::uint64_t hash,
-                                            const Source& source, PreparedArtifact* prepared) {
+Result<ModuleHandle> LoadedModules::load_and_publish(std::string_view key, int arch,
+                                                     std::uint64_t hash, const Source& source,
+                                                     PreparedArtifact* prepared) {
     if (source.bytes.empty()) {
         compile_failures_.fetch_add(1, std::memory_order_relaxed);
         return Error(Errc::kInvalidArgument, "the source generator returned no bytes");

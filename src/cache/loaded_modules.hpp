@@ -80,13 +80,14 @@ public:
 private:
     std::optional<ModuleHandle> probe(std::string_view key, int arch, std::uint64_t hash) noexcept;
     // Loads `prepared`'s artifact if given (its making counted already), else builds the
-    // artifact of `source` itself.
-    Result<ModuleHandle> compile(std::string_view key, int arch, std::uint64_t hash,
-                                 const Source& source, PreparedArtifact* prepared = nullptr);
+    // artifact of `source` itself; then publishes the module.
+    Result<ModuleHandle> load_and_publish(std::string_view key, int arch, std::uint64_t hash,
+                                          const Source& source,
+                                          PreparedArtifact* prepared = nullptr);
     bool probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept;
     // A PTX source declares its kernels' parameters: no driver query at their first launch.
     // Verification trusts the driver's own answer instead (empty sizes). `stored`: what the
-    // source's module recorded at compile time, taken instead of reading the PTX again.
+    // source's artifact recorded at compile time, taken instead of reading the PTX again.
     compile::PtxParamSizes ptx_param_sizes_of(
         const Source& source, std::optional<compile::PtxParamSizes> stored = std::nullopt) const;
     // publish() and evict_over_budget() require write_mutex_ and return the evicted modules, for

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <string>
 
+#include "util/try.hpp"
+
 namespace kcache::compile {
 
 Result<void> check_target(const Target& target) {
@@ -35,7 +37,7 @@ Result<Target> parse_target(std::string_view text) {
         return Error(Errc::kInvalidArgument,
                      "bad arch '" + given + "': sm_XX or sm_XXa, e.g. sm_90 or sm_90a");
     }
-    if (auto checked = check_target(target); !checked) return std::move(checked).error();
+    TRY(check_target(target));
     return target;
 }
 

@@ -14,6 +14,7 @@
 #include "driver/compiler_libraries.hpp"
 #include "driver/nvrtc.hpp"
 #include "util/log.hpp"
+#include "util/try.hpp"
 
 namespace kcache::compile {
 
@@ -44,14 +45,13 @@ std::atomic<bool> trace_unreadable_said{false};
 // nvJitLink cannot link it, which compile_cuda() answers with NVRTC's own cubin.
 Result<bool> link_lto_ir(const driver::NvrtcProgram& nvrtc, const CudaProgram& program,
                          const Target& target, Compiled& out) {
-    auto ir = nvrtc.lto_ir();
-    if (!ir) return std::move(ir).error();
+    TRY_ASSIGN(const auto ir, nvrtc.lto_ir());
     std::vector<std::string> link_options;
     // A variable a name expression asks for ("&table") is kept, used or not.
     for (const auto& [expression, lowered] : out.lowered_names) {
         if (expression.starts_with('&')) link_options.push_back("-variables-used=" + lowered);
     }
-    auto linked = link(driver::LinkInput::kLtoIr, *ir, program.name, target, link_options);
+    auto linked = link(driver::LinkInput::kLtoIr, ir, program.name, target, link_options);
     if (!linked) {
         // Say an nvJitLink older than this NVRTC, which cannot read its IR: NVRTC's own
         // cubin runs the same code (a real compile error shows again there, with its log).
@@ -95,8 +95,8 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target, 
         lean ? "-arch=compute_" + target.name().substr(3) : "-arch=" + target.name(),
         "--no-source-include"};
     if (lean) options.emplace_back("-dlto");
-    // The time trace names every header NVRTC processed, the only account it gives of what it
-    // read from disk (it has no -M): an "#include "/abs/path.h"" needs no option at all.
+        // The time trace names every header NVRTC processed, the only account it gives of what it
+        // read from disk (it has no -M): an "#include "/abs/path.h"" needs no option at all.
     const TraceFolder trace;
     const bool tracing = trace.usable() && !trace_unsupported.load(std::memory_order_relaxed);
     if (tracing) options.push_back(trace.option());

@@ -10,6 +10,7 @@
 #include "compile/header_trace.hpp"
 #include "compile/options.hpp"
 #include "driver/compiler_libraries.hpp"
+#include "util/try.hpp"
 
 namespace kcache::compile {
 namespace {
@@ -68,8 +69,7 @@ const std::string& toolkit_include_folder() {
 // there later would shadow one the fingerprint knows.
 Result<void> check_disk_options(const CudaProgram& program) {
     if (program.allow_disk_headers) return {};
-    auto normalized = normalize_options(program.options);
-    if (!normalized) return std::move(normalized).error();
+    TRY_ASSIGN(const std::vector<std::string> normalized, normalize_options(program.options));
     const std::string& toolkit = toolkit_include_folder();
     auto refused = [&](const std::string& option, const std::string& what) {
         return Error(Errc::kInvalidArgument,
@@ -78,7 +78,7 @@ Result<void> check_disk_options(const CudaProgram& program) {
                          (toolkit.empty() ? std::string("headers") : toolkit) +
                          " are): " + how_to_fix());
     };
-    for (const std::string& option : *normalized) {
+    for (const std::string& option : normalized) {
         if (option.starts_with("-I")) {
             if (!inside(real_path(option.substr(2)), toolkit)) return refused(option, "headers");
         } else if (option.starts_with("-include=")) {

@@ -267,9 +267,8 @@ Result<Result<Compiled>> WorkerPool::exchange(const Worker& worker, const std::s
     auto frame = read_frame(worker.from_worker.get(), kCompileTimeout);
     if (!frame) return Error(Errc::kIoError, "reading the answer: " + frame.error().message());
     if (!frame->has_value()) return Error(Errc::kIoError, "no answer (end of file)");
-    auto response = decode_response(**frame);
-    if (!response) return std::move(response).error();
-    return Result<Result<Compiled>>(std::move(*response));
+    TRY_ASSIGN(CompileResponse response, decode_response(**frame));
+    return Result<Result<Compiled>>(std::move(response));
 }
 
 WorkerPool::Ending WorkerPool::retire(Worker& worker) {

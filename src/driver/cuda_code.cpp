@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "util/log.hpp"
+#include "util/try.hpp"
 
 namespace kcache::driver {
 namespace {
@@ -67,8 +68,7 @@ Result<std::unique_ptr<CudaCode>> CudaCode::load_binary(const CudaApi& api, Imag
         }
     }
     if (current.context == nullptr || current.id == 0) {
-        auto library = code->library();
-        if (!library) return std::move(library).error();
+        TRY(code->library());
         return code;
     }
     CUresult rc = api.cuModuleLoadData(&code->module_, code->image_.data());
@@ -94,8 +94,7 @@ Result<std::unique_ptr<CudaCode>> CudaCode::load_ptx(const CudaApi& api, const s
     code->ptx_ = true;
     code->copy_ = ptx;  // NUL-terminated, as the driver wants PTX
     code->image_ = code->copy_;
-    auto library = code->library();
-    if (!library) return std::move(library).error();
+    TRY(code->library());
     // The driver keeps its own copy of PTX (the option to preserve it is for binaries only).
     code->copy_ = std::string();
     code->image_ = {};
@@ -190,11 +189,10 @@ Result<CUlibrary> CudaCode::library() {
 }
 
 Result<CudaKernel*> CudaCode::kernel(const std::string& name) {
-    auto home = at_home();
-    if (!home) return std::move(home).error();
+    TRY_ASSIGN(const bool home, at_home());
     CUfunction function = nullptr;
     CUkernel from_library = nullptr;
-    if (*home) {
+    if (home) {
         CUresult rc = api_.cuModuleGetFunction(&function, module_, name.c_str());
         if (rc == CUDA_ERROR_NOT_FOUND) {
             return Error(Errc::kKernelNotFound, "no kernel named '" + name + "' in the module");
@@ -204,10 +202,9 @@ Result<CudaKernel*> CudaCode::kernel(const std::string& name) {
         }
     } else {
         // A destroyed context must not cost a read-back and a library, nor pass for a failed JIT.
-        if (auto current = current_context(api_); !current) return std::move(current).error();
-        auto library = this->library();
-        if (!library) return std::move(library).error();
-        CUresult rc = api_.cuLibraryGetKernel(&from_library, *library, name.c_str());
+        TRY(current_context(api_));
+        TRY_ASSIGN(CUlibrary library, this->library());
+        CUresult rc = api_.cuLibraryGetKernel(&from_library, library, name.c_str());
         if (rc == CUDA_ERROR_NOT_FOUND) {
             return Error(Errc::kKernelNotFound, "no kernel named '" + name + "' in the module");
         }
@@ -239,12 +236,11 @@ Result<CUkernel> CudaCode::library_kernel(CudaKernel& kernel) {
         return found;
     }
     // First use away from home: the context at hand must be a live one (see kernel()).
-    if (auto current = current_context(api_); !current) return std::move(current).error();
-    auto library = this->library();
-    if (!library) return std::move(library).error();
+    TRY(current_context(api_));
+    TRY_ASSIGN(CUlibrary library, this->library());
     CUkernel found = nullptr;
     // Two threads may both ask; the driver hands both the same CUkernel.
-    CUresult rc = api_.cuLibraryGetKernel(&found, *library, kernel.name.c_str());
+    CUresult rc = api_.cuLibraryGetKernel(&found, library, kernel.name.c_str());
     if (rc != CUDA_SUCCESS) {
         return with_logs(
             api_.error(Errc::kDriverError, "cuLibraryGetKernel(" + kernel.name + ")", rc));
@@ -271,33 +267,25 @@ Result<CUfunction> CudaCode::home_function(CudaKernel& kernel) {
 
 Result<CUfunction> CudaCode::launchable(CudaKernel& kernel) {
     // Two or three driver calls: small beside the launch itself.
-    auto home = at_home();
-    if (!home) return std::move(home).error();
-    if (*home) return home_function(kernel);
-    auto found = library_kernel(kernel);
-    if (!found) return std::move(found).error();
+    TRY_ASSIGN(const bool home, at_home());
+    if (home) return home_function(kernel);
+    TRY_ASSIGN(CUkernel found, library_kernel(kernel));
     // A CUkernel is accepted wherever a CUfunction is, and launches in the current context.
-    return reinterpret_cast<CUfunction>(*found);
+    return reinterpret_cast<CUfunction>(found);
 }
 
 Result<std::vector<KernelParam>> CudaCode::params(CudaKernel& kernel) {
     // Through the current context's handle: the home function may be gone with its context.
-    auto home = at_home();
-    if (!home) return std::move(home).error();
-    const bool by_function = *home;
+    TRY_ASSIGN(const bool by_function, at_home());
     if (by_function ? api_.cuFuncGetParamInfo == nullptr : api_.cuKernelGetParamInfo == nullptr) {
         return Error(Errc::kUnsupported, "asking a kernel's parameters needs a CUDA 12.4+ driver");
     }
     CUfunction function = nullptr;
     CUkernel from_library = nullptr;
     if (by_function) {
-        auto found = home_function(kernel);
-        if (!found) return std::move(found).error();
-        function = *found;
+        TRY_ASSIGN(function, home_function(kernel));
     } else {
-        auto found = library_kernel(kernel);
-        if (!found) return std::move(found).error();
-        from_library = *found;
+        TRY_ASSIGN(from_library, library_kernel(kernel));
     }
     std::vector<KernelParam> params;
     for (std::size_t index = 0;; ++index) {

@@ -4,6 +4,7 @@
 #include "driver/cuda_api.hpp"
 #include "driver/cuda_code.hpp"
 #include "driver/driver.hpp"
+#include "util/try.hpp"
 
 namespace kcache::driver {
 namespace {
@@ -56,32 +57,31 @@ public:
     // Binaries load as a module into the current context, with a library made when another
     // context asks (see CudaCode); PTX loads as a library, through the driver's JIT.
     Result<LibraryId> load_library(const Source& source) override {
-        auto code = source.kind == SourceKind::kPtx
-                        ? CudaCode::load_ptx(api_, source.bytes)
-                        : CudaCode::load_binary(api_, Image{source.bytes, nullptr}, {}, true);
-        if (!code) return std::move(code).error();
+        TRY_ASSIGN(std::unique_ptr<CudaCode> code,
+                   source.kind == SourceKind::kPtx
+                       ? CudaCode::load_ptx(api_, source.bytes)
+                       : CudaCode::load_binary(api_, Image{source.bytes, nullptr}, {}, true));
         // With lazy loading the driver may defer the JIT of PTX to the first kernel lookup in a
         // context; get_kernel() then reports it with the log, and the cache drops the code
         // (LoadedModules::discard).
-        return LibraryId{code->release()};
+        return LibraryId{code.release()};
     }
 
     // In place: the bytes `image.owner` keeps serve a library made later without a copy. In a
     // process of one device, where another context is rare, a binary with a way back to its bytes
     // keeps none of them.
     Result<LibraryId> load_binary(Image image, ImageSource again) override {
-        auto code = CudaCode::load_binary(api_, std::move(image), std::move(again),
-                                          /*keep=*/device_count_ != 1);
-        if (!code) return std::move(code).error();
-        return LibraryId{code->release()};
+        TRY_ASSIGN(std::unique_ptr<CudaCode> code,
+                   CudaCode::load_binary(api_, std::move(image), std::move(again),
+                                         /*keep=*/device_count_ != 1));
+        return LibraryId{code.release()};
     }
 
     void unload_library(LibraryId id) noexcept override { delete id.as<CudaCode>(); }
 
     Result<KernelId> get_kernel(LibraryId id, const std::string& name) override {
-        auto kernel = id.as<CudaCode>()->kernel(name);
-        if (!kernel) return std::move(kernel).error();
-        return KernelId{*kernel};
+        TRY_ASSIGN(CudaKernel * kernel, id.as<CudaCode>()->kernel(name));
+        return KernelId{kernel};
     }
 
     Result<std::vector<KernelParam>> kernel_params(KernelId id) override {
@@ -91,9 +91,8 @@ public:
 
     Result<void> launch(KernelId id, const LaunchConfig& c, void** args) override {
         auto* kernel = id.as<CudaKernel>();
-        auto function = kernel->code->launchable(*kernel);
-        if (!function) return std::move(function).error();
-        CUresult rc = api_.cuLaunchKernel(*function, c.grid.x, c.grid.y, c.grid.z, c.block.x,
+        TRY_ASSIGN(CUfunction function, kernel->code->launchable(*kernel));
+        CUresult rc = api_.cuLaunchKernel(function, c.grid.x, c.grid.y, c.grid.z, c.block.x,
                                           c.block.y, c.block.z, c.shared_bytes,
                                           static_cast<CUstream>(c.stream), args, nullptr);
         if (rc != CUDA_SUCCESS) return api_.error(Errc::kDriverError, "cuLaunchKernel", rc);
