@@ -24,8 +24,11 @@ std::optional<std::string> run_self(
         }
         if (!replaced) variables.emplace_back(*entry);
     }
-    for (const auto& [name, value] : environment) variables.push_back(name + "=" + value);
+    for (const auto& [name, value] : environment) {
+        variables.push_back(std::string(name).append("=").append(value));
+    }
     std::vector<char*> envp;
+    envp.reserve(variables.size() + 1);
     for (auto& variable : variables) envp.push_back(variable.data());
     envp.push_back(nullptr);
 
@@ -33,6 +36,7 @@ std::optional<std::string> run_self(
     std::vector<std::string> argv_text = {self};
     argv_text.insert(argv_text.end(), args.begin(), args.end());
     std::vector<char*> argv;
+    argv.reserve(argv_text.size() + 1);
     for (auto& arg : argv_text) argv.push_back(arg.data());
     argv.push_back(nullptr);
 

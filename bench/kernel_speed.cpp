@@ -146,6 +146,7 @@ std::string run_kernel_speed(std::string& note) {
         }
         std::uint32_t n = c.n;
         std::vector<void*> args;
+        args.reserve(addresses.size() + 1);
         for (auto& address : addresses) args.push_back(&address);
         args.push_back(&n);
         std::vector<double> jit_ms, kcache_ms;

@@ -209,6 +209,7 @@ struct KernelSet {
     }
     std::vector<WarmUpItem> handed_over_items() {
         std::vector<WarmUpItem> items;
+        items.reserve(ptx.size());
         for (int i = 0; i < count(); ++i) items.push_back({key(i), handing_over(i), name});
         return items;
     }
@@ -468,10 +469,12 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
         driver_ms = DriverClock::ms();
     } else if (mode == "touch") {  // for scale: first touches of 25 KiB of fresh heap, 64 times
         std::vector<std::unique_ptr<char[]>> blocks;
+        constexpr std::size_t kBlockBytes = std::size_t{25} * 1024;
+        blocks.reserve(count);
         const auto start = std::chrono::steady_clock::now();
         profile_window("enable");
         for (int i = 0; i < count; ++i) {
-            blocks.push_back(std::make_unique<char[]>(25 * 1024));  // value-initialised: touched
+            blocks.push_back(std::make_unique<char[]>(kBlockBytes));  // value-initialised: touched
         }
         profile_window("disable");
         total_ms = ms_since(start);

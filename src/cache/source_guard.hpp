@@ -2,7 +2,6 @@
 // The one guard every call of a caller's source generator goes through.
 #pragma once
 
-
 #include "kcache/function_ref.hpp"
 #include "kcache/result.hpp"
 #include "kcache/source.hpp"

@@ -96,8 +96,8 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target, 
         lean ? "-arch=compute_" + target.name().substr(3) : "-arch=" + target.name(),
         "--no-source-include"};
     if (lean) options.emplace_back("-dlto");
-        // The time trace names every header NVRTC processed, the only account it gives of what it
-        // read from disk (it has no -M): an "#include "/abs/path.h"" needs no option at all.
+    // The time trace names every header NVRTC processed, the only account it gives of what it
+    // read from disk (it has no -M): an "#include "/abs/path.h"" needs no option at all.
     const TraceFolder trace;
     const bool tracing = trace.usable() && !trace_unsupported.load(std::memory_order_relaxed);
     if (tracing) options.push_back(trace.option());

@@ -57,7 +57,7 @@ Result<std::string> through_own_links(std::string path, uid_t user) {
         }
         std::string next(target, static_cast<std::size_t>(length));
         if (next.empty()) return Error(Errc::kIoError, "readlink " + path + ": empty link");
-        if (next.front() != '/') next = path.substr(0, path.rfind('/') + 1) + next;
+        if (next.front() != '/') next.insert(0, path, 0, path.rfind('/') + 1);
         while (next.size() > 1 && next.back() == '/') next.pop_back();
         path = std::move(next);
     }

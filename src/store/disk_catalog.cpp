@@ -68,9 +68,10 @@ Result<std::vector<std::pair<std::string, std::string>>> entry_files(
         if (!is_entry_folder(folder)) continue;
         auto names = directory.list(folder);
         if (!names) continue;  // vanished, unreadable or not a folder: nothing of ours to list
+        const std::string prefix = folder + "/";
         for (const auto& name : *names) {
             if (classify(name) != NameKind::kEntry) continue;
-            found.emplace_back(folder + "/" + name, folder + name.substr(0, name.size() - 3));
+            found.emplace_back(prefix + name, folder + name.substr(0, name.size() - 3));
         }
     }
     std::sort(found.begin(), found.end(),
@@ -150,10 +151,11 @@ Result<DirectorySize> measure_directory(const CacheDirectory& directory) {
             ++size.strays;  // a link or a file at an entry folder's name
             continue;
         }
+        const std::string prefix = folder + "/";
         for (const auto& name : *names) {
             const NameKind kind = classify(name);
             if (kind != NameKind::kEntry && kind != NameKind::kTemporary) continue;
-            auto status = directory.status(folder + "/" + name);
+            auto status = directory.status(prefix + name);
             if (!status || !*status) continue;
             if ((*status)->kind != util::FileKind::kRegular) {
                 ++size.strays;

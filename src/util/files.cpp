@@ -17,8 +17,8 @@
 #include <utility>
 
 #include "util/beneath.hpp"
-#include "util/unique_fd.hpp"
 #include "util/spare_buffer.hpp"
+#include "util/unique_fd.hpp"
 
 namespace kcache::util {
 namespace {
@@ -107,8 +107,9 @@ Result<void> remove_at(int fd, const std::string& name, const std::string& shown
         if (entry != "." && entry != "..") names.emplace_back(entry);
     }
     Result<void> result = ok();
+    const std::string prefix = shown + "/";
     for (const std::string& entry : names) {
-        if (auto removed = remove_at(dirfd(dir.get()), entry, shown + "/" + entry, depth - 1);
+        if (auto removed = remove_at(dirfd(dir.get()), entry, prefix + entry, depth - 1);
             !removed && result) {
             result = removed;
         }
@@ -271,7 +272,8 @@ public:
             const std::string_view name = item->d_name;
             if (name != "." && name != "..") names.emplace_back(name);
         }
-        if (const int saved = errno; saved != 0) return io_error("list", base.path_of(relative), saved);
+        if (const int saved = errno; saved != 0)
+            return io_error("list", base.path_of(relative), saved);
         return names;
     }
 

@@ -64,8 +64,8 @@ void load_from_environment() {
 // The log file, opened for each line: never a FIFO that would stall every caller (O_NONBLOCK,
 // then only a regular file is kept), never inherited by a child (O_CLOEXEC). None: stderr.
 UniqueFd open_log_file(const std::string& path) {
-    UniqueFd fd(
-        open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600));
+    UniqueFd fd(open(path.c_str(),
+                     O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600));
     struct stat info {};
     if (fd && (fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode))) fd.reset();
     return fd;

@@ -35,9 +35,9 @@ void reload_log_config();
 }  // namespace kcache::util
 
 // A log line whose text is built only when its level is on: KCACHE_LOG(kInfo, "miss " + key).
-#define KCACHE_LOG(level, ...)                                                        \
-    do {                                                                              \
-        if (::kcache::util::log_enabled(::kcache::util::LogLevel::level)) {           \
-            ::kcache::util::log_line(::kcache::util::LogLevel::level, __VA_ARGS__);   \
-        }                                                                             \
+#define KCACHE_LOG(level, ...)                                                      \
+    do {                                                                            \
+        if (::kcache::util::log_enabled(::kcache::util::LogLevel::level)) {         \
+            ::kcache::util::log_line(::kcache::util::LogLevel::level, __VA_ARGS__); \
+        }                                                                           \
     } while (false)

@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
+#include "testing/fake_driver.hpp"
 #include "util/epoch.hpp"
 
 namespace kcache {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "driver/compiler_api.hpp"
-#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
+#include "testing/fake_driver.hpp"
 
 extern char** environ;
 

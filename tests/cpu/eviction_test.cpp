@@ -7,9 +7,9 @@
 #include <optional>
 #include <vector>
 
-#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
+#include "testing/fake_driver.hpp"
 #include "util/epoch.hpp"
 
 namespace kcache {

@@ -2,14 +2,13 @@
 // build::source_digest and util::FingerprintBuilder: what identifies a compiled module.
 #include "util/fingerprint.hpp"
 
-#include "build/fingerprints.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <cstdint>
 #include <string>
 
+#include "build/fingerprints.hpp"
 #include "kcache/source.hpp"
 #include "ptx_kernels.hpp"
 
@@ -38,8 +37,7 @@ TEST(Fingerprint, DiffersForOneFlippedByte) {
 
 TEST(Fingerprint, DiffersForDifferentKind) {
     const std::string bytes = examples::residual_add_ptx();
-    EXPECT_NE(source_digest(Source::ptx(bytes), 90),
-              source_digest(Source::fatbin(bytes), 90));
+    EXPECT_NE(source_digest(Source::ptx(bytes), 90), source_digest(Source::fatbin(bytes), 90));
 }
 
 TEST(Fingerprint, DiffersForDifferentArch) {
@@ -51,8 +49,7 @@ TEST(Fingerprint, DiffersForDifferentArch) {
 // computed from the source, and it still tells one flipped byte apart.
 TEST(Fingerprint, FromTheBytesHashIsTheSourcesOwn) {
     const Source source = Source::ptx(examples::gelu_ptx());
-    EXPECT_EQ(source_digest(source, 90, bytes_hash(source.bytes)),
-              source_digest(source, 90));
+    EXPECT_EQ(source_digest(source, 90, bytes_hash(source.bytes)), source_digest(source, 90));
     std::string flipped = source.bytes;
     flipped[flipped.size() / 2] ^= 1;
     EXPECT_NE(bytes_hash(flipped), bytes_hash(source.bytes));

@@ -15,12 +15,12 @@
 #include <string>
 
 #include "driver/compiler_api.hpp"
-#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/artifact_format.hpp"
 #include "store/persistent_stats.hpp"
 #include "test_support.hpp"
+#include "testing/fake_driver.hpp"
 
 namespace kcache {
 namespace {

@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "build/fingerprints.hpp"
-#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
+#include "testing/fake_driver.hpp"
 #include "util/epoch.hpp"
 #include "util/fingerprint.hpp"
 

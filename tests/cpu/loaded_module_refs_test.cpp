@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "cache/loaded_module.hpp"
-#include "testing/fake_driver.hpp"
 #include "test_support.hpp"
+#include "testing/fake_driver.hpp"
 #include "util/epoch.hpp"
 
 namespace kcache::cache {

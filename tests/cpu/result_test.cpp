@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Result<T> and Error: the value-or-error type every public kcache call returns.
 #include "kcache/result.hpp"
-#include "util/try.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +8,8 @@
 #include <set>
 #include <string>
 #include <utility>
+
+#include "util/try.hpp"
 
 namespace kcache {
 namespace {

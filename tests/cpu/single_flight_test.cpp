@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
+#include "testing/fake_driver.hpp"
 
 namespace kcache {
 namespace {

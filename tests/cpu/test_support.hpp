@@ -24,12 +24,12 @@
 #include <utility>
 #include <vector>
 
-#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/cache_directory.hpp"
 #include "store/key_index.hpp"
 #include "store/persistent_stats.hpp"
+#include "testing/fake_driver.hpp"
 #include "util/files.hpp"
 #include "util/log.hpp"
 

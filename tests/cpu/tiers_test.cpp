@@ -16,11 +16,11 @@
 #include <thread>
 
 #include "driver/compiler_api.hpp"
-#include "testing/fake_driver.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/artifact_format.hpp"
 #include "test_support.hpp"
+#include "testing/fake_driver.hpp"
 #include "util/fingerprint.hpp"
 
 namespace kcache {
