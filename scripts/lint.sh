@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The style checks: `scripts/lint.sh [format] [tidy]` runs the named steps (both by default).
 #   format: clang-format-14 --dry-run -Werror over every tracked C/C++ file (the repo's
 #           .clang-format), fuzz seeds aside.
