@@ -10,23 +10,12 @@
 #include "build/compile_step.hpp"
 #include "build/store_step.hpp"
 #include "build/tier_lookup.hpp"
+#include "util/elapsed.hpp"
 #include "util/log.hpp"
 #include "util/try.hpp"
 
 namespace kcache::build {
 namespace {
-
-std::uint64_t ms_since(std::chrono::steady_clock::time_point start) {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          std::chrono::steady_clock::now() - start)
-                                          .count());
-}
-
-std::uint64_t ns_since(std::chrono::steady_clock::time_point start) {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now() - start)
-                                          .count());
-}
 
 // Key material is line-based text; a caller's key may contain anything.
 std::string one_line(std::string_view key) {
@@ -85,9 +74,11 @@ Result<BuiltArtifact> ArtifactBuilder::compile_and_store(std::string_view key,
                 return std::move(*hit);
             }
         } else {
-            KCACHE_LOG(kInfo, "no compile lock for " + one_line(key) + " (" +
-                                  plan.fingerprint.hex() + ") after " +
-                                  std::to_string(ms_since(asked)) + " ms; compiling without it");
+            KCACHE_LOG(kInfo,
+                       "no compile lock for " + one_line(key) + " (" + plan.fingerprint.hex() +
+                           ") after " +
+                           std::to_string(util::elapsed_since<std::chrono::milliseconds>(asked)) +
+                           " ms; compiling without it");
         }
     }
 
@@ -95,7 +86,7 @@ Result<BuiltArtifact> ArtifactBuilder::compile_and_store(std::string_view key,
     explain_miss(tiers_.get(), caller_key, plan);
     const auto start = std::chrono::steady_clock::now();
     auto compiled = compile_planned(source, plan, workers_.get());
-    const std::uint64_t compile_ns = ns_since(start);
+    const std::uint64_t compile_ns = util::elapsed_since(start);
     if (!compiled) return std::move(compiled).error();
     if (!*compiled) {  // nvJitLink cannot be used: the driver's JIT takes the PTX
         BuiltArtifact for_the_driver;

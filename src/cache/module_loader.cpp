@@ -6,17 +6,12 @@
 #include <utility>
 
 #include "build/fingerprints.hpp"
+#include "util/elapsed.hpp"
 #include "util/log.hpp"
 #include "util/try.hpp"
 
 namespace kcache::cache {
 namespace {
-
-std::uint64_t since(std::chrono::steady_clock::time_point start) {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now() - start)
-                                          .count());
-}
 
 // A disk hit's way back to its bytes, for a load into another context after the driver let
 // them go: the artifact under the same fingerprint, through the tiers, built from the same
@@ -96,7 +91,7 @@ Result<LoadedCode> load_module(driver::Driver& driver,
     TRY_ASSIGN(driver::LibraryId loaded, std::move(library));
     std::uint64_t compile_ns = built.compile_ns;
     // Loading PTX is the driver's JIT: that is compile time too.
-    if (built.provenance == Provenance::kDriverJit) compile_ns += since(start);
+    if (built.provenance == Provenance::kDriverJit) compile_ns += util::elapsed_since(start);
     return LoadedCode{
         loaded,   built.provenance,      compile_ns, std::move(built.names), built.source_bytes,
         artifact, std::move(param_sizes)};
