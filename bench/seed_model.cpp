@@ -4,7 +4,7 @@
 namespace kcache::bench {
 
 SeedModelCache::~SeedModelCache() {
-    for (auto& [key, module] : map_) driver_->unload_library(module->library);
+    for (auto& [key, module] : map_) driver_->unload_module(module->library);
 }
 
 Result<std::shared_ptr<SeedModelCache::Module>> SeedModelCache::get_or_compile(
@@ -16,7 +16,7 @@ Result<std::shared_ptr<SeedModelCache::Module>> SeedModelCache::get_or_compile(
         auto it = map_.find(std::string(key));
         if (it != map_.end()) return it->second;
     }
-    auto library = driver_->load_library(Source::ptx(std::string(ptx)));
+    auto library = driver_->load_module(Source::ptx(std::string(ptx)));
     if (!library) return library.error();
     auto module = std::make_shared<Module>();
     module->library = *library;

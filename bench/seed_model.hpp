@@ -18,7 +18,7 @@ class SeedModelCache {
 public:
     struct Module {
         std::mutex mutex;  // the seed's Mutex<CudaModule>, held through every launch
-        driver::LibraryId library{};
+        driver::ModuleId library{};
         std::unordered_map<std::string, driver::KernelId> functions;  // guarded by mutex
     };
 

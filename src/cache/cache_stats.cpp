@@ -19,8 +19,8 @@ CacheStats LoadedModules::stats() const {
     s.prebuild_compiles = prebuild_compiles_.load(std::memory_order_relaxed);
     s.entries = size();
     // Unloads first: every unload counted was preceded by its load, so loaded >= unloaded.
-    const auto unloaded = library_counters_->unloaded.load(std::memory_order_acquire);
-    s.loaded_libraries = library_counters_->loaded.load(std::memory_order_acquire) - unloaded;
+    const auto unloaded = module_counters_->unloaded.load(std::memory_order_acquire);
+    s.loaded_libraries = module_counters_->loaded.load(std::memory_order_acquire) - unloaded;
     if (const store::ArtifactStore* tiers = builder_.tiers().get()) {
         const store::ArtifactStats t = tiers->stats();
         s.memory_hits = t.memory_hits;

@@ -11,16 +11,16 @@ namespace kcache::cache {
 
 LoadedModule::LoadedModule(std::string key_in, int arch_in, std::uint64_t hash_in,
                            util::Fingerprint source_digest_in,
-                           std::optional<util::Fingerprint> artifact_in, driver::LibraryId library,
+                           std::optional<util::Fingerprint> artifact_in, driver::ModuleId module,
                            std::shared_ptr<driver::Driver> driver,
-                           std::shared_ptr<LibraryCounters> counters, build::LoweredNames names,
+                           std::shared_ptr<ModuleCounters> counters, build::LoweredNames names,
                            compile::PtxParamSizes param_sizes)
     : key(std::move(key_in)),
       arch(arch_in),
       hash(hash_in),
       source_digest(source_digest_in),
       artifact(artifact_in),
-      library_(library),
+      module_(module),
       names_(std::move(names)),
       param_sizes_(std::move(param_sizes)),
       driver_(std::move(driver)),
@@ -104,7 +104,7 @@ void LoadedModule::try_unload() noexcept {
     if (sum_refs() != 0) return;
     bool expected = false;
     if (!unloaded_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return;
-    driver_->unload_library(library_);
+    driver_->unload_module(module_);
     counters_->unloaded.fetch_add(1, std::memory_order_release);
     if (util::log_enabled(util::LogLevel::kDebug)) {
         util::log_line(util::LogLevel::kDebug,
@@ -164,7 +164,7 @@ Result<const ResolvedKernel*> LoadedModule::resolve(std::string_view name) {
     for (const auto& [expression, lowered] : names_) {
         if (expression == name) driver_name = lowered;
     }
-    auto id = driver_->get_kernel(library_, driver_name);
+    auto id = driver_->get_kernel(module_, driver_name);
     if (!id) {
         Error error = std::move(id).error();
         if (error.code() == Errc::kCompileFailed || error.code() == Errc::kArtifactGone) {

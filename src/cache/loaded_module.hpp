@@ -21,7 +21,7 @@
 namespace kcache::cache {
 
 // Counters a module updates after its cache may be gone (a handle outliving the cache).
-struct LibraryCounters {
+struct ModuleCounters {
     std::atomic<std::uint64_t> loaded{0};
     std::atomic<std::uint64_t> unloaded{0};
 };
@@ -52,8 +52,8 @@ private:
 class LoadedModule {
 public:
     LoadedModule(std::string key, int arch, std::uint64_t hash, util::Fingerprint source_digest,
-                 std::optional<util::Fingerprint> artifact, driver::LibraryId library,
-                 std::shared_ptr<driver::Driver> driver, std::shared_ptr<LibraryCounters> counters,
+                 std::optional<util::Fingerprint> artifact, driver::ModuleId module,
+                 std::shared_ptr<driver::Driver> driver, std::shared_ptr<ModuleCounters> counters,
                  build::LoweredNames names = {}, compile::PtxParamSizes param_sizes = {});
     ~LoadedModule();
     LoadedModule(const LoadedModule&) = delete;
@@ -140,12 +140,12 @@ private:
     std::atomic<bool> unloaded_{false};
     std::atomic<std::uint8_t> broken_{0};  // 0, or the reason's Errc + 1
 
-    const driver::LibraryId library_;
+    const driver::ModuleId module_;
     const build::LoweredNames names_;  // for CUDA C++ templates; immutable
     // What a PTX source declares, for kernels resolved later; immutable.
     const compile::PtxParamSizes param_sizes_;
     const std::shared_ptr<driver::Driver> driver_;
-    const std::shared_ptr<LibraryCounters> counters_;
+    const std::shared_ptr<ModuleCounters> counters_;
 
     std::mutex resolve_mutex_;  // serialises resolve(); readers use kernels_ without it
     std::atomic<const ResolvedKernel*> kernels_{nullptr};  // push-front list, release/acquire

@@ -76,7 +76,7 @@ build::BuildOptions build_options(const CacheOptions& options) {
 LoadedModules::LoadedModules(CacheOptions options_in)
     : options(std::move(options_in)),
       driver_(options.driver ? options.driver : driver::default_driver()),
-      library_counters_(std::make_shared<LibraryCounters>()),
+      module_counters_(std::make_shared<ModuleCounters>()),
       builder_(build_options(options)),
       table_(new ModuleTable({})) {
     for (const std::string& problem : options.configuration_problems) {
@@ -246,7 +246,7 @@ Result<ModuleHandle> LoadedModules::load_and_publish(std::string_view key, int a
                                                   provenance_name(built->provenance) +
                                                   (compiled ? std::string(" in ") + ms : ""));
     }
-    auto library = built->library;
+    const driver::ModuleId loaded = built->module;
 
     compile::PtxParamSizes param_sizes;
     util::Fingerprint source_digest{};
@@ -258,7 +258,7 @@ Result<ModuleHandle> LoadedModules::load_and_publish(std::string_view key, int a
         source_digest = build::source_digest(source, arch, built->source_bytes);
     }
     auto* entry = new LoadedModule(std::string(key), arch, hash, source_digest, built->artifact,
-                                   library, driver_, library_counters_, std::move(built->names),
+                                   loaded, driver_, module_counters_, std::move(built->names),
                                    std::move(param_sizes));
     // Our reference is taken before the module is published, so eviction cannot unload it under
     // the caller. It is the module's home reference: hits by key allocate the striped counters.

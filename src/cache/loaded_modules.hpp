@@ -57,7 +57,7 @@ public:
     Result<Provenance> prebuild(std::string_view key, FunctionRef<Result<Source>()> make, int arch);
 
     // Removes a broken module: its JIT failed when a kernel was first resolved (with lazy loading
-    // the driver may defer the JIT past load_library, and a failed compile must not stay cached),
+    // the driver may defer the JIT past load_module, and a failed compile must not stay cached),
     // or its code could not be loaded into another context any more (kArtifactGone).
     void discard(const ModuleHandle& module);
 
@@ -98,7 +98,7 @@ private:
     void replace_table(ModuleTable* table);  // requires write_mutex_
 
     std::shared_ptr<driver::Driver> driver_;
-    std::shared_ptr<LibraryCounters> library_counters_;
+    std::shared_ptr<ModuleCounters> module_counters_;
     build::ArtifactBuilder builder_;
 
     // Read by every hit, written only when a miss publishes: on a line of their own, away from

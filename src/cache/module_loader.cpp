@@ -61,34 +61,34 @@ Result<LoadedCode> load_module(driver::Driver& driver,
     const bool compiled_here = built.artifact != nullptr || built.loadable.kind != source.kind;
     std::optional<util::Fingerprint> artifact;
     if (built.artifact != nullptr) artifact = built.fingerprint;
-    Result<driver::LibraryId> library = Error(Errc::kInvalidArgument, "not loaded");
+    Result<driver::ModuleId> module = Error(Errc::kInvalidArgument, "not loaded");
     if (built.artifact != nullptr) {
         // A disk hit is kept by no tier: the driver may let its bytes go and read them back.
         const bool from_disk = built.provenance == Provenance::kDiskTier;
         const std::string_view payload = built.artifact->payload();
         driver::ImageSource again = from_disk ? read_back(tiers, built.fingerprint, *built.artifact)
                                               : driver::ImageSource();
-        library =
+        module =
             driver.load_binary(driver::Image{payload, std::move(built.artifact)}, std::move(again));
     } else if (built.loadable.kind == SourceKind::kCubin ||
                built.loadable.kind == SourceKind::kFatbin) {
         // A caller's binary: its bytes, moved here, are the ones a module made later uses.
         auto bytes = std::make_shared<const std::string>(std::move(built.loadable.bytes));
         const std::string_view view = *bytes;
-        library = driver.load_binary(driver::Image{view, std::move(bytes)}, {});
+        module = driver.load_binary(driver::Image{view, std::move(bytes)}, {});
     } else {
-        library = driver.load_library(built.loadable);
+        module = driver.load_module(built.loadable);
     }
-    if (!library && source.kind == SourceKind::kPtx && compiled_here) {
+    if (!module && source.kind == SourceKind::kPtx && compiled_here) {
         // A cubin this driver cannot load (say, from a host compiler newer than the driver):
         // the source itself still may, through the driver's JIT.
         KCACHE_LOG(kInfo, "compiled artifact for " + std::string(key) + " did not load (" +
-                              library.error().message() + "); handing the PTX to the driver");
+                              module.error().message() + "); handing the PTX to the driver");
         built.provenance = Provenance::kDriverJit;
         artifact.reset();
-        library = driver.load_library(source);
+        module = driver.load_module(source);
     }
-    TRY_ASSIGN(driver::LibraryId loaded, std::move(library));
+    TRY_ASSIGN(driver::ModuleId loaded, std::move(module));
     std::uint64_t compile_ns = built.compile_ns;
     // Loading PTX is the driver's JIT: that is compile time too.
     if (built.provenance == Provenance::kDriverJit) compile_ns += util::elapsed_since(start);

@@ -16,7 +16,7 @@
 namespace kcache::cache {
 
 struct LoadedCode {
-    driver::LibraryId library{};
+    driver::ModuleId module{};
     Provenance provenance = Provenance::kDriverJit;
     std::uint64_t compile_ns = 0;  // the host compile's, or the driver's JIT; 0 for a tier hit
     build::LoweredNames names;

@@ -57,7 +57,7 @@ public:
 
     // Binaries load as a module into the current context, with a library made when another
     // context asks (see CudaCode); PTX loads as a library, through the driver's JIT.
-    Result<LibraryId> load_library(const Source& source) override {
+    Result<ModuleId> load_module(const Source& source) override {
         TRY_ASSIGN(std::unique_ptr<CudaCode> code,
                    source.kind == SourceKind::kPtx
                        ? CudaCode::load_ptx(api_, source.bytes)
@@ -65,22 +65,22 @@ public:
         // With lazy loading the driver may defer the JIT of PTX to the first kernel lookup in a
         // context; get_kernel() then reports it with the log, and the cache drops the code
         // (LoadedModules::discard).
-        return LibraryId{code.release()};
+        return ModuleId{code.release()};
     }
 
     // In place: the bytes `image.owner` keeps serve a library made later without a copy. In a
     // process of one device, where another context is rare, a binary with a way back to its bytes
     // keeps none of them.
-    Result<LibraryId> load_binary(Image image, ImageSource again) override {
+    Result<ModuleId> load_binary(Image image, ImageSource again) override {
         TRY_ASSIGN(std::unique_ptr<CudaCode> code,
                    CudaCode::load_binary(api_, std::move(image), std::move(again),
                                          /*keep=*/device_count_ != 1));
-        return LibraryId{code.release()};
+        return ModuleId{code.release()};
     }
 
-    void unload_library(LibraryId id) noexcept override { delete id.as<CudaCode>(); }
+    void unload_module(ModuleId id) noexcept override { delete id.as<CudaCode>(); }
 
-    Result<KernelId> get_kernel(LibraryId id, const std::string& name) override {
+    Result<KernelId> get_kernel(ModuleId id, const std::string& name) override {
         TRY_ASSIGN(CudaKernel * kernel, id.as<CudaCode>()->kernel(name));
         return KernelId{kernel};
     }
@@ -140,10 +140,10 @@ public:
     explicit MissingDriver(Error why) : why_(std::move(why)) {}
     std::string describe() const override { return why_.message(); }
     Result<int> current_arch() override { return why_; }
-    Result<LibraryId> load_library(const Source&) override { return why_; }
-    Result<LibraryId> load_binary(Image, ImageSource) override { return why_; }
-    void unload_library(LibraryId) noexcept override {}
-    Result<KernelId> get_kernel(LibraryId, const std::string&) override { return why_; }
+    Result<ModuleId> load_module(const Source&) override { return why_; }
+    Result<ModuleId> load_binary(Image, ImageSource) override { return why_; }
+    void unload_module(ModuleId) noexcept override {}
+    Result<KernelId> get_kernel(ModuleId, const std::string&) override { return why_; }
     Result<std::vector<KernelParam>> kernel_params(KernelId) override { return why_; }
     Result<void> launch(KernelId, const LaunchConfig&, void**) override { return why_; }
 

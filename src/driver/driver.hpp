@@ -19,7 +19,7 @@
 namespace kcache::driver {
 
 // A handle a driver gives out, typed by what it names so that a kernel cannot be passed where a
-// library is asked for. What it points at is the giving driver's business (for the real driver,
+// module is asked for. What it points at is the giving driver's business (for the real driver,
 // a CudaCode and one of its CudaKernels); the empty handle ({}) names nothing.
 template <class Tag>
 class DriverHandle {
@@ -39,9 +39,9 @@ private:
     void* pointer_ = nullptr;
 };
 
-struct LibraryTag;
+struct ModuleTag;
 struct KernelTag;
-using LibraryId = DriverHandle<LibraryTag>;
+using ModuleId = DriverHandle<ModuleTag>;
 using KernelId = DriverHandle<KernelTag>;
 
 // A binary's bytes and what keeps them alive.
@@ -75,17 +75,17 @@ public:
 
     // Loads code for every context of the process: its kernels launch in whichever context is
     // current. A JIT or load failure comes back as kCompileFailed with the JIT's log.
-    virtual Result<LibraryId> load_library(const Source& source) = 0;
+    virtual Result<ModuleId> load_module(const Source& source) = 0;
     // A binary (cubin or fatbin) for every context. The driver may use the bytes in place for as
     // long as it keeps `image.owner`. Given `again`, it may instead let them go once the code is
     // loaded in the current context, and ask `again` for them when another context needs them:
     // a disk hit then leaves no copy of its file in memory.
-    virtual Result<LibraryId> load_binary(Image image, ImageSource again) = 0;
-    virtual void unload_library(LibraryId library) noexcept = 0;
+    virtual Result<ModuleId> load_binary(Image image, ImageSource again) = 0;
+    virtual void unload_module(ModuleId module) noexcept = 0;
 
     // Resolves a kernel by name and makes sure it is loadable in the current context, so that a
     // deferred JIT failure surfaces here rather than at the first launch.
-    virtual Result<KernelId> get_kernel(LibraryId library, const std::string& name) = 0;
+    virtual Result<KernelId> get_kernel(ModuleId module, const std::string& name) = 0;
 
     // The kernel's parameter layout; kUnsupported where the driver cannot tell.
     virtual Result<std::vector<KernelParam>> kernel_params(KernelId kernel) = 0;

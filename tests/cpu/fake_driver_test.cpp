@@ -31,7 +31,7 @@ std::vector<std::size_t> offsets_of(const std::vector<KernelParam>& params) {
 
 TEST(FakeDriver, ParsesResidualAddEntryAndParamSizes) {
     FakeDriver fake;
-    auto library = fake.load_library(test::residual_add_source());
+    auto library = fake.load_module(test::residual_add_source());
     ASSERT_TRUE(library.ok()) << library.error().describe();
     auto kernel = fake.get_kernel(*library, "residual_add");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
@@ -44,7 +44,7 @@ TEST(FakeDriver, ParsesResidualAddEntryAndParamSizes) {
 
 TEST(FakeDriver, ParsesScaleKernelParamSizes) {
     FakeDriver fake;
-    auto library = fake.load_library(test::scale_source());
+    auto library = fake.load_module(test::scale_source());
     ASSERT_TRUE(library.ok()) << library.error().describe();
     auto kernel = fake.get_kernel(*library, "scale_kernel");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
@@ -56,7 +56,7 @@ TEST(FakeDriver, ParsesScaleKernelParamSizes) {
 
 TEST(FakeDriver, ParsesKernelWithNoParams) {
     FakeDriver fake;
-    auto library = fake.load_library(Source::ptx(examples::empty_kernel_ptx()));
+    auto library = fake.load_module(Source::ptx(examples::empty_kernel_ptx()));
     ASSERT_TRUE(library.ok());
     auto kernel = fake.get_kernel(*library, "empty_kernel");
     ASSERT_TRUE(kernel.ok());
@@ -67,7 +67,7 @@ TEST(FakeDriver, ParsesKernelWithNoParams) {
 
 TEST(FakeDriver, UnknownKernelNameIsKernelNotFound) {
     FakeDriver fake;
-    auto library = fake.load_library(test::residual_add_source());
+    auto library = fake.load_module(test::residual_add_source());
     ASSERT_TRUE(library.ok());
     auto kernel = fake.get_kernel(*library, "gelu");
     ASSERT_FALSE(kernel.ok());
@@ -76,7 +76,7 @@ TEST(FakeDriver, UnknownKernelNameIsKernelNotFound) {
 
 TEST(FakeDriver, SourceWithFakeJitErrorFailsWithLog) {
     FakeDriver fake;
-    auto library = fake.load_library(test::broken_source());
+    auto library = fake.load_module(test::broken_source());
     ASSERT_FALSE(library.ok());
     EXPECT_EQ(library.error().code(), Errc::kCompileFailed);
     EXPECT_NE(library.error().log().find("FAKE_JIT_ERROR"), std::string::npos)
@@ -87,7 +87,7 @@ TEST(FakeDriver, SourceWithFakeJitErrorFailsWithLog) {
 
 TEST(FakeDriver, SourceWithoutEntryFailsToLoad) {
     FakeDriver fake;
-    auto library = fake.load_library(Source::ptx(".version 7.8\n.target sm_70\n"));
+    auto library = fake.load_module(Source::ptx(".version 7.8\n.target sm_70\n"));
     ASSERT_FALSE(library.ok());
     EXPECT_EQ(library.error().code(), Errc::kCompileFailed);
     EXPECT_FALSE(library.error().log().empty());
@@ -95,7 +95,7 @@ TEST(FakeDriver, SourceWithoutEntryFailsToLoad) {
 
 TEST(FakeDriver, CubinWithoutElfHeaderFailsToLoad) {
     FakeDriver fake;
-    auto library = fake.load_library(Source::cubin(examples::residual_add_ptx()));
+    auto library = fake.load_module(Source::cubin(examples::residual_add_ptx()));
     ASSERT_FALSE(library.ok());
     EXPECT_EQ(library.error().code(), Errc::kCompileFailed);
 }
@@ -104,9 +104,9 @@ TEST(FakeDriver, FailNextLoadsFailsExactlyThatManyLoads) {
     FakeDriver fake;
     fake.fail_next_loads(2);
 
-    auto first = fake.load_library(test::residual_add_source());
-    auto second = fake.load_library(test::residual_add_source());
-    auto third = fake.load_library(test::residual_add_source());
+    auto first = fake.load_module(test::residual_add_source());
+    auto second = fake.load_module(test::residual_add_source());
+    auto third = fake.load_module(test::residual_add_source());
 
     ASSERT_FALSE(first.ok());
     EXPECT_EQ(first.error().code(), Errc::kCompileFailed);
@@ -171,12 +171,12 @@ TEST(FakeDriver, ScopedContextZeroMeansNoContext) {
 
 TEST(FakeDriver, CountsLoadsUnloadsAndLiveLibraries) {
     FakeDriver fake;
-    auto a = fake.load_library(test::residual_add_source());
-    auto b = fake.load_library(test::scale_source());
+    auto a = fake.load_module(test::residual_add_source());
+    auto b = fake.load_module(test::scale_source());
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(fake.live_libraries(), 2);
 
-    fake.unload_library(*a);
+    fake.unload_module(*a);
 
     EXPECT_EQ(fake.loads(), 2);
     EXPECT_EQ(fake.unloads(), 1);
@@ -185,7 +185,7 @@ TEST(FakeDriver, CountsLoadsUnloadsAndLiveLibraries) {
 
 TEST(FakeDriver, LaunchIsCountedPerKernelName) {
     FakeDriver fake;
-    auto library = fake.load_library(test::residual_add_source());
+    auto library = fake.load_module(test::residual_add_source());
     ASSERT_TRUE(library.ok());
     auto kernel = fake.get_kernel(*library, "residual_add");
     ASSERT_TRUE(kernel.ok());
@@ -202,11 +202,11 @@ TEST(FakeDriver, LaunchIsCountedPerKernelName) {
 
 TEST(FakeDriver, LaunchAfterUnloadIsCountedAsUseAfterUnload) {
     FakeDriver fake;
-    auto library = fake.load_library(test::residual_add_source());
+    auto library = fake.load_module(test::residual_add_source());
     ASSERT_TRUE(library.ok());
     auto kernel = fake.get_kernel(*library, "residual_add");
     ASSERT_TRUE(kernel.ok());
-    fake.unload_library(*library);
+    fake.unload_module(*library);
 
     test::ResidualAddArgs args;
     auto pointers = args.pointers();
@@ -219,10 +219,10 @@ TEST(FakeDriver, LaunchAfterUnloadIsCountedAsUseAfterUnload) {
 
 TEST(FakeDriver, DoubleUnloadIsCountedAsUseAfterUnload) {
     FakeDriver fake;
-    auto library = fake.load_library(test::residual_add_source());
+    auto library = fake.load_module(test::residual_add_source());
     ASSERT_TRUE(library.ok());
-    fake.unload_library(*library);
-    fake.unload_library(*library);
+    fake.unload_module(*library);
+    fake.unload_module(*library);
     EXPECT_EQ(fake.unloads(), 1);
     EXPECT_EQ(fake.use_after_unload(), 1);
 }
@@ -230,7 +230,7 @@ TEST(FakeDriver, DoubleUnloadIsCountedAsUseAfterUnload) {
 TEST(FakeDriver, ParamsUnsupportedIsReportedAsUnsupported) {
     FakeDriver fake;
     fake.set_params_supported(false);
-    auto library = fake.load_library(test::residual_add_source());
+    auto library = fake.load_module(test::residual_add_source());
     ASSERT_TRUE(library.ok());
     auto kernel = fake.get_kernel(*library, "residual_add");
     ASSERT_TRUE(kernel.ok());

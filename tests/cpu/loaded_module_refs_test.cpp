@@ -23,14 +23,14 @@ protected:
     // A loaded entry, owned by nobody: it frees itself through the epoch domain once retired and
     // released, as a cache's entries do.
     LoadedModule* make_entry() {
-        auto library = fake->load_library(test::softmax_source(32));
+        auto library = fake->load_module(test::softmax_source(32));
         EXPECT_TRUE(library.ok());
         return new LoadedModule("softmax:32", 90, 1, util::Fingerprint{}, std::nullopt, *library,
                                 fake, counters);
     }
 
     std::shared_ptr<FakeDriver> fake = std::make_shared<FakeDriver>();
-    std::shared_ptr<LibraryCounters> counters = std::make_shared<LibraryCounters>();
+    std::shared_ptr<ModuleCounters> counters = std::make_shared<ModuleCounters>();
 };
 
 TEST_F(EntryRefsTest, AnEntryCarriesNoStripedCountersUntilItIsHitByKey) {

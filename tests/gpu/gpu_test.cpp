@@ -165,7 +165,7 @@ TEST_F(GpuTest, ParameterSizesReadFromPtxAreTheDriversOwn) {
         ASSERT_FALSE(declared.empty());
         auto linked = compile::link_ptx(ptx, target);
         ASSERT_TRUE(linked.ok()) << linked.error().describe();
-        auto library = driver->load_library(Source::cubin(std::move(linked->cubin)));
+        auto library = driver->load_module(Source::cubin(std::move(linked->cubin)));
         ASSERT_TRUE(library.ok()) << library.error().describe();
         for (const auto& [name, sizes] : declared) {
             SCOPED_TRACE(name);
@@ -178,7 +178,7 @@ TEST_F(GpuTest, ParameterSizesReadFromPtxAreTheDriversOwn) {
             EXPECT_EQ(reported, sizes);
             ++compared;
         }
-        driver->unload_library(*library);
+        driver->unload_module(*library);
     }
     EXPECT_EQ(compared, 6u);
 }

@@ -200,11 +200,11 @@ public:
     std::string describe() const override { return "storm checking driver"; }
     Result<int> current_arch() override { return fake_.current_arch(); }
     std::optional<int> uniform_arch() const noexcept override { return fake_.uniform_arch(); }
-    Result<driver::LibraryId> load_library(const Source& source) override {
+    Result<driver::ModuleId> load_module(const Source& source) override {
         ++counts_["loads_not_binary"];  // PTX to the driver's JIT: no cubin was kept or read
-        return fake_.load_library(source);
+        return fake_.load_module(source);
     }
-    Result<driver::LibraryId> load_binary(driver::Image image, driver::ImageSource again) override {
+    Result<driver::ModuleId> load_binary(driver::Image image, driver::ImageSource again) override {
         check("load", expected_, image.bytes);
         if (again) {
             again = [this, kernel = expected_,
@@ -220,10 +220,8 @@ public:
         }
         return fake_.load_binary(std::move(image), std::move(again));
     }
-    void unload_library(driver::LibraryId library) noexcept override {
-        fake_.unload_library(library);
-    }
-    Result<driver::KernelId> get_kernel(driver::LibraryId library,
+    void unload_module(driver::ModuleId library) noexcept override { fake_.unload_module(library); }
+    Result<driver::KernelId> get_kernel(driver::ModuleId library,
                                         const std::string& name) override {
         return fake_.get_kernel(library, name);
     }

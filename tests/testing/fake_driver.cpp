@@ -106,7 +106,7 @@ Result<int> FakeDriver::current_arch() {
     return arch;
 }
 
-Result<LibraryId> FakeDriver::load_library(const Source& source) {
+Result<ModuleId> FakeDriver::load_module(const Source& source) {
     attempts_.fetch_add(1);
     if (auto delay = load_delay_ms_.load(); delay > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay));
@@ -176,11 +176,11 @@ Result<LibraryId> FakeDriver::load_library(const Source& source) {
     FakeLibrary* raw = library.get();
     live_.insert(raw);
     all_.push_back(std::move(library));
-    return LibraryId{raw};
+    return ModuleId{raw};
 }
 
-Result<LibraryId> FakeDriver::load_binary(Image image, ImageSource again) {
-    auto loaded = load_library(Source::cubin(std::string(image.bytes)));
+Result<ModuleId> FakeDriver::load_binary(Image image, ImageSource again) {
+    auto loaded = load_module(Source::cubin(std::string(image.bytes)));
     if (loaded) {
         in_place_loads_.fetch_add(1);
         auto* library = loaded->as<FakeLibrary>();
@@ -230,7 +230,7 @@ std::vector<Result<std::string>> FakeDriver::load_again() {
     return results;
 }
 
-void FakeDriver::unload_library(LibraryId id) noexcept {
+void FakeDriver::unload_module(ModuleId id) noexcept {
     auto* library = id.as<FakeLibrary>();
     std::lock_guard lock(mutex_);
     if (live_.erase(library) == 0) {
@@ -247,7 +247,7 @@ int FakeDriver::live_libraries() const {
     return static_cast<int>(live_.size());
 }
 
-Result<KernelId> FakeDriver::get_kernel(LibraryId id, const std::string& name) {
+Result<KernelId> FakeDriver::get_kernel(ModuleId id, const std::string& name) {
     auto* library = id.as<FakeLibrary>();
     if (library->unloaded.load()) {
         use_after_unload_.fetch_add(1);

@@ -22,7 +22,7 @@ using driver::Image;
 using driver::ImageSource;
 using driver::KernelId;
 using driver::KernelParam;
-using driver::LibraryId;
+using driver::ModuleId;
 
 class FakeDriver final : public driver::Driver {
 public:
@@ -45,13 +45,13 @@ public:
     std::string describe() const override { return "fake driver"; }
     Result<int> current_arch() override;
     std::optional<int> uniform_arch() const noexcept override;
-    Result<LibraryId> load_library(const Source& source) override;
-    // Loads a copy, as load_library does. Without `again` it holds `image.owner` until the
+    Result<ModuleId> load_module(const Source& source) override;
+    // Loads a copy, as load_module does. Without `again` it holds `image.owner` until the
     // unload; with it, it lets the bytes go (as the real driver does in a process of one device)
     // and keeps `again`, which load_again() calls as another context would.
-    Result<LibraryId> load_binary(Image image, ImageSource again) override;
-    void unload_library(LibraryId library) noexcept override;
-    Result<KernelId> get_kernel(LibraryId library, const std::string& name) override;
+    Result<ModuleId> load_binary(Image image, ImageSource again) override;
+    void unload_module(ModuleId library) noexcept override;
+    Result<KernelId> get_kernel(ModuleId library, const std::string& name) override;
     Result<std::vector<KernelParam>> kernel_params(KernelId kernel) override;
     Result<void> launch(KernelId kernel, const LaunchConfig& config, void** args) override;
 
