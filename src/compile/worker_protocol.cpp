@@ -13,6 +13,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "util/try.hpp"
+
 namespace kcache::compile {
 
 namespace {
@@ -374,7 +376,7 @@ Result<void> wait_readable(int fd, const Deadline& deadline) {
 Result<std::size_t> read_fully(int fd, char* out, std::size_t size, const Deadline& deadline) {
     std::size_t done = 0;
     while (done < size) {
-        if (auto waited = wait_readable(fd, deadline); !waited) return std::move(waited).error();
+        TRY(wait_readable(fd, deadline));
         ssize_t n = ::read(fd, out + done, size - done);
         if (n < 0) {
             if (errno == EINTR) continue;

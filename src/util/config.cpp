@@ -13,6 +13,7 @@
 #include "util/env.hpp"
 #include "util/log.hpp"
 #include "util/size.hpp"
+#include "util/try.hpp"
 
 namespace kcache::util {
 namespace {
@@ -250,13 +251,13 @@ Result<void> check_value(const Setting& setting, std::string_view text) {
     }
     switch (setting.type) {
         case SettingType::kBool:
-            if (auto value = parse_bool(text); !value) return std::move(value).error();
+            TRY(parse_bool(text));
             break;
         case SettingType::kUnsigned:
-            if (auto value = parse_unsigned(text); !value) return std::move(value).error();
+            TRY(parse_unsigned(text));
             break;
         case SettingType::kSize:
-            if (auto value = parse_size(text); !value) return std::move(value).error();
+            TRY(parse_size(text));
             break;
         case SettingType::kPath:
             if (text.empty()) return invalid("expected a path, got nothing");
@@ -282,19 +283,17 @@ Result<ConfigEntry> Config::get(std::string_view key) const {
 }
 
 Result<bool> Config::get_bool(std::string_view key) const {
-    auto entry = get(key);
-    if (!entry) return std::move(entry).error();
-    if (entry->setting->type != SettingType::kBool) {
+    TRY_ASSIGN(const ConfigEntry entry, get(key));
+    if (entry.setting->type != SettingType::kBool) {
         return invalid(std::string(key) + " is not a yes/no setting");
     }
-    return parse_bool(entry->value);
+    return parse_bool(entry.value);
 }
 
 Result<std::uint64_t> Config::get_uint(std::string_view key) const {
-    auto entry = get(key);
-    if (!entry) return std::move(entry).error();
-    if (entry->setting->type == SettingType::kSize) return parse_size(entry->value);
-    if (entry->setting->type == SettingType::kUnsigned) return parse_unsigned(entry->value);
+    TRY_ASSIGN(const ConfigEntry entry, get(key));
+    if (entry.setting->type == SettingType::kSize) return parse_size(entry.value);
+    if (entry.setting->type == SettingType::kUnsigned) return parse_unsigned(entry.value);
     return invalid(std::string(key) + " is not a number");
 }
 
