@@ -6,6 +6,7 @@
 #include "cache/key_context.hpp"
 #include "cache/loaded_module.hpp"
 #include "kcache/kernel_cache.hpp"
+#include "util/try.hpp"
 
 namespace kcache {
 
@@ -81,10 +82,9 @@ Error count_mismatch(const KernelHandle& handle, std::size_t expected, std::size
 
 Result<void> KernelHandle::launch(const LaunchConfig& config, std::span<void* const> args) const {
     if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "launch of an empty KernelHandle");
-    auto known = kernel_->param_sizes();
-    if (!known) return std::move(known).error();
-    if (*known != nullptr && args.size() != (*known)->size()) {
-        return count_mismatch(*this, (*known)->size(), args.size());
+    TRY_ASSIGN(const std::vector<std::size_t>* const known, kernel_->param_sizes());
+    if (known != nullptr && args.size() != known->size()) {
+        return count_mismatch(*this, known->size(), args.size());
     }
     // The driver does not write through the argument array; its C signature is just not const.
     return checked(kernel_->driver->launch(kernel_->id, config, const_cast<void**>(args.data())));
@@ -101,9 +101,8 @@ Result<void> KernelHandle::checked(Result<void> launched) const {
 Result<void> KernelHandle::launch_sized(const LaunchConfig& config, void** args,
                                         const std::size_t* sizes, std::size_t count) const {
     if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "launch of an empty KernelHandle");
-    auto known = kernel_->param_sizes();
-    if (!known) return std::move(known).error();
-    if (const std::vector<std::size_t>* expected = *known; expected != nullptr) {
+    TRY_ASSIGN(const std::vector<std::size_t>* const expected, kernel_->param_sizes());
+    if (expected != nullptr) {
         if (count != expected->size()) return count_mismatch(*this, expected->size(), count);
         for (std::size_t i = 0; i < count; ++i) {
             if (sizes[i] != (*expected)[i]) {

@@ -9,6 +9,7 @@
 #include "cache/module_loader.hpp"
 #include "cache/source_guard.hpp"
 #include "compile/arch.hpp"
+#include "util/try.hpp"
 
 namespace kcache::cache {
 
@@ -17,9 +18,8 @@ Result<PreparedArtifact> LoadedModules::prepare(std::string_view key,
                                                 bool for_load) {
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
     if (stats_flusher_) stats_flusher_->maybe_flush();
-    auto source = generate_source(make);
-    if (!source) return std::move(source).error();
-    auto built = builder_.build(key, arch, *source,
+    TRY_ASSIGN(Source source, generate_source(make));
+    auto built = builder_.build(key, arch, source,
                                 for_load ? build::ArtifactBuilder::Asking::kLookup
                                          : build::ArtifactBuilder::Asking::kPrebuild);
     if (!built) {
@@ -32,7 +32,7 @@ Result<PreparedArtifact> LoadedModules::prepare(std::string_view key,
         prebuild_compiles_.fetch_add(1, std::memory_order_relaxed);
     }
     PreparedArtifact prepared;
-    prepared.source = std::move(source).value();
+    prepared.source = std::move(source);
     prepared.built = std::move(built).value();
     if (for_load) {
         prepared.source_digest =
@@ -56,9 +56,8 @@ Result<Provenance> LoadedModules::prebuild(std::string_view key, FunctionRef<Res
     }
     if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
     prebuilds_.fetch_add(1, std::memory_order_relaxed);
-    auto prepared = prepare(key, make, arch, /*for_load=*/false);
-    if (!prepared) return std::move(prepared).error();
-    const build::BuiltArtifact& built = prepared->built;
+    TRY_ASSIGN(const PreparedArtifact prepared, prepare(key, make, arch, /*for_load=*/false));
+    const build::BuiltArtifact& built = prepared.built;
     if (built.not_stored) {
         const bool compiled = built.provenance == Provenance::kCompiled;
         return Error(Errc::kIoError, std::string(compiled ? "compiled" : "found in memory") +
