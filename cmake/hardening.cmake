@@ -39,7 +39,7 @@ endif()
 # those files: the TSan build then compiles no other test. Named "tsan:Suite.Test" in ctest.
 if(KCACHE_SANITIZE STREQUAL "thread" AND KCACHE_BUILD_TESTS)
   set(kcache_tsan_test_files concurrency disk_store disk_cleanup persistent_stats stats_flusher files
-    worker_pool worker_protocol epoch entry_refs single_flight eviction tiers kernel_cache
+    worker_pool worker_protocol epoch loaded_module_refs single_flight eviction tiers kernel_cache
     spare_buffer)
   list(TRANSFORM kcache_tsan_test_files PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/tests/cpu/)
   list(TRANSFORM kcache_tsan_test_files APPEND _test.cpp)
