@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# On the GPU machine: the hit-path and launch benchmark of two builds of kcache_bench, run in
-# turns (before, after, before, ...) so that the host's drift falls on both alike. Put the older
-# build's binary at .gpu-bin/kcache_bench_before (scripts/build-for-gpu.sh at that commit, then
-# copy it there). Tables go to $OUT/compare.md.
+# On the GPU machine: a benchmark of two builds of kcache_bench, run in turns (before, after,
+# before, ...) so that the host's drift falls on both alike. MODE=hit (default) runs the hit-path
+# and launch benchmark; MODE=warm the warm start of 64 PTX kernels in new processes
+# (PTX_ROUNDS rounds each, default 5). Put the older build's binary at
+# .gpu-bin/kcache_bench_before (scripts/build-for-gpu.sh at that commit, then copy it there).
+# Tables go to $OUT/compare.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 BIN=.gpu-bin
 ROUNDS=${ROUNDS:-3}
+MODE=${MODE:-hit}
 mkdir -p "$OUT"
 {
-  echo "# Hit path and launch: two builds in turns"
+  echo "# $MODE: two builds in turns"
   echo
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "- machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), $(nproc) CPU cores"
@@ -22,8 +25,14 @@ mkdir -p "$OUT"
       [ "$side" = before ] && bench="$BIN/kcache_bench_before"
       echo
       echo "## round $round, $side"
-      "$bench" --out "$OUT/$side-$round.md" >/dev/null 2>&1 || echo "(exit $?)"
-      sed -n '/^| threads/,/^$/p' "$OUT/$side-$round.md"
+      if [ "$MODE" = warm ]; then
+        CUDA_CACHE_DISABLE=1 "$bench" --ptx-new-process "$(mktemp -d)/ptx" --rounds "${PTX_ROUNDS:-5}" \
+          --out "$OUT/$side-$round.md" >/dev/null 2>&1 || echo "(exit $?)"
+        sed -n '/^| 64 PTX kernels, warm/,/^| floor/p' "$OUT/$side-$round.md"
+      else
+        "$bench" --out "$OUT/$side-$round.md" >/dev/null 2>&1 || echo "(exit $?)"
+        sed -n '/^| threads/,/^$/p' "$OUT/$side-$round.md"
+      fi
     done
   done
 } > "$OUT/compare.md"
