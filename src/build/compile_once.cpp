@@ -85,16 +85,16 @@ Result<BuiltArtifact> ArtifactBuilder::compile_and_store(std::string_view key,
     const std::string caller_key = one_line(key);
     explain_miss(tiers_.get(), caller_key, plan);
     const auto start = std::chrono::steady_clock::now();
-    auto compiled = compile_planned(source, plan, workers_.get());
+    TRY_ASSIGN(std::optional<compile::Compiled> compiled,
+               compile_planned(source, plan, workers_.get()));
     const std::uint64_t compile_ns = util::elapsed_since(start);
-    if (!compiled) return std::move(compiled).error();
-    if (!*compiled) {  // nvJitLink cannot be used: the driver's JIT takes the PTX
+    if (!compiled) {  // nvJitLink cannot be used: the driver's JIT takes the PTX
         BuiltArtifact for_the_driver;
         for_the_driver.loadable = source;
         return for_the_driver;
     }
     BuiltArtifact built =
-        store_compiled(tiers_.get(), caller_key, plan, source, std::move(**compiled));
+        store_compiled(tiers_.get(), caller_key, plan, source, std::move(*compiled));
     built.compile_ns = compile_ns;
     // Stored: the processes waiting on the lock can go; a due cleanup runs after they do.
     lock.reset();

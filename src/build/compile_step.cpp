@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "util/log.hpp"
+#include "util/try.hpp"
 
 namespace kcache::build {
 namespace {
@@ -53,14 +54,14 @@ Result<std::optional<compile::Compiled>> compile_planned(const Source& source,
                                          "); PTX goes to the driver's JIT");
         return std::optional<compile::Compiled>();
     }
-    if (!compiled) return std::move(compiled).error();
-    if (!is_executable_cubin(compiled->cubin)) {
+    TRY_ASSIGN(compile::Compiled cubin, std::move(compiled));
+    if (!is_executable_cubin(cubin.cubin)) {
         return Error(Errc::kCompileFailed,
                      "the compiler made a relocatable or otherwise non-executable cubin (an "
                      "option like -dc or -rdc true?); nothing was stored",
-                     compiled->log);
+                     cubin.log);
     }
-    return std::optional<compile::Compiled>(std::move(compiled).value());
+    return std::optional<compile::Compiled>(std::move(cubin));
 }
 
 }  // namespace kcache::build

@@ -84,19 +84,18 @@ Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn mak
         }
     }
     // Misses (and verification) need a current context: the compile resolves kernels in it.
-    auto arch = driver.current_arch();
-    if (!arch) return std::move(arch).error();
+    TRY_ASSIGN(const int arch, driver.current_arch());
     if (!modules_->options.verify && !driver.uniform_arch()) {
-        if (auto handle = modules_->find_kernel(key, *arch, kernel_name)) return std::move(*handle);
+        if (auto handle = modules_->find_kernel(key, arch, kernel_name)) return std::move(*handle);
     }
-    auto module = modules_->module_slow(key, make_source, *arch, prepared);
+    auto module = modules_->module_slow(key, make_source, arch, prepared);
     if (!module) return cache::with_key(key, module.error());
     auto kernel = module->kernel(kernel_name);
     if (!kernel && kernel.error().code() == Errc::kArtifactGone) {
         // Code loaded without its bytes, which left the tiers before this context needed them:
         // dropped, and built again now, once.
         modules_->discard(*module);
-        module = modules_->module_slow(key, make_source, *arch);
+        module = modules_->module_slow(key, make_source, arch);
         if (!module) return cache::with_key(key, module.error());
         kernel = module->kernel(kernel_name);
     }

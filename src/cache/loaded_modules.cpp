@@ -14,6 +14,7 @@
 #include "util/epoch.hpp"
 #include "util/fingerprint.hpp"
 #include "util/log.hpp"
+#include "util/try.hpp"
 
 namespace kcache::cache {
 namespace {
@@ -139,9 +140,8 @@ Result<ModuleHandle> LoadedModules::module_slow(std::string_view key,
                 continue;
             }
             if (options.verify) {
-                auto source = generate_source(make);
-                if (!source) return std::move(source).error();
-                auto now = build::source_digest(*source, arch);
+                TRY_ASSIGN(const Source source, generate_source(make));
+                auto now = build::source_digest(source, arch);
                 if (now != module->entry_->source_digest) {
                     verify_failures_.fetch_add(1, std::memory_order_relaxed);
                     std::string message = "cached for sm_" + std::to_string(arch) +

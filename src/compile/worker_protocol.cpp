@@ -390,12 +390,11 @@ Result<std::size_t> read_fully(int fd, char* out, std::size_t size, const Deadli
 
 Result<std::optional<std::string>> read_frame_until(int fd, const Deadline& deadline) {
     char header[kFrameHeaderSize];
-    auto got = read_fully(fd, header, sizeof header, deadline);
-    if (!got) return std::move(got).error();
-    if (*got == 0) return std::optional<std::string>();
-    if (*got < sizeof header) {
-        return protocol_error("end of file inside a frame header (" + std::to_string(*got) +
-                              " of " + std::to_string(sizeof header) + " bytes)");
+    TRY_ASSIGN(const std::size_t got, read_fully(fd, header, sizeof header, deadline));
+    if (got == 0) return std::optional<std::string>();
+    if (got < sizeof header) {
+        return protocol_error("end of file inside a frame header (" + std::to_string(got) + " of " +
+                              std::to_string(sizeof header) + " bytes)");
     }
     if (std::memcmp(header, kMagic, sizeof kMagic) != 0) {
         return protocol_error("bad frame magic (not a kcache compile worker stream)");
@@ -418,12 +417,11 @@ Result<std::optional<std::string>> read_frame_until(int fd, const Deadline& dead
         std::size_t old_size = payload.size();
         std::size_t step = std::min<std::uint64_t>(kChunk, size - old_size);
         payload.resize(old_size + step);
-        auto read = read_fully(fd, payload.data() + old_size, step, deadline);
-        if (!read) return std::move(read).error();
-        if (*read < step) {
-            return protocol_error("end of file inside a frame (" +
-                                  std::to_string(old_size + *read) + " of " + std::to_string(size) +
-                                  " payload bytes)");
+        TRY_ASSIGN(const std::size_t read,
+                   read_fully(fd, payload.data() + old_size, step, deadline));
+        if (read < step) {
+            return protocol_error("end of file inside a frame (" + std::to_string(old_size + read) +
+                                  " of " + std::to_string(size) + " payload bytes)");
         }
     }
     return std::optional<std::string>(std::move(payload));
