@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Reading the environment; the typed KCACHE_* settings are parsed by util/config.
+// Reading one variable of the environment.
 #pragma once
 
 #include <optional>
