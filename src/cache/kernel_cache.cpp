@@ -51,8 +51,10 @@ void reset_thread_stats() noexcept {
     cache::thread_counters() = {};
 }
 
-KernelCache::KernelCache(CacheOptions options)
-    : modules_(std::make_unique<cache::LoadedModules>(std::move(options))) {}
+KernelCache::KernelCache(CacheOptions options) {
+    cache::apply_environment_log_setting();  // before the cache's first warning
+    modules_ = std::make_unique<cache::LoadedModules>(std::move(options));
+}
 
 KernelCache::~KernelCache() = default;
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "util/env.hpp"
 #include "util/log.hpp"
 
 namespace kcache::cache {
@@ -53,6 +54,11 @@ Result<util::Config> load_settings(const std::map<std::string, std::string>& com
     auto config = load_config({}, command_line, &file);
     if (config) util::set_log_setting(config->get("log")->value);
     return config;
+}
+
+void apply_environment_log_setting() {
+    if (util::log_setting_applied()) return;
+    util::set_log_setting(util::env_string("KCACHE_LOG").value_or(""));
 }
 
 Result<void> set_config_value(const std::string& directory, const store::DirectoryPolicy& policy,

@@ -26,6 +26,10 @@ store::DirectoryPolicy directory_policy(const util::Config& config);
 // setting. kInvalidArgument only for a bad command line.
 Result<util::Config> load_settings(const std::map<std::string, std::string>& command_line);
 
+// Applies KCACHE_LOG unless a log setting was applied already (by load_settings): a cache built
+// from explicit CacheOptions, and a compile worker, log as the environment asks.
+void apply_environment_log_setting();
+
 // Sets `key = value` in the directory's kcache.conf (making the directory, mode 0700, if needed),
 // through the directory accepted by `policy`: the key's line replaced, every other line kept. The
 // new file replaces the old atomically, and writers are serialised by a lock on

@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <string>
@@ -24,7 +23,8 @@ struct LogConfig {
 };
 
 std::mutex g_write_mutex;
-std::atomic<int> g_level{-1};    // -1: not read yet
+std::atomic<int> g_level{static_cast<int>(LogLevel::kWarn)};
+std::atomic<bool> g_applied{false};
 LogConfig g_config;              // written under g_write_mutex
 std::set<std::string> g_warned;  // topics warned of; guarded by g_write_mutex
 
@@ -56,11 +56,6 @@ void apply(std::string_view text) {
     g_level.store(static_cast<int>(g_config.level), std::memory_order_release);
 }
 
-void load_from_environment() {
-    const char* value = std::getenv("KCACHE_LOG");
-    apply(value != nullptr ? value : "");
-}
-
 // The log file, opened for each line: never a FIFO that would stall every caller (O_NONBLOCK,
 // then only a regular file is kept), never inherited by a child (O_CLOEXEC). None: stderr.
 UniqueFd open_log_file(const std::string& path) {
@@ -89,12 +84,7 @@ void write(std::string_view line) {
 }  // namespace
 
 LogLevel log_level() noexcept {
-    int level = g_level.load(std::memory_order_acquire);
-    if (level < 0) {
-        load_from_environment();
-        level = g_level.load(std::memory_order_acquire);
-    }
-    return static_cast<LogLevel>(level);
+    return static_cast<LogLevel>(g_level.load(std::memory_order_acquire));
 }
 
 bool is_log_setting(std::string_view value) noexcept {
@@ -104,10 +94,16 @@ bool is_log_setting(std::string_view value) noexcept {
 
 void set_log_setting(std::string_view value) {
     apply(value);
+    g_applied.store(true, std::memory_order_release);
 }
 
-void reload_log_config() {
-    load_from_environment();
+bool log_setting_applied() noexcept {
+    return g_applied.load(std::memory_order_acquire);
+}
+
+void reset_log() {
+    apply("");
+    g_applied.store(false, std::memory_order_release);
     std::lock_guard lock(g_write_mutex);
     g_warned.clear();
 }

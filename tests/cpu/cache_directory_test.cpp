@@ -401,7 +401,7 @@ TEST(Log, WarningsAreOnByDefaultAndEachTopicIsSaidOnce) {
     EXPECT_FALSE(util::log_enabled(util::LogLevel::kWarn));
     util::set_log_setting("nonsense");  // never silences warnings
     EXPECT_TRUE(util::log_enabled(util::LogLevel::kWarn));
-    util::reload_log_config();
+    util::reset_log();
 }
 
 }  // namespace

@@ -498,7 +498,25 @@ TEST_F(ConfigTest, LogLevelsAreCheckedWhereverTheyComeFrom) {
     ASSERT_EQ(named.problems().size(), 1u);
     EXPECT_NE(named.problems()[0].find("cannot be named in kcache.conf"), std::string::npos);
     EXPECT_FALSE(cache::set_config_value(dir_.path(), {}, "log", "/tmp/x.log").ok());
-    reload_log_config();
+    reset_log();
+}
+
+TEST_F(ConfigTest, KcacheLogReachesACacheBuiltFromExplicitOptionsButNeverOverridesTheSettings) {
+    reset_log();
+    env_.set("KCACHE_LOG", "info");
+    EXPECT_EQ(log_level(), LogLevel::kWarn) << "util's log reads no environment of its own";
+    {
+        KernelCache cache(test::fake_options(std::make_shared<fakes::FakeDriver>()));
+        EXPECT_EQ(log_level(), LogLevel::kInfo);
+    }
+    write_text(conf(), "log = off\n");
+    env_.unset("KCACHE_LOG");
+    reset_log();
+    load();
+    env_.set("KCACHE_LOG", "debug");  // after the settings were read: too late to count
+    KernelCache cache(test::fake_options(std::make_shared<fakes::FakeDriver>()));
+    EXPECT_EQ(log_level(), LogLevel::kOff) << "kcache.conf's setting, applied by load_settings";
+    reset_log();
 }
 
 TEST_F(ConfigTest, CacheOptionsTakeEverySettingThatHasAField) {

@@ -102,14 +102,12 @@ TEST_F(FileLockTest, TheHolderIsNamedInTheLockFile) {
 
 TEST_F(FileLockTest, AStoppedHolderIsNotWaitedForAndTheWaitIsLoggedNamingIt) {
     const std::string log = temp_.path() + "/log";
-    setenv("KCACHE_LOG", log.c_str(), 1);
-    reload_log_config();
+    set_log_setting(log);
     child_stops_once_holding();
     const auto start = std::chrono::steady_clock::now();
     auto lock = FileLock::acquire(path_, 10min);
     const auto waited = std::chrono::steady_clock::now() - start;
-    unsetenv("KCACHE_LOG");
-    reload_log_config();
+    reset_log();
     EXPECT_FALSE(lock) << "the lock is still the stopped child's";
     EXPECT_LT(waited, 1min) << "it stopped waiting long before its patience ran out";
     EXPECT_EQ(state_of(child_), 'T') << "the child is still stopped";

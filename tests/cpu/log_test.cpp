@@ -11,7 +11,7 @@ namespace {
 
 class LogTest : public ::testing::Test {
 protected:
-    void TearDown() override { reload_log_config(); }
+    void TearDown() override { reset_log(); }
 };
 
 std::string counted_line(int* built) {

@@ -229,18 +229,10 @@ inline Result<std::optional<std::string>> read_below(const std::string& director
 class LogToFile {
 public:
     explicit LogToFile(std::string path) : path_(std::move(path)) {
-        if (const char* saved = std::getenv("KCACHE_LOG")) saved_ = saved;
-        setenv("KCACHE_LOG", path_.c_str(), 1);
-        util::reload_log_config();
+        util::reset_log();
+        util::set_log_setting(path_);
     }
-    ~LogToFile() {
-        if (saved_) {
-            setenv("KCACHE_LOG", saved_->c_str(), 1);
-        } else {
-            unsetenv("KCACHE_LOG");
-        }
-        util::reload_log_config();
-    }
+    ~LogToFile() { util::reset_log(); }
     LogToFile(const LogToFile&) = delete;
     LogToFile& operator=(const LogToFile&) = delete;
     std::string text() const {
@@ -249,7 +241,6 @@ public:
 
 private:
     std::string path_;
-    std::optional<std::string> saved_;
 };
 
 inline CacheOptions fake_options(std::shared_ptr<fakes::FakeDriver> fake,

@@ -132,7 +132,10 @@ int run(int argc, char** argv) {
         std::fprintf(stderr, "kcache: %s\n", message.c_str());
         return 2;
     };
-    if (*worker_cmd) return kcache::compile::run_compile_worker(0, 1);
+    if (*worker_cmd) {
+        kcache::cache::apply_environment_log_setting();
+        return kcache::compile::run_compile_worker(0, 1);
+    }
     if (*demo_cmd) return kcache::tool::run_demo(demo);
 
     std::map<std::string, std::string> overrides;
