@@ -22,15 +22,21 @@ find_path(ZSTD_INCLUDE_DIR zstd.h REQUIRED)
 # The shared libzstd, as for any other library: Debian's libzstd.a is not position independent,
 # so it cannot go into libkcache.so, and the GPU machine has libzstd.so.1.
 find_library(ZSTD_LIBRARY NAMES zstd REQUIRED)
+# The remote tier (src/store/remote): hiredis for the RESP protocol only (kcache owns the socket
+# and its deadlines), OpenSSL's libcrypto for signed entries. Both shared, as zstd.
+find_path(HIREDIS_INCLUDE_DIR hiredis/hiredis.h REQUIRED)
+find_library(HIREDIS_LIBRARY NAMES hiredis REQUIRED)
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
+set(kcache_private_libraries ${ZSTD_LIBRARY} ${HIREDIS_LIBRARY} OpenSSL::Crypto)
 
 # What every layer's objects are compiled with; not part of any installed target.
 add_library(kcache_layer_settings INTERFACE)
 target_include_directories(kcache_layer_settings INTERFACE
   ${CMAKE_CURRENT_SOURCE_DIR}/include ${CMAKE_CURRENT_SOURCE_DIR}/src
-  ${XXHASH_INCLUDE_DIR} ${ZSTD_INCLUDE_DIR})
+  ${XXHASH_INCLUDE_DIR} ${ZSTD_INCLUDE_DIR} ${HIREDIS_INCLUDE_DIR})
 target_include_directories(kcache_layer_settings SYSTEM INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
 target_compile_features(kcache_layer_settings INTERFACE cxx_std_20)
-target_link_libraries(kcache_layer_settings INTERFACE Threads::Threads)
+target_link_libraries(kcache_layer_settings INTERFACE Threads::Threads OpenSSL::Crypto)
 # Position independent code may otherwise not inline or clone a function that another shared
 # object could interpose; nothing interposes kcache's internals, and the hit path needs inlining.
 target_compile_options(kcache_layer_settings INTERFACE
@@ -44,7 +50,8 @@ endif()
 set(kcache_layers_built "")
 set(kcache_objects "")
 foreach(layer IN LISTS KCACHE_LAYERS)
-  file(GLOB layer_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/${layer}/*.cpp)
+  # A layer's subfolders (src/store/remote) are part of it.
+  file(GLOB_RECURSE layer_sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/${layer}/*.cpp)
   if(NOT layer_sources)
     continue()
   endif()
@@ -78,11 +85,13 @@ foreach(target kcache kcache_static)
 endforeach()
 set_target_properties(kcache PROPERTIES
   VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
-target_link_libraries(kcache PRIVATE ${ZSTD_LIBRARY})
-# A static library's users link zstd themselves: by path here, by name once installed, so that the
-# installed package does not name this machine's library folder.
+target_link_libraries(kcache PRIVATE ${kcache_private_libraries})
+# A static library's users link zstd, hiredis and libcrypto themselves: by path here, by name once
+# installed, so that the installed package does not name this machine's library folders.
 target_link_libraries(kcache_static INTERFACE
-  $<BUILD_INTERFACE:${ZSTD_LIBRARY}> $<INSTALL_INTERFACE:zstd>)
+  $<BUILD_INTERFACE:${ZSTD_LIBRARY}> $<INSTALL_INTERFACE:zstd>
+  $<BUILD_INTERFACE:${HIREDIS_LIBRARY}> $<INSTALL_INTERFACE:hiredis>
+  $<BUILD_INTERFACE:OpenSSL::Crypto> $<INSTALL_INTERFACE:crypto>)
 if(kcache_link_checks)
   target_link_options(kcache PRIVATE LINKER:--no-undefined)
 endif()
@@ -98,7 +107,7 @@ if(KCACHE_CHECK_LAYERS AND kcache_link_checks)
       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/layers)
     # PUBLIC: a layer may call any layer below it, not just the next one.
     target_link_libraries(kcache_${layer}_linked PUBLIC ${below}
-      PRIVATE Threads::Threads ${CMAKE_DL_LIBS} ${ZSTD_LIBRARY})
+      PRIVATE Threads::Threads ${CMAKE_DL_LIBS} ${kcache_private_libraries})
     target_link_options(kcache_${layer}_linked PRIVATE LINKER:--no-undefined)
     set(below kcache_${layer}_linked)
   endforeach()

@@ -8,8 +8,11 @@ set -euo pipefail
 # g++ brings its own ASan, UBSan and TSan runtimes (scripts/test-hardening.sh).
 # pkg-config builds the install test's consumer (tests/install/); nlohmann-json writes the
 # command's JSON; clang-format-14 and clang-tidy-14 (with run-clang-tidy-14) run scripts/lint.sh.
+# libhiredis-dev (the RESP protocol) and libssl-dev (signatures) build the remote tier;
+# redis-server and redis-tools are what its tests start and break.
 packages=(cmake g++ make libgtest-dev libxxhash-dev libcli11-dev libzstd-dev clang-14
-  libclang-rt-14-dev pkg-config nlohmann-json3-dev clang-format-14 clang-tidy-14)
+  libclang-rt-14-dev pkg-config nlohmann-json3-dev clang-format-14 clang-tidy-14
+  libhiredis-dev libssl-dev redis-server redis-tools)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
