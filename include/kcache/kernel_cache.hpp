@@ -3,6 +3,7 @@
 // out as handles that launch with no further lookup.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -68,6 +69,15 @@ struct CacheOptions {
     // the least recently used entries are removed, by one process at a time.
     std::uint64_t disk_max_bytes = std::uint64_t{4} << 30;  // KCACHE_MAX_SIZE ("4Gi", "500M")
     std::uint64_t disk_max_files = 0;                       // KCACHE_MAX_FILES
+    // The remote tier (KCACHE_REMOTE): Redis backends asked after memory and disk, as
+    // docs/remote.md describes; empty: none. Passwords from a backend's password-file or
+    // KCACHE_REMOTE_PASSWORD. A setting that does not parse, or a key or password file that
+    // cannot be read, leaves the remote tier off (warned once, counted in config_errors).
+    std::string remote;
+    // A remote lease lives this long unless its holder renews it (a crashed holder's expires);
+    // a node waits at most remote_lease_wait for another's compile before compiling itself.
+    std::chrono::milliseconds remote_lease_time{10000};
+    std::chrono::milliseconds remote_lease_wait{120000};
 
     // Settings from_env_lenient() could not use, one line each; each is reported once and
     // counted in CacheStats::config_errors.
@@ -132,6 +142,28 @@ struct CacheStats {
     std::uint64_t config_errors = 0;
     bool disk_enabled = false;
     bool disk_read_only = false;  // the disk tier is read, never written
+    // The remote tier (Redis): lookups it served or not after the disk tier missed, and what its
+    // servers and uploads did; `remote.` in `kcache -s`.
+    std::uint64_t remote_hits = 0;                 // lookups a remote value served
+    std::uint64_t remote_misses = 0;               // lookups no backend had a good value for
+    std::uint64_t remote_errors = 0;               // requests that failed (timeouts apart)
+    std::uint64_t remote_timeouts = 0;             // requests past a deadline
+    std::uint64_t remote_skipped = 0;              // requests not sent: the server was set aside
+    std::uint64_t remote_corrupt = 0;              // values that failed their checks (never loaded)
+    std::uint64_t remote_signature_rejects = 0;    // unsigned, forged or replayed where signed needed
+    std::uint64_t remote_too_large = 0;            // values over the size cap
+    std::uint64_t remote_writes = 0;               // values stored
+    std::uint64_t remote_writes_exists = 0;        // writes that lost the SET NX race (already there)
+    std::uint64_t remote_write_errors = 0;         // writes refused (OOM, NOPERM)
+    std::uint64_t remote_writes_dropped = 0;       // writes never sent (queue full, exit)
+    std::uint64_t remote_breaker_openings = 0;     // times a server was set aside
+    std::uint64_t remote_lease_won = 0;            // compiles led for the fleet
+    std::uint64_t remote_lease_waited = 0;         // compiles another node led, waited for
+    std::uint64_t remote_lease_wait_timeouts = 0;  // waits that ran out (compiled here after all)
+    std::uint64_t remote_lease_takeovers = 0;      // leases taken after their holder's expired
+    std::uint64_t remote_bytes_in = 0;
+    std::uint64_t remote_bytes_out = 0;
+    bool remote_enabled = false;
 };
 
 // The seed's per-thread counters: hits and misses of the calling thread only, across caches,
@@ -343,6 +375,12 @@ public:
     CacheStats stats() const;
     std::size_t size() const;
     const CacheOptions& options() const noexcept;
+
+    // Waits until the remote uploads queued so far were sent or failed (each request has its own
+    // deadline); at once without a remote tier. A program that must know its compiles reached the
+    // fleet (`kcache compile`) calls it before exiting; others need not: a cache's end gives its
+    // queued uploads a short grace period, then drops and counts the rest.
+    void wait_for_uploads();
 
 private:
     friend class ExclusiveGuard;

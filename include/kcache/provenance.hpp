@@ -12,9 +12,10 @@ enum class Provenance : std::uint8_t {
     kMemoryTier,  // found in this process's memory tier
     kDiskTier,    // found in the disk tier
     kBinary,      // the caller's cubin or fatbin: nothing to compile or keep
+    kRemoteTier,  // found in the remote tier (Redis), checked, and written to the disk tier
 };
 
-// "compiled", "driver JIT", "memory tier", "disk tier", "binary".
+// "compiled", "driver JIT", "memory tier", "disk tier", "binary", "remote tier".
 const char* provenance_name(Provenance provenance) noexcept;
 
 }  // namespace kcache

@@ -24,7 +24,17 @@ std::shared_ptr<store::ArtifactStore> open_tiers(const BuildOptions& options,
                             "disk tier off, working from memory: " + opened.error().message());
         }
     }
-    return std::make_shared<store::ArtifactStore>(options.memory_bytes, std::move(disk));
+    std::unique_ptr<store::remote::RemoteTier> remote;
+    if (!options.remote.backends.empty()) {
+        auto opened = store::remote::RemoteTier::open(options.remote);
+        if (opened) {
+            remote = std::move(*opened);
+        } else {
+            util::warn_once("remote-open", "remote tier off: " + opened.error().message());
+        }
+    }
+    return std::make_shared<store::ArtifactStore>(options.memory_bytes, std::move(disk),
+                                                  std::move(remote));
 }
 
 // Worker processes for CUDA C++ when asked for; null (compile in this process) otherwise, or when
@@ -74,6 +84,7 @@ Result<BuiltArtifact> ArtifactBuilder::build(std::string_view key, int arch, con
         Outcome outcome = rejected ? Outcome::kRejected : Outcome::kMiss;
         if (built && built->provenance == Provenance::kMemoryTier) outcome = Outcome::kMemoryHit;
         if (built && built->provenance == Provenance::kDiskTier) outcome = Outcome::kDiskHit;
+        if (built && built->provenance == Provenance::kRemoteTier) outcome = Outcome::kRemoteHit;
         tiers_->count(outcome);
     }
     return built;

@@ -31,6 +31,7 @@ struct BuildOptions {
     // CUDA C++ compiled in this many worker processes running `worker_command`; 0: here.
     std::size_t compile_workers = 0;
     std::string worker_command;  // empty: compile::default_worker_command()
+    store::remote::RemoteOptions remote;  // no backends: no remote tier
 };
 
 class ArtifactBuilder {
@@ -62,6 +63,11 @@ private:
                                      const Source& source, bool& rejected);
     Result<BuiltArtifact> compile_and_store(std::string_view key, const BuildPlan& plan,
                                             const Source& source, bool& rejected);
+    // The remote tier's lease: nullopt to compile here (holding `lease` when won), or the value
+    // another node's compile uploaded while this one waited.
+    std::optional<BuiltArtifact> lead_or_wait(std::string_view key, const BuildPlan& plan,
+                                              const Source& source, bool& rejected,
+                                              store::remote::Lease& lease);
 
     const bool host_compile_;
     std::optional<Error> disk_open_error_;  // set once in the constructor

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // One compile per fingerprint: threads of this process through single flight, processes through
-// a lock file beside the disk entry. Whoever waited looks in the tiers again.
+// a lock file beside the disk entry, nodes through a lease in the remote tier. Whoever waited
+// looks in the tiers again.
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "build/artifact_builder.hpp"
@@ -26,7 +29,50 @@ std::string one_line(std::string_view key) {
     return line;
 }
 
+// How often a node waiting for another's compile asks for its value: soon at first (most kernels
+// compile quickly), then less often.
+constexpr std::chrono::milliseconds kFirstPoll{20};
+constexpr std::chrono::milliseconds kMaxPoll{250};
+
 }  // namespace
+
+std::optional<BuiltArtifact> ArtifactBuilder::lead_or_wait(std::string_view key,
+                                                           const BuildPlan& plan,
+                                                           const Source& source, bool& rejected,
+                                                           store::remote::Lease& lease) {
+    using LeaseState = store::remote::RemoteTier::LeaseState;
+    store::remote::RemoteTier& remote = *tiers_->remote();
+    const auto give_up = std::chrono::steady_clock::now() + remote.lease_wait();
+    bool waited = false;
+    bool takeover = false;
+    for (;;) {
+        const LeaseState state = remote.take_lease(plan.fingerprint, lease);
+        if (state != LeaseState::kHeld) {
+            remote.count_lease(state, takeover);
+            return std::nullopt;  // lead the compile (or compile without a lease)
+        }
+        if (!waited) remote.count_lease(state, false);
+        waited = true;
+        // Another node compiles it: wait for its value while its lease stands.
+        auto poll = kFirstPoll;
+        for (;;) {
+            std::this_thread::sleep_for(poll);
+            poll = std::min(poll * 2, kMaxPoll);
+            if (auto hit = find_in_tiers(*tiers_, key, plan, source, rejected)) return hit;
+            if (std::chrono::steady_clock::now() >= give_up) {
+                remote.count_lease_wait_timeout();
+                KCACHE_LOG(kInfo, "waited " + std::to_string(remote.lease_wait().count()) +
+                                      " ms for another node's compile of " + one_line(key) +
+                                      "; compiling it here");
+                return std::nullopt;
+            }
+            if (!remote.lease_held(plan.fingerprint)) break;
+        }
+        // The lease is gone: released with the value uploaded, or expired with its holder.
+        if (auto hit = find_in_tiers(*tiers_, key, plan, source, rejected)) return hit;
+        takeover = true;
+    }
+}
 
 Result<BuiltArtifact> ArtifactBuilder::build_once(std::string_view key, const BuildPlan& plan,
                                                   const Source& source, bool& rejected) {
@@ -82,6 +128,12 @@ Result<BuiltArtifact> ArtifactBuilder::compile_and_store(std::string_view key,
         }
     }
 
+    // Across nodes: one leads the compile under a lease, the others wait for its value.
+    store::remote::Lease lease;
+    if (tiers_->remote() != nullptr) {
+        if (auto hit = lead_or_wait(key, plan, source, rejected, lease)) return std::move(*hit);
+    }
+
     const std::string caller_key = one_line(key);
     explain_miss(tiers_.get(), caller_key, plan);
     const auto start = std::chrono::steady_clock::now();
@@ -93,8 +145,8 @@ Result<BuiltArtifact> ArtifactBuilder::compile_and_store(std::string_view key,
         for_the_driver.loadable = source;
         return for_the_driver;
     }
-    BuiltArtifact built =
-        store_compiled(tiers_.get(), caller_key, plan, source, std::move(*compiled));
+    BuiltArtifact built = store_compiled(tiers_.get(), caller_key, plan, source,
+                                         std::move(*compiled), std::move(lease));
     built.compile_ns = compile_ns;
     // Stored: the processes waiting on the lock can go; a due cleanup runs after they do.
     lock.reset();

@@ -32,7 +32,7 @@ std::vector<std::string> ptx_entry_names(std::string_view ptx) {
 
 BuiltArtifact store_compiled(store::ArtifactStore* tiers, std::string_view caller_key,
                              const BuildPlan& plan, const Source& source,
-                             compile::Compiled compiled) {
+                             compile::Compiled compiled, store::remote::Lease lease) {
     BuiltArtifact built;
     built.provenance = Provenance::kCompiled;
     built.source_bytes = plan.source_bytes;
@@ -55,7 +55,8 @@ BuiltArtifact store_compiled(store::ArtifactStore* tiers, std::string_view calle
     store::DiskStore* disk = tiers != nullptr ? tiers->disk() : nullptr;
     if (tiers != nullptr) {
         store::Stored put =
-            tiers->put(plan.fingerprint, artifact, store::DiskStore::Cleaning::kDeferred);
+            tiers->put(plan.fingerprint, artifact, store::DiskStore::Cleaning::kDeferred,
+                       std::move(lease));
         built.artifact = std::move(put.entry);
         if (!put.disk) built.not_stored = std::move(put.disk).error();
         if (disk != nullptr) {

@@ -13,10 +13,11 @@
 namespace kcache::build {
 
 // `tiers` may be null (a cache without tiers): the artifact is then decoded in place as one read
-// back would be. `caller_key` is one line.
+// back would be. `caller_key` is one line. `lease`, the remote tier's, is released once the
+// artifact is uploaded.
 BuiltArtifact store_compiled(store::ArtifactStore* tiers, std::string_view caller_key,
                              const BuildPlan& plan, const Source& source,
-                             compile::Compiled compiled);
+                             compile::Compiled compiled, store::remote::Lease lease = {});
 
 // Why a compile is needed, as far as the disk tier can tell: what differs from the artifact last
 // stored under the same key (`options differ (stored "-DN=4", now "-DN=8")`). Logged at info

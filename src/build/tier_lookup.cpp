@@ -73,9 +73,11 @@ std::optional<BuiltArtifact> find_in_tiers(store::ArtifactStore& tiers, std::str
         rejected = true;
         return std::nullopt;
     }
+    if (found->tier == store::Tier::kRemote) tiers.keep(plan.fingerprint, *found);
     BuiltArtifact built;
-    built.provenance =
-        found->tier == store::Tier::kDisk ? Provenance::kDiskTier : Provenance::kMemoryTier;
+    built.provenance = found->tier == store::Tier::kDisk     ? Provenance::kDiskTier
+                       : found->tier == store::Tier::kRemote ? Provenance::kRemoteTier
+                                                             : Provenance::kMemoryTier;
     built.names = std::move(*names);
     // No copy of the payload: the loader loads it in place from the artifact, which the memory
     // tier and the loaded module share.

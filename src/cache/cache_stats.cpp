@@ -35,6 +35,10 @@ CacheStats LoadedModules::stats() const {
         s.disk_corrupt = t.disk.corrupt;
         s.disk_evicted = t.disk.evicted;
         s.disk_evicted_bytes = t.disk.evicted_bytes;
+#define KCACHE_COPY_REMOTE(name) s.remote_##name = t.remote.name;
+        KCACHE_REMOTE_COUNTERS(KCACHE_COPY_REMOTE)
+#undef KCACHE_COPY_REMOTE
+        s.remote_enabled = t.remote_enabled;
     }
     if (builder_.disk_open_error()) s.disk_errors += 1;
     s.config_errors = options.configuration_problems.size();

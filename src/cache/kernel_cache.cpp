@@ -65,7 +65,7 @@ KernelCache& KernelCache::global() {
     // The leaked cache is never destroyed, so its statistics are flushed at exit; registered
     // after it is built, so this runs before the statics it was built on are destroyed.
     static const bool flush_at_exit = [] {
-        std::atexit([] { cache->modules_->flush_stats(); });
+        std::atexit([] { cache->modules_->at_exit(); });
         return true;
     }();
     (void)flush_at_exit;
@@ -142,6 +142,9 @@ void ExclusiveGuard::clear() {
 
 CacheStats KernelCache::stats() const {
     return modules_->stats();
+}
+void KernelCache::wait_for_uploads() {
+    modules_->wait_for_uploads();
 }
 std::size_t KernelCache::size() const {
     return modules_->size();

@@ -7,6 +7,7 @@
 
 #include "build/fingerprints.hpp"
 #include "cache/module_loader.hpp"
+#include "cache/remote_options.hpp"
 #include "cache/source_guard.hpp"
 #include "cache/thread_counters.hpp"
 #include "compile/arch.hpp"
@@ -63,6 +64,11 @@ build::BuildOptions build_options(const CacheOptions& options) {
     built.disk.max_files = options.disk_max_files;
     built.compile_workers = options.compile_workers;
     built.worker_command = options.compile_worker_command;
+    if (auto remote = remote_options(options)) {
+        built.remote = std::move(*remote);
+    } else {
+        util::warn_once("remote-setting", "remote tier off: " + remote.error().message());
+    }
     if (built.compile_workers > CacheOptions::kMaxCompileWorkers) {
         // check() refuses it; a constructor cannot
         KCACHE_LOG(kInfo, options.check().error().message() + ": starting " +

@@ -64,6 +64,17 @@ public:
     void clear_locked();  // caller holds clear_mutex
     // Adds what this cache counted since its last flush to the directory's persistent
     // statistics (`kcache -s`); a failure is logged by the flusher.
+    void wait_for_uploads() {
+        if (store::remote::RemoteTier* remote = builder_.tiers()->remote()) remote->drain_uploads();
+    }
+    // At the process's exit: the remote uploads still queued get their grace period, then the
+    // statistics are flushed.
+    void at_exit() {
+        if (store::remote::RemoteTier* remote = builder_.tiers()->remote()) {
+            remote->finish_uploads(remote->exit_grace());
+        }
+        flush_stats();
+    }
     void flush_stats() {
         if (stats_flusher_) (void)stats_flusher_->flush();
     }

@@ -27,6 +27,8 @@ Result<CacheOptions> to_cache_options(const util::Config& config) {
     options.compile_worker_command = worker.value;
     TRY_ASSIGN(options.disk_max_bytes, config.get_uint("max_size"));
     TRY_ASSIGN(options.disk_max_files, config.get_uint("max_files"));
+    TRY_ASSIGN(const util::ConfigEntry remote, config.get("remote"));
+    options.remote = remote.value;
     TRY_ASSIGN(const bool disk, config.get_bool("disk"));
     if (disk) {
         if (config.directory().empty()) {

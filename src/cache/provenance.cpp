@@ -15,6 +15,8 @@ const char* provenance_name(Provenance provenance) noexcept {
             return "disk tier";
         case Provenance::kBinary:
             return "binary";
+        case Provenance::kRemoteTier:
+            return "remote tier";
     }
     return "unknown";
 }

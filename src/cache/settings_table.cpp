@@ -7,12 +7,23 @@
 #include <utility>
 
 #include "store/disk_store.hpp"
+#include "store/remote/remote_config.hpp"
 #include "util/env.hpp"
+#include "util/try.hpp"
 
 namespace kcache::cache {
 namespace {
 
 using util::SettingOrigin;
+
+Result<void> check_remote(std::string_view value) {
+    TRY(store::remote::parse_remote_setting(value));
+    return ok();
+}
+
+std::string printable_remote(std::string_view value) {
+    return store::remote::redact_remote_setting(value);
+}
 
 // The meanings are the README's: settings_markdown_table() prints them, and a test holds the
 // README to that table.
@@ -79,6 +90,17 @@ constexpr std::array kSettings = {
         "the worker command (`kcache compile-worker`); unusable workers leave compiles in the "
         "process; environment or command line only",
         "it names a program to run"},
+    util::Setting{
+        "remote", "KCACHE_REMOTE", util::SettingType::kString, util::SettingScope::kAnywhere, "",
+        "none",
+        "the remote tier: Redis backends asked after memory and disk, separated by spaces: "
+        "`redis://[USER@]HOST[:PORT][/DB]` or `redis+unix:/PATH[?db=N]`, each with attributes "
+        "after `|` (docs/remote.md); passwords from `password-file=` or "
+        "`KCACHE_REMOTE_PASSWORD`, never printed",
+        {},
+        {},
+        check_remote,
+        printable_remote},
     util::Setting{
         "nvrtc_library", "KCACHE_NVRTC_LIBRARY", util::SettingType::kPath,
         util::SettingScope::kEnvironmentOnly, "", "searched",

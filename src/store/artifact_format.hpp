@@ -97,6 +97,8 @@ public:
     PayloadKind kind() const noexcept { return kind_; }
     const KeyMaterialView& key() const noexcept { return key_; }
     std::string_view payload() const noexcept { return payload_; }  // uncompressed
+    // The entry's bytes as read (or encoded): what a tier that copies it writes.
+    std::string_view encoded() const noexcept { return bytes_; }
     // Its payload and key material text: what the memory tier's budget counts (as it did for a
     // Artifact; a zstd entry's compressed bytes, also kept, are not counted).
     std::size_t cost() const noexcept { return payload_.size() + key_text_bytes_; }

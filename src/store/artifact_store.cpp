@@ -1,13 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/artifact_store.hpp"
 
+#include <tuple>
+
 namespace kcache::store {
 
 std::optional<Found> ArtifactStore::get(const util::Fingerprint& fingerprint) {
     auto found = find(fingerprint);
-    count(!found                         ? Outcome::kMiss
-          : found->tier == Tier::kMemory ? Outcome::kMemoryHit
-                                         : Outcome::kDiskHit);
+    Outcome outcome = Outcome::kMiss;
+    if (found) {
+        outcome = found->tier == Tier::kMemory ? Outcome::kMemoryHit
+                  : found->tier == Tier::kDisk ? Outcome::kDiskHit
+                                               : Outcome::kRemoteHit;
+        if (found->tier == Tier::kRemote) keep(fingerprint, *found);
+    }
+    count(outcome);
     return found;
 }
 
@@ -15,13 +22,30 @@ std::optional<Found> ArtifactStore::find(const util::Fingerprint& fingerprint) {
     if (auto entry = memory_.get(fingerprint)) {
         return Found{std::move(entry), Tier::kMemory, why_not_on_disk(fingerprint)};
     }
-    if (!disk_) return std::nullopt;
-    // Not copied up to memory: a disk hit is loaded at once and the driver keeps what it needs,
-    // and holding every hit's bytes would cost a new process first touches of fresh memory for
-    // every kernel (docs/performance.md). A later find reads the disk again, from the page cache.
-    auto entry = disk_->get(fingerprint, DiskStore::Reading::kUncounted);
-    if (!entry) return std::nullopt;
-    return Found{std::move(entry), Tier::kDisk};
+    if (disk_) {
+        // Not copied up to memory: a disk hit is loaded at once and the driver keeps what it
+        // needs, and holding every hit's bytes would cost a new process first touches of fresh
+        // memory for every kernel (docs/performance.md). A later find reads the disk again, from
+        // the page cache.
+        if (auto entry = disk_->get(fingerprint, DiskStore::Reading::kUncounted)) {
+            return Found{std::move(entry), Tier::kDisk};
+        }
+    }
+    if (remote_) {
+        if (auto entry = remote_->get(fingerprint)) return Found{std::move(entry), Tier::kRemote};
+    }
+    return std::nullopt;
+}
+
+void ArtifactStore::keep(const util::Fingerprint& fingerprint, const Found& found) {
+    if (found.tier != Tier::kRemote) return;
+    if (!disk_) {
+        memory_.put(fingerprint, found.entry);
+        return;
+    }
+    // Fails open: a disk that cannot take it leaves the lookup served, and the next one asks the
+    // remote tier again. The disk tier counts and warns of its own failures.
+    std::ignore = disk_->put_encoded(fingerprint, found.entry->encoded());
 }
 
 void ArtifactStore::count(Outcome outcome) noexcept {
@@ -32,12 +56,18 @@ void ArtifactStore::count(Outcome outcome) noexcept {
         case Outcome::kDiskHit:
             disk_hits_.fetch_add(1, std::memory_order_relaxed);
             return;
+        case Outcome::kRemoteHit:
+            // A miss of the disk tier that the remote one served.
+            if (disk_) disk_misses_.fetch_add(1, std::memory_order_relaxed);
+            remote_->count_lookup(true);
+            return;
         case Outcome::kRejected:
             if (disk_) disk_rejected_.fetch_add(1, std::memory_order_relaxed);
             [[fallthrough]];
         case Outcome::kMiss:
             // Without a disk tier a miss is only the memory tier's, which no counter shows.
             if (disk_) disk_misses_.fetch_add(1, std::memory_order_relaxed);
+            if (remote_) remote_->count_lookup(false);
             return;
     }
 }
@@ -46,17 +76,23 @@ std::shared_ptr<const VerifiedArtifact> ArtifactStore::read_back(
     const util::Fingerprint& fingerprint) {
     auto entry = memory_.get(fingerprint);
     if (!entry && disk_) entry = disk_->get(fingerprint, DiskStore::Reading::kReadBack);
+    if (!entry && remote_) entry = remote_->get(fingerprint);
     if (entry) read_backs_.fetch_add(1, std::memory_order_relaxed);
     return entry;
 }
 
 Stored ArtifactStore::put(const util::Fingerprint& fingerprint, const Artifact& entry,
-                          DiskStore::Cleaning cleaning) {
-    // A compile's entry, once through the entry format: what a disk hit would have kept.
+                          DiskStore::Cleaning cleaning, remote::Lease lease) {
+    // A compile's entry, once through the entry format: what a disk hit would have kept, and the
+    // bytes the disk and remote tiers store.
     auto decoded = VerifiedArtifact::of(entry);
     memory_.put(fingerprint, decoded);
+    if (remote_ && decoded) {
+        remote_->put(fingerprint, std::string(decoded->encoded()), std::move(lease));
+    }
     if (!disk_) return {std::move(decoded), ok()};
-    Result<void> written = disk_->put(fingerprint, entry, cleaning);
+    Result<void> written = decoded ? disk_->put_encoded(fingerprint, decoded->encoded(), cleaning)
+                                   : disk_->put(fingerprint, entry, cleaning);
     const std::pair key{fingerprint.high, fingerprint.low};
     std::lock_guard lock(unstored_mutex_);
     if (written) {
@@ -90,6 +126,8 @@ ArtifactStats ArtifactStore::stats() const {
         s.disk.misses = disk_misses_.load(std::memory_order_relaxed);
         s.disk_rejected = disk_rejected_.load(std::memory_order_relaxed);
     }
+    s.remote_enabled = remote_ != nullptr;
+    if (remote_) s.remote = remote_->stats();
     return s;
 }
 

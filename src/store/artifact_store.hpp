@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The tiers behind a cache miss, by fingerprint: memory (what this process compiled), then disk (a
-// hit is not copied up: see find()). Either tier may be absent; an absent or failing disk leaves
-// kcache working from memory.
+// hit is not copied up: see find()), then remote (a hit, once accepted, is written to disk:
+// keep()). Disk and remote may be absent; an absent or failing disk leaves kcache working from
+// memory, and a failing remote tier is skipped.
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include "kcache/result.hpp"
 #include "store/disk_store.hpp"
 #include "store/memory_store.hpp"
+#include "store/remote/remote_tier.hpp"
 
 namespace kcache::store {
 
@@ -31,9 +33,12 @@ struct ArtifactStats {
     // asked for (recompiled and replaced); a part of disk.misses.
     std::uint64_t disk_rejected = 0;
     bool disk_enabled = false;
+    // remote.hits and remote.misses are those of lookups that reached the remote tier.
+    remote::RemoteStats remote;
+    bool remote_enabled = false;
 };
 
-enum class Tier { kMemory, kDisk };
+enum class Tier { kMemory, kDisk, kRemote };
 
 struct Found {
     std::shared_ptr<const VerifiedArtifact> entry;  // never null; a memory hit's is the tier's own
@@ -51,34 +56,42 @@ struct Stored {
 
 class ArtifactStore {
 public:
-    // `disk` may be null (memory only).
-    ArtifactStore(std::size_t memory_bytes, std::unique_ptr<DiskStore> disk)
-        : memory_(memory_bytes), disk_(std::move(disk)) {}
+    // `disk` and `remote` may be null.
+    ArtifactStore(std::size_t memory_bytes, std::unique_ptr<DiskStore> disk,
+                  std::unique_ptr<remote::RemoteTier> remote = nullptr)
+        : memory_(memory_bytes), disk_(std::move(disk)), remote_(std::move(remote)) {}
 
     // find(), then count() of how it ended: for a caller that takes whatever it finds.
     std::optional<Found> get(const util::Fingerprint& fingerprint);
     // The tiers' entry, counting no lookup: its finder may still reject it (key material), so
     // it says how the lookup ended with count(), once.
     std::optional<Found> find(const util::Fingerprint& fingerprint);
-    enum class Outcome { kMemoryHit, kDiskHit, kMiss, kRejected };  // kRejected: also a miss
+    enum class Outcome { kMemoryHit, kDiskHit, kRemoteHit, kMiss, kRejected };  // kRejected: a miss
     void count(Outcome outcome) noexcept;
+    // A remote hit its finder accepted: written to the disk tier (or, without one, kept in
+    // memory), so that the next lookup finds it here.
+    void keep(const util::Fingerprint& fingerprint, const Found& found);
     // The bytes of code loaded earlier without keeping them, for another context: find() without
     // counting a lookup; a success counts as a read-back. Null when no tier has the entry.
     std::shared_ptr<const VerifiedArtifact> read_back(const util::Fingerprint& fingerprint);
     // Puts to every tier. A disk failure is counted by the disk tier and returned; the artifact
     // is still in memory, so a caller loading it may ignore it, and a later memory hit of it
     // says it is not on disk.
+    // The remote write is queued (off the caller's path), and `lease` released once it is sent.
     Stored put(const util::Fingerprint& fingerprint, const Artifact& entry,
-               DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow);
+               DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow,
+               remote::Lease lease = {});
 
     ArtifactStats stats() const;
     DiskStore* disk() const noexcept { return disk_.get(); }
+    remote::RemoteTier* remote() const noexcept { return remote_.get(); }
 
 private:
     std::optional<Error> why_not_on_disk(const util::Fingerprint& fingerprint) const;
 
     MemoryStore memory_;
     std::unique_ptr<DiskStore> disk_;
+    std::unique_ptr<remote::RemoteTier> remote_;
     std::atomic<std::uint64_t> memory_hits_{0}, disk_hits_{0}, disk_misses_{0};
     std::atomic<std::uint64_t> disk_rejected_{0};
     std::atomic<std::uint64_t> read_backs_{0};

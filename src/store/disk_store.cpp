@@ -124,7 +124,12 @@ std::shared_ptr<const VerifiedArtifact> DiskStore::get(const util::Fingerprint& 
 Result<void> DiskStore::put(const util::Fingerprint& fingerprint, const Artifact& entry,
                             Cleaning cleaning) {
     if (directory_->read_only()) return directory_->read_only_error();
-    const std::string bytes = encode(entry);
+    return put_encoded(fingerprint, encode(entry), cleaning);
+}
+
+Result<void> DiskStore::put_encoded(const util::Fingerprint& fingerprint, std::string_view bytes,
+                                    Cleaning cleaning) {
+    if (directory_->read_only()) return directory_->read_only_error();
     const std::string relative = relative_path_of(fingerprint);
     auto written = directory_->write_atomic(relative, bytes);
     // A write follows a compile, so a stat here is cheap beside it; a hit never pays it. Checked

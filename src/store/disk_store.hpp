@@ -86,6 +86,9 @@ public:
     enum class Cleaning { kNow, kDeferred };
     Result<void> put(const util::Fingerprint& fingerprint, const Artifact& entry,
                      Cleaning cleaning = Cleaning::kNow);
+    // The same for an entry already encoded (one the remote tier served, checked).
+    Result<void> put_encoded(const util::Fingerprint& fingerprint, std::string_view bytes,
+                             Cleaning cleaning = Cleaning::kNow);
     void run_pending_cleanup();
 
     // One cleanup pass, as asked (see store/disk_cleaner.hpp); skipped, never waited for, while

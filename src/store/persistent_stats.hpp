@@ -50,7 +50,26 @@ namespace kcache::store {
     X(disk_corrupt, kCount, kNone, "  corrupt entries removed:")                        \
     X(disk_evicted, kCount, kNone, "  evicted:")                                        \
     X(disk_evicted_bytes, kBytes, kNone, "")              /* shown with disk_evicted */ \
-    X(config_errors, kCount, kNone, "Settings not used:") /* settings a process could not use */
+    X(config_errors, kCount, kNone, "Settings not used:") /* settings a process could not use */ \
+    X(remote_hits, kCount, kNone, "Remote tier hits:")                                  \
+    X(remote_misses, kCount, kNone, "  misses:")                                        \
+    X(remote_errors, kCount, kNone, "  errors:")                                        \
+    X(remote_timeouts, kCount, kNone, "  timeouts:")                                    \
+    X(remote_skipped, kCount, kNone, "  requests skipped (server set aside):")          \
+    X(remote_corrupt, kCount, kNone, "  corrupt values:")                               \
+    X(remote_signature_rejects, kCount, kNone, "  signature rejects:")                  \
+    X(remote_too_large, kCount, kNone, "  values over the size cap:")                   \
+    X(remote_writes, kCount, kNone, "  writes:")                                        \
+    X(remote_writes_exists, kCount, kNone, "    already there (lost the race):")        \
+    X(remote_write_errors, kCount, kNone, "    refused:")                               \
+    X(remote_writes_dropped, kCount, kNone, "    dropped:")                             \
+    X(remote_breaker_openings, kCount, kNone, "  servers set aside:")                   \
+    X(remote_lease_won, kCount, kNone, "  leases won (compiled for the fleet):")        \
+    X(remote_lease_waited, kCount, kNone, "  leases waited for:")                       \
+    X(remote_lease_wait_timeouts, kCount, kNone, "    waits that ran out:")             \
+    X(remote_lease_takeovers, kCount, kNone, "  leases taken over:")                    \
+    X(remote_bytes_in, kBytes, kNone, "  bytes in:")                                    \
+    X(remote_bytes_out, kBytes, kNone, "  bytes out:")
 
 enum class StatsUnit : std::uint8_t { kCount, kNanoseconds, kBytes };
 enum class StatsGroup : std::uint8_t { kNone, kLookups, kTierLookups };

@@ -271,6 +271,7 @@ Result<void> check_value(const Setting& setting, std::string_view text) {
             }
             break;
         case SettingType::kString:
+            if (setting.check != nullptr) TRY(setting.check(text));
             break;
     }
     return ok();

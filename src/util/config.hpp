@@ -52,6 +52,11 @@ struct Setting {
     // The value a bad one falls back to where the setting guards something (verification on, a
     // read-only cache kept read-only); empty: the value of the next source down, or the default.
     std::string_view safe_value = {};
+    // For a kString setting with rules of its own: an error saying what is wrong with a value
+    // (its message must not repeat a secret the value holds). Null: any text.
+    Result<void> (*check)(std::string_view value) = nullptr;
+    // How a value may be shown (`-p`, messages): with any secret it holds masked. Null: as it is.
+    std::string (*printable)(std::string_view value) = nullptr;
 };
 
 // A program's settings: its table, and the names its messages give the file and the directory.
@@ -103,6 +108,12 @@ struct ConfigEntry {
     std::string value;  // the text as given (trimmed), already checked against the type
     SettingOrigin origin = SettingOrigin::kDefault;
     std::string origin_name;  // origin_name() of the above, for printing
+
+    // The value as it may be printed (Setting::printable).
+    std::string printable_value() const {
+        return setting != nullptr && setting->printable != nullptr ? setting->printable(value)
+                                                                   : value;
+    }
 };
 
 class Config {

@@ -101,10 +101,18 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
         });
     }
     for (auto& thread : pool) thread.join();
+    cache.wait_for_uploads();
     std::printf("%d compiled, %d already in the cache, %d failed, %d not stored (%s, %s)\n",
                 compiled.load(), present.load(), failures.load(), not_stored.load(),
                 target.name().c_str(), escape_text(directory).c_str());
     const CacheStats stats = cache.stats();
+    if (stats.remote_enabled) {
+        std::printf("remote: %llu uploaded, %llu there already, %llu refused, %llu dropped\n",
+                    static_cast<unsigned long long>(stats.remote_writes),
+                    static_cast<unsigned long long>(stats.remote_writes_exists),
+                    static_cast<unsigned long long>(stats.remote_write_errors),
+                    static_cast<unsigned long long>(stats.remote_writes_dropped));
+    }
     if (stats.disk_evicted != 0) {
         std::fprintf(stderr,
                      "kcache: the directory's budgets (max_size, max_files) removed %llu least "

@@ -15,7 +15,9 @@
 #include "tools/kcache/demo.hpp"
 #include "tools/kcache/maintenance.hpp"
 #include "tools/kcache/output.hpp"
+#include "tools/kcache/remote_command.hpp"
 #include "tools/kcache/stats_command.hpp"
+#include "util/size.hpp"
 
 namespace {
 
@@ -113,6 +115,34 @@ int run(int argc, char** argv) {
     verify_cmd->add_flag("--repair", repair, "Remove the bad entries");
     verify_cmd->add_flag("--json", json, "JSON instead of text");
 
+    auto* remote_cmd = app.add_subcommand("remote", "The remote tier (Redis): ping");
+    remote_cmd->require_subcommand(1);
+    auto* ping_cmd = remote_cmd->add_subcommand(
+        "ping", "Reach every configured server: round trip, whether writes are allowed");
+    ping_cmd->add_flag("--json", json, "JSON instead of text");
+    std::string batch_text = "64M";
+    auto* push_cmd = app.add_subcommand(
+        "push", "Upload every local entry the remote tier lacks (pipelined; signed if configured)");
+    push_cmd->add_option("--batch-size", batch_text, "Bytes per pipelined batch (default 64M)");
+    std::vector<std::string> pull_fingerprints;
+    std::string pull_arch;
+    auto* pull_cmd = app.add_subcommand(
+        "pull", "Fetch entries from the remote tier into the disk tier: by fingerprint, or every "
+                "entry of an arch");
+    pull_cmd->add_option("fingerprints", pull_fingerprints, "Fingerprints (32 hex digits)");
+    pull_cmd->add_option("--arch", pull_arch, "Every entry of this arch (sm_XX)");
+    pull_cmd->add_option("--batch-size", batch_text, "Bytes per pipelined batch (default 64M)");
+    kcache::tool::KeygenOptions keygen;
+    bool hmac = false;
+    auto* keygen_cmd = app.add_subcommand(
+        "keygen", "Make a signing key pair for remote entries (Ed25519), or a shared secret "
+                  "(--hmac)");
+    keygen_cmd->add_option("private", keygen.private_path,
+                           "The private key (or, with --hmac, the secret) to write")
+        ->required();
+    keygen_cmd->add_option("public", keygen.public_path, "The public key to write (Ed25519)");
+    keygen_cmd->add_flag("--hmac", hmac, "An HMAC-SHA256 shared secret instead");
+
     // Internal: the process a WorkerPool starts to compile CUDA C++ (requests on stdin, answers
     // on stdout). Hidden from --help: an empty group.
     auto* worker_cmd =
@@ -137,6 +167,10 @@ int run(int argc, char** argv) {
         return kcache::compile::run_compile_worker(0, 1);
     }
     if (*demo_cmd) return kcache::tool::run_demo(demo);
+    if (*keygen_cmd) {
+        if (hmac) keygen.scheme = "hmac";
+        return kcache::tool::keygen(keygen);
+    }
 
     std::map<std::string, std::string> overrides;
     if (!directory.empty()) overrides["dir"] = directory;
@@ -235,6 +269,21 @@ int run(int argc, char** argv) {
         }
         return kcache::tool::run_compile(compile, std::move(*options));
     }
+    if (*remote_cmd || *push_cmd || *pull_cmd) {
+        auto options = kcache::cache::to_cache_options(*config);
+        if (!options) return usage_error(options.error().message());
+        const auto batch_bytes = kcache::util::parse_size(batch_text);
+        if (!batch_bytes || *batch_bytes == 0) {
+            return usage_error("--batch-size: expected a size such as 64M, got '" + batch_text +
+                               "'");
+        }
+        if (*remote_cmd) return kcache::tool::remote_ping(*options, json);
+        const auto opened = open_directory(/*create=*/pull_cmd->parsed());
+        if (!opened) return 1;
+        if (*push_cmd) return kcache::tool::remote_push(*options, *opened, *batch_bytes);
+        return kcache::tool::remote_pull(*options, opened, pull_fingerprints, pull_arch,
+                                         *batch_bytes);
+    }
     if (*ls_cmd || *inspect_cmd || *verify_cmd) {
         if (*inspect_cmd) {
             if (auto checked = kcache::store::check_fingerprint_prefix(fingerprint); !checked) {
@@ -289,14 +338,15 @@ int run(int argc, char** argv) {
         kcache::tool::Table table({{""}, {""}, {""}, {""}}, /*show_header=*/false);
         for (const auto& entry : config->entries()) {
             table.add_row(
-                {std::string(entry.setting->key), "=", entry.value, "(" + entry.origin_name + ")"});
+                {std::string(entry.setting->key), "=", entry.printable_value(),
+                 "(" + entry.origin_name + ")"});
         }
         std::fputs(table.render(0).c_str(), stdout);
     }
     if (!get_config.empty()) {
         auto entry = config->get(get_config);
         if (!entry) return usage_error(entry.error().message());
-        std::printf("%s\n", entry->value.c_str());
+        std::printf("%s\n", entry->printable_value().c_str());
     }
     if (show_stats && status == 0) {
         auto options = kcache::cache::to_cache_options(*config);

@@ -38,19 +38,23 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
     const double saved_seconds = c.compiles == 0
                                      ? 0.0
                                      : compile_seconds / static_cast<double>(c.compiles) *
-                                           static_cast<double>(c.memory_hits + c.disk_hits);
+                                           static_cast<double>(c.memory_hits + c.disk_hits +
+                                                               c.remote_hits);
     if (json) {
         Json document = json_document();
         put_bytes(document, "directory", directory);
         document["lookups"] = lookups;
-        // Every counter of the list: "disk_x" as "disk": {"x"}, a time in seconds.
+        // Every counter of the list: "disk_x" as "disk": {"x"} (and "remote_x" under "remote"),
+        // a time in seconds.
         for (const store::StatsField& field : store::stats_fields()) {
             const std::uint64_t value = c.*(field.member);
             std::string name(field.name);
             Json* parent = &document;
-            if (name.starts_with("disk_")) {
-                parent = &document["disk"];
-                name.erase(0, 5);
+            for (const std::string_view group : {"disk", "remote"}) {
+                if (name.starts_with(std::string(group) + "_")) {
+                    parent = &document[std::string(group)];
+                    name.erase(0, group.size() + 1);
+                }
             }
             if (field.unit == store::StatsUnit::kNanoseconds && name.ends_with("_ns")) {
                 name.replace(name.size() - 3, 3, "_seconds");
@@ -101,10 +105,16 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
         }
         table.add_row({"Statistics zeroed:", "", text});
     }
+    // The remote tier's rows only where one was used: most caches have none.
+    bool remote_used = false;
+    for (const store::StatsField& field : store::stats_fields()) {
+        if (field.name.starts_with("remote_") && c.*(field.member) != 0) remote_used = true;
+    }
     // One row per counter of the list, in its order; a group's total heads its first member.
     store::StatsGroup headed = store::StatsGroup::kNone;
     for (const store::StatsField& field : store::stats_fields()) {
         const std::uint64_t value = c.*(field.member);
+        if (field.name.starts_with("remote_") && !remote_used) continue;
         if (field.group != store::StatsGroup::kNone && field.group != headed) {
             headed = field.group;
             if (field.group == store::StatsGroup::kLookups) {

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "store/remote/remote_tier.hpp"
+
+#include <unistd.h>
+
+#include <random>
+#include <tuple>
+#include <utility>
+
+#include "util/log.hpp"
+#include "util/try.hpp"
+
+namespace kcache::store::remote {
+namespace {
+
+// Compare-and-delete and compare-and-renew: a lease is released or extended only by the holder
+// whose token it still holds, never after it expired and another node took it.
+constexpr std::string_view kReleaseScript =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
+    "else return 0 end";
+constexpr std::string_view kRenewScript =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], "
+    "ARGV[2]) else return 0 end";
+
+std::string host_name() {
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) != 0) return "unknown-host";
+    return name;
+}
+
+std::string random_hex() {
+    std::random_device device;
+    const std::uint64_t value = (std::uint64_t{device()} << 32) ^ device();
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string text(16, '0');
+    for (int i = 0; i < 16; ++i) text[i] = kDigits[(value >> (60 - 4 * i)) & 0xf];
+    return text;
+}
+
+}  // namespace
+
+Lease::Lease(Lease&& other) noexcept
+    : tier_(std::exchange(other.tier_, nullptr)),
+      fingerprint_(other.fingerprint_),
+      id_(other.id_) {}
+
+Lease& Lease::operator=(Lease&& other) noexcept {
+    if (this != &other) {
+        release();
+        tier_ = std::exchange(other.tier_, nullptr);
+        fingerprint_ = other.fingerprint_;
+        id_ = other.id_;
+    }
+    return *this;
+}
+
+Lease::~Lease() {
+    release();
+}
+
+void Lease::release() noexcept {
+    if (tier_ != nullptr) std::exchange(tier_, nullptr)->release(fingerprint_, id_);
+}
+
+RemoteTier::RemoteTier(RemoteOptions options)
+    : options_(std::move(options)),
+      token_prefix_(host_name() + ":" + std::to_string(getpid()) + ":" + random_hex()) {}
+
+Result<std::unique_ptr<RemoteTier>> RemoteTier::open(RemoteOptions options) {
+    std::unique_ptr<RemoteTier> tier(new RemoteTier(std::move(options)));
+    for (const RemoteBackendConfig& config : tier->options_.backends) {
+        TRY_ASSIGN(auto backend,
+                   RemoteBackend::open(config, tier->options_.environment_password,
+                                       tier->counters_));
+        tier->backends_.push_back(std::move(backend));
+    }
+    RemoteTier* self = tier.get();
+    tier->uploads_ = std::make_unique<UploadQueue>(
+        [self](const Upload& upload) { self->send(upload); }, tier->options_.queue_entries,
+        tier->options_.queue_bytes);
+    tier->renewer_ = std::thread([self] { self->renew_leases(); });
+    return tier;
+}
+
+RemoteTier::~RemoteTier() {
+    finish_uploads(options_.exit_grace);
+    {
+        std::lock_guard lock(leases_mutex_);
+        stopping_ = true;
+        leases_changed_.notify_all();
+    }
+    if (renewer_.joinable()) renewer_.join();
+}
+
+std::shared_ptr<const VerifiedArtifact> RemoteTier::get(const util::Fingerprint& fingerprint) {
+    for (auto& backend : backends_) {
+        const std::string key = backend->value_key(fingerprint);
+        auto reply = backend->server_for(key).command({"GET", key});
+        if (!reply || reply->is_nil()) continue;  // failures are counted by the server client
+        if (auto artifact = check_value(*backend, fingerprint, *reply)) return artifact;
+    }
+    return nullptr;
+}
+
+std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(RemoteBackend& backend,
+                                                                const util::Fingerprint& fingerprint,
+                                                                const RedisReply& reply) {
+    const std::string key = backend.value_key(fingerprint);
+    const auto corrupt = [&](const std::string& why) {
+        RemoteCounters::add(counters_.corrupt);
+        KCACHE_LOG(kInfo, "remote value " + key + " on " + backend.name() + " is corrupt: " + why);
+        return nullptr;
+    };
+    if (reply.type != RedisReply::Type::kString) return corrupt("not a string");
+    const std::string& value = reply.text;
+    if (value.size() > backend.config().max_value_bytes) {
+        RemoteCounters::add(counters_.too_large);
+        return nullptr;
+    }
+    auto split = split_value(value);
+    if (!split) return corrupt(split.error().message());
+    const RemoteBackendConfig& config = backend.config();
+    if (config.require_signature || (split->signed_ && !backend.verifier().empty())) {
+        const Verdict verdict = backend.verifier().verify(fingerprint, *split);
+        // Without require-signature an unsigned value, or one signed by a key not configured
+        // here, is taken as an unsigned one would be; a signature that fails is never taken.
+        if (verdict != Verdict::kValid &&
+            (config.require_signature || verdict == Verdict::kForged)) {
+            RemoteCounters::add(counters_.signature_rejects);
+            util::warn_once("remote-signature:" + backend.name(),
+                            "remote value " + key + " on " + backend.name() +
+                                " rejected: " + verdict_name(verdict));
+            return nullptr;
+        }
+    }
+    auto artifact = VerifiedArtifact::decode(std::string(split->entry));
+    if (!artifact) return corrupt(artifact.error().message());
+    return std::move(artifact).value();
+}
+
+std::string RemoteTier::value_for(const RemoteBackend& backend, const util::Fingerprint& fingerprint,
+                                  std::string_view entry) {
+    return backend.signer() != nullptr ? backend.signer()->sign(fingerprint, entry)
+                                       : std::string(entry);
+}
+
+void RemoteTier::count_lookup(bool hit) noexcept {
+    RemoteCounters::add(hit ? counters_.hits : counters_.misses);
+}
+
+void RemoteTier::put(const util::Fingerprint& fingerprint, std::string entry, Lease lease) {
+    Upload upload{fingerprint, std::move(entry), {}};
+    if (lease) {
+        // The lease goes with the upload: released by the queue's thread once the value is sent.
+        auto held = std::make_shared<Lease>(std::move(lease));
+        upload.then = [held] { held->release(); };
+    }
+    if (!uploads_->push(std::move(upload))) RemoteCounters::add(counters_.writes_dropped);
+}
+
+void RemoteTier::send(const Upload& upload) {
+    for (auto& backend : backends_) {
+        if (!backend->writable()) continue;
+        const std::string key = backend->value_key(upload.fingerprint);
+        const std::string value = value_for(*backend, upload.fingerprint, upload.entry);
+        if (value.size() > backend->config().max_value_bytes) {
+            RemoteCounters::add(counters_.too_large);
+            continue;
+        }
+        auto reply = backend->server_for(key).command({"SET", key, value, "NX"});
+        if (reply) count_write(*backend, *reply);  // a failure is counted by the server client
+    }
+}
+
+bool RemoteTier::count_write(RemoteBackend& backend, const RedisReply& reply) {
+    if (reply.is_nil()) {
+        RemoteCounters::add(counters_.writes_exists);
+        return true;
+    }
+    if (reply.is_error()) {
+        RemoteCounters::add(counters_.write_errors);
+        if (reply.error_code() == "NOPERM") {
+            backend.refuse_writes(reply.text);
+        } else {
+            util::warn_once("remote-write:" + backend.name(),
+                            "remote write to " + backend.name() + " refused: " + reply.text);
+        }
+        return false;
+    }
+    RemoteCounters::add(counters_.writes);
+    return true;
+}
+
+RemoteBackend* RemoteTier::lease_backend() {
+    for (auto& backend : backends_) {
+        if (backend->writable()) return backend.get();
+    }
+    return nullptr;
+}
+
+RemoteTier::LeaseState RemoteTier::take_lease(const util::Fingerprint& fingerprint, Lease& lease) {
+    RemoteBackend* backend = lease_backend();
+    if (backend == nullptr) return LeaseState::kNoLease;
+    const std::string key = backend->lease_key(fingerprint);
+    std::uint64_t id = 0;
+    std::string token;
+    {
+        std::lock_guard lock(leases_mutex_);
+        id = next_lease_id_++;
+        token = token_prefix_ + ":" + std::to_string(id);
+    }
+    const std::string ttl = std::to_string(options_.lease_time.count());
+    auto reply = backend->server_for(key).command({"SET", key, token, "NX", "PX", ttl});
+    if (!reply) return LeaseState::kNoLease;
+    if (reply->is_nil()) return LeaseState::kHeld;
+    if (reply->is_error()) {
+        if (reply->error_code() == "NOPERM") backend->refuse_writes(reply->text);
+        return LeaseState::kNoLease;
+    }
+    {
+        std::lock_guard lock(leases_mutex_);
+        leases_.emplace(id, HeldLease{fingerprint, std::move(token)});
+    }
+    lease = Lease();
+    lease.tier_ = this;
+    lease.fingerprint_ = fingerprint;
+    lease.id_ = id;
+    return LeaseState::kWon;
+}
+
+bool RemoteTier::lease_held(const util::Fingerprint& fingerprint) {
+    RemoteBackend* backend = lease_backend();
+    if (backend == nullptr) return false;
+    const std::string key = backend->lease_key(fingerprint);
+    auto reply = backend->server_for(key).command({"EXISTS", key});
+    return reply && reply->type == RedisReply::Type::kInteger && reply->integer > 0;
+}
+
+void RemoteTier::count_lease(LeaseState state, bool takeover) noexcept {
+    if (state == LeaseState::kWon) RemoteCounters::add(counters_.lease_won);
+    if (state == LeaseState::kHeld) RemoteCounters::add(counters_.lease_waited);
+    if (state == LeaseState::kWon && takeover) RemoteCounters::add(counters_.lease_takeovers);
+}
+
+void RemoteTier::count_lease_wait_timeout() noexcept {
+    RemoteCounters::add(counters_.lease_wait_timeouts);
+}
+
+void RemoteTier::release(const util::Fingerprint& fingerprint, std::uint64_t id) noexcept {
+    std::string token;
+    {
+        std::lock_guard lock(leases_mutex_);
+        auto it = leases_.find(id);
+        if (it == leases_.end()) return;
+        token = std::move(it->second.token);
+        leases_.erase(it);
+    }
+    RemoteBackend* backend = lease_backend();
+    if (backend == nullptr) return;  // it expires by itself
+    const std::string key = backend->lease_key(fingerprint);
+    std::ignore = backend->server_for(key).command({"EVAL", kReleaseScript, "1", key, token});
+}
+
+void RemoteTier::renew_leases() {
+    const auto period = options_.lease_time / 3;
+    std::unique_lock lock(leases_mutex_);
+    for (;;) {
+        leases_changed_.wait_for(lock, period, [&] { return stopping_; });
+        if (stopping_) return;
+        std::vector<HeldLease> held;
+        held.reserve(leases_.size());
+        for (const auto& [id, lease] : leases_) held.push_back(lease);
+        lock.unlock();
+        RemoteBackend* backend = lease_backend();
+        const std::string ttl = std::to_string(options_.lease_time.count());
+        for (const HeldLease& lease : held) {
+            if (backend == nullptr) break;
+            const std::string key = backend->lease_key(lease.fingerprint);
+            std::ignore =
+                backend->server_for(key).command({"EVAL", kRenewScript, "1", key, lease.token, ttl});
+        }
+        lock.lock();
+    }
+}
+
+void RemoteTier::drain_uploads() {
+    uploads_->drain();
+}
+
+void RemoteTier::finish_uploads(std::chrono::milliseconds grace) {
+    if (!uploads_) return;
+    const std::size_t dropped = uploads_->finish(grace);
+    if (dropped > 0) {
+        RemoteCounters::add(counters_.writes_dropped, dropped);
+        util::warn_once("remote-dropped", std::to_string(dropped) +
+                                              " remote upload(s) not sent before the end");
+    }
+}
+
+}  // namespace kcache::store::remote

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+// The remote tier: Redis backends asked in order after memory and disk. One value per
+// fingerprint, exactly the disk entry's bytes plus an optional signature trailer, written with
+// SET NX so that a good value is never overwritten or mixed with another writer's. A value is
+// checked like a disk read (size, checksum, structure, the signature where one is needed); a bad
+// one is a counted miss, never loaded. Fail open: no remote error fails a lookup, a compile or a
+// load; writes leave the caller's path (upload_queue.hpp).
+//
+// Across nodes, a lease makes one of them compile what none has: SET <lease> <token> NX PX,
+// renewed while its holder compiles and uploads, released by compare-and-delete once the value is
+// there. Others wait for the value a bounded time; a crashed holder's lease expires.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kcache/result.hpp"
+#include "store/artifact_format.hpp"
+#include "store/remote/remote_backend.hpp"
+#include "store/remote/remote_config.hpp"
+#include "store/remote/remote_stats.hpp"
+#include "store/remote/upload_queue.hpp"
+#include "util/fingerprint.hpp"
+
+namespace kcache::store::remote {
+
+struct RemoteOptions {
+    std::vector<RemoteBackendConfig> backends;
+    std::optional<std::string> environment_password;  // KCACHE_REMOTE_PASSWORD
+    std::size_t queue_entries = 1024;
+    std::uint64_t queue_bytes = std::uint64_t{256} << 20;
+    std::chrono::milliseconds exit_grace{2000};
+    // A lease lives this long unless renewed (every third of it while its holder works).
+    std::chrono::milliseconds lease_time{10000};
+    // How long a node waits for the value of a compile another node leads, before compiling it
+    // itself.
+    std::chrono::milliseconds lease_wait{120000};
+};
+
+class RemoteTier;
+
+// A lease this process holds. Released (compare-and-delete) when destroyed, unless handed to
+// RemoteTier::put(), which releases it once its value is uploaded.
+class Lease {
+public:
+    Lease() = default;
+    Lease(Lease&& other) noexcept;
+    Lease& operator=(Lease&& other) noexcept;
+    ~Lease();
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    explicit operator bool() const noexcept { return tier_ != nullptr; }
+
+private:
+    friend class RemoteTier;
+    void release() noexcept;
+
+    RemoteTier* tier_ = nullptr;
+    util::Fingerprint fingerprint_;
+    std::uint64_t id_ = 0;
+};
+
+class RemoteTier {
+public:
+    // An error for a backend that cannot be set up (a password file or key that cannot be read):
+    // a configuration error, said by the caller. Connects to nothing yet.
+    static Result<std::unique_ptr<RemoteTier>> open(RemoteOptions options);
+    // Uploads get the exit grace to drain; what is left is dropped and counted.
+    ~RemoteTier();
+    RemoteTier(const RemoteTier&) = delete;
+    RemoteTier& operator=(const RemoteTier&) = delete;
+
+    // The first good value any backend holds under the fingerprint, checked; null when none has
+    // one. Counts bad values (corrupt, signature rejects, too large), not the lookup: the caller
+    // may still reject it (key material) and counts the lookup once with count_lookup().
+    std::shared_ptr<const VerifiedArtifact> get(const util::Fingerprint& fingerprint);
+    void count_lookup(bool hit) noexcept;
+    // A value `backend` returned for the fingerprint, checked as get() checks it (size, trailer,
+    // signature, checksum and structure); null, counted, when it fails.
+    std::shared_ptr<const VerifiedArtifact> check_value(RemoteBackend& backend,
+                                                        const util::Fingerprint& fingerprint,
+                                                        const RedisReply& reply);
+    // What is stored for an entry on `backend`: its bytes, signed if the backend signs.
+    static std::string value_for(const RemoteBackend& backend,
+                                 const util::Fingerprint& fingerprint, std::string_view entry);
+    // Counts the reply to a SET NX (stored, there already, refused; NOPERM makes the backend
+    // read-only). False when refused.
+    bool count_write(RemoteBackend& backend, const RedisReply& reply);
+
+    // Queues the upload of an entry's bytes to every writable backend (signed where a backend has
+    // a signing key); `lease`, if held, is released once it is sent. Never blocks.
+    void put(const util::Fingerprint& fingerprint, std::string entry, Lease lease = {});
+
+    enum class LeaseState : std::uint8_t {
+        kWon,        // this process holds it: compile, then put() with it
+        kHeld,       // another node holds it: wait_for_value()
+        kNoLease,    // no writable backend answered: compile without one
+    };
+    LeaseState take_lease(const util::Fingerprint& fingerprint, Lease& lease);
+    // Whether another node's lease on the fingerprint still stands (false when none can be asked).
+    bool lease_held(const util::Fingerprint& fingerprint);
+    void count_lease(LeaseState state, bool takeover) noexcept;
+    void count_lease_wait_timeout() noexcept;
+
+    // Waits until the uploads queued so far are sent (tests, `kcache push`).
+    void drain_uploads();
+    // Uploads the queue still holds get `grace` to be sent; later puts are dropped (exit).
+    void finish_uploads(std::chrono::milliseconds grace);
+
+    RemoteStats stats() const noexcept { return counters_.snapshot(); }
+    const std::vector<std::unique_ptr<RemoteBackend>>& backends() const noexcept {
+        return backends_;
+    }
+    std::chrono::milliseconds lease_time() const noexcept { return options_.lease_time; }
+    std::chrono::milliseconds lease_wait() const noexcept { return options_.lease_wait; }
+    std::chrono::milliseconds exit_grace() const noexcept { return options_.exit_grace; }
+
+private:
+    explicit RemoteTier(RemoteOptions options);
+    void send(const Upload& upload);
+    // The backend whose lease server decides for the fingerprint: the first writable one.
+    RemoteBackend* lease_backend();
+    void release(const util::Fingerprint& fingerprint, std::uint64_t id) noexcept;
+    void renew_leases();
+
+    friend class Lease;
+    RemoteOptions options_;
+    mutable RemoteCounters counters_;
+    std::vector<std::unique_ptr<RemoteBackend>> backends_;
+    std::string token_prefix_;  // host, pid and a random part: whose lease it is
+
+    std::mutex leases_mutex_;
+    std::condition_variable leases_changed_;
+    struct HeldLease {
+        util::Fingerprint fingerprint;
+        std::string token;
+    };
+    std::map<std::uint64_t, HeldLease> leases_;  // guarded by leases_mutex_
+    std::uint64_t next_lease_id_ = 1;            // guarded by leases_mutex_
+    bool stopping_ = false;                      // guarded by leases_mutex_
+    std::thread renewer_;
+
+    std::unique_ptr<UploadQueue> uploads_;  // last: its thread calls send()
+};
+
+}  // namespace kcache::store::remote

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+// The remote tier's writes, off the caller's path: a compile returns its kernel first, and one
+// background thread sends what it queued. Bounded in entries and bytes: what does not fit is
+// dropped and counted, never waited for. At the end a short grace period lets the queue drain;
+// what is left then is dropped, so a process never hangs on a slow or dead server at exit.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "util/fingerprint.hpp"
+
+namespace kcache::store::remote {
+
+struct Upload {
+    util::Fingerprint fingerprint;
+    std::string entry;  // the disk entry's bytes
+    // Runs after the upload was sent (or dropped): a lease is released only once its value is
+    // there to be found, so that nodes waiting on it do not compile it themselves.
+    std::function<void()> then;
+};
+
+class UploadQueue {
+public:
+    using Send = std::function<void(const Upload&)>;
+
+    UploadQueue(Send send, std::size_t max_entries, std::uint64_t max_bytes);
+    // finish() with no grace: what is queued is dropped.
+    ~UploadQueue();
+    UploadQueue(const UploadQueue&) = delete;
+    UploadQueue& operator=(const UploadQueue&) = delete;
+
+    // False (and `upload.then` run at once) when the queue is full or finished.
+    bool push(Upload upload);
+    // Waits up to `grace` for the queue to drain, then drops the rest and stops the thread. The
+    // upload being sent when the grace runs out still finishes (its request has its own deadline).
+    // Returns how many were dropped. Later pushes are refused.
+    std::size_t finish(std::chrono::milliseconds grace);
+    // Waits, without finishing, until everything queued so far was sent (tests, `kcache push`).
+    void drain();
+
+private:
+    void run();
+
+    Send send_;
+    const std::size_t max_entries_;
+    const std::uint64_t max_bytes_;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::deque<Upload> queue_;   // guarded by mutex_
+    std::uint64_t bytes_ = 0;    // guarded by mutex_: of the entries queued
+    bool sending_ = false;       // guarded by mutex_: one taken from the queue, not yet sent
+    bool stopping_ = false;      // guarded by mutex_
+    std::thread thread_;         // last: started once the rest exists
+};
+
+}  // namespace kcache::store::remote

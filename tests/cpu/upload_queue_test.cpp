@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+// The remote tier's upload queue: off the caller's path, bounded, and never holding up the end.
+#include "store/remote/upload_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <vector>
+
+namespace kcache::store::remote {
+namespace {
+
+using namespace std::chrono_literals;
+
+Upload upload_of(std::uint64_t n, std::size_t bytes = 10) {
+    return Upload{util::Fingerprint{n, n}, std::string(bytes, 'x'), {}};
+}
+
+// A sender that blocks until the test opens its gate.
+struct GatedSender {
+    std::promise<void> gate;
+    std::shared_future<void> opened{gate.get_future().share()};
+    std::mutex mutex;
+    std::vector<std::uint64_t> sent;
+    std::atomic<int> started{0};
+
+    UploadQueue::Send send() {
+        return [this](const Upload& upload) {
+            ++started;
+            opened.wait();
+            std::lock_guard lock(mutex);
+            sent.push_back(upload.fingerprint.high);
+        };
+    }
+};
+
+TEST(UploadQueueTest, EverythingQueuedIsSentInOrder) {
+    GatedSender sender;
+    UploadQueue queue(sender.send(), 100, 1 << 20);
+    for (std::uint64_t i = 1; i <= 5; ++i) EXPECT_TRUE(queue.push(upload_of(i)));
+    sender.gate.set_value();
+    queue.drain();
+    EXPECT_EQ(sender.sent, (std::vector<std::uint64_t>{1, 2, 3, 4, 5}));
+}
+
+TEST(UploadQueueTest, PushNeverWaitsForTheSender) {
+    GatedSender sender;
+    UploadQueue queue(sender.send(), 100, 1 << 20);
+    const auto start = std::chrono::steady_clock::now();
+    for (std::uint64_t i = 1; i <= 50; ++i) queue.push(upload_of(i));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the sender is blocked throughout";
+    sender.gate.set_value();
+}
+
+TEST(UploadQueueTest, AFullQueueDropsByEntriesAndByBytesAndRunsTheFollowUp) {
+    GatedSender sender;
+    UploadQueue queue(sender.send(), 3, 1000);
+    ASSERT_TRUE(queue.push(upload_of(1)));
+    while (sender.started.load() == 0) std::this_thread::yield();  // 1 is being sent
+    EXPECT_TRUE(queue.push(upload_of(2)));
+    EXPECT_TRUE(queue.push(upload_of(3)));
+    EXPECT_TRUE(queue.push(upload_of(4)));
+    EXPECT_FALSE(queue.push(upload_of(5))) << "three queued: full by entries";
+    bool followed_up = false;
+    Upload big = upload_of(6, 2000);
+    big.then = [&] { followed_up = true; };
+    EXPECT_FALSE(queue.push(std::move(big))) << "over the byte bound";
+    EXPECT_TRUE(followed_up) << "a dropped upload's lease is released at once";
+    sender.gate.set_value();
+    queue.drain();
+    EXPECT_EQ(sender.sent.size(), 4u);
+}
+
+TEST(UploadQueueTest, FinishGivesTheGraceThenDropsTheRestWithoutWaitingForThem) {
+    GatedSender sender;
+    UploadQueue queue(sender.send(), 100, 1 << 20);
+    std::atomic<int> followed_up{0};
+    for (std::uint64_t i = 1; i <= 4; ++i) {
+        Upload upload = upload_of(i);
+        upload.then = [&] { ++followed_up; };
+        queue.push(std::move(upload));
+    }
+    while (sender.started.load() == 0) std::this_thread::yield();
+    // The one being sent finishes when its request does; the gate opens after the grace.
+    std::thread opener([&] {
+        std::this_thread::sleep_for(300ms);
+        sender.gate.set_value();
+    });
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(queue.finish(100ms), 3u) << "three never sent";
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+    opener.join();
+    EXPECT_EQ(followed_up.load(), 4) << "every upload's follow-up ran, sent or dropped";
+    EXPECT_FALSE(queue.push(upload_of(9))) << "nothing is taken after the end";
+}
+
+TEST(UploadQueueTest, FinishReturnsAtOnceWhenEverythingWasSent) {
+    GatedSender sender;
+    sender.gate.set_value();
+    UploadQueue queue(sender.send(), 100, 1 << 20);
+    for (std::uint64_t i = 1; i <= 3; ++i) queue.push(upload_of(i));
+    EXPECT_EQ(queue.finish(60s), 0u);
+    EXPECT_EQ(sender.sent.size(), 3u);
+}
+
+}  // namespace
+}  // namespace kcache::store::remote
