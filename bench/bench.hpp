@@ -74,6 +74,13 @@ std::string run_cuda_warm_start(const std::string& directory, int warm_up_count,
 int run_cuda_warm_child(const std::string& directory, bool heavy);
 int run_cubin_floor_child(const std::string& first, const std::string& second, bool heavy);
 
+// The remote tier (issue 17): a fresh node's warm start from Redis against its disk and against
+// compiling, each node a new process (this program with --remote-child), and one remote read's
+// worst case with the server stopped, dead, trickling and blackholed. Starts its own redis-server.
+std::string run_remote_tier(const std::string& directory, int rounds, std::string& note);
+// The child side: prints "total_ms launch_ms compiles disk_hits remote_hits".
+int run_remote_child(const std::string& mode, const std::string& directory, const std::string& url);
+
 // The 64 distinct PTX kernels of the issue-3 measurements, and the cache key of each.
 std::vector<std::string> ptx_kernel_set();
 std::string ptx_kernel_key(int i);

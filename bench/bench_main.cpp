@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
     std::string tiers_directory;
     std::string cuda_directory;
     std::string ptx_directory;
+    std::string remote_directory;
     int rounds = 7;
     int nvrtc_arch = 0;
     int light = 16, heavy = 8, nvrtc_threads = 16, cuda_warm_up = 16;
@@ -64,6 +65,12 @@ int main(int argc, char** argv) {
             const std::string mode = next();
             const std::string directory = next();
             return bench::run_ptx_warm_child(mode, directory, std::strcmp(next(), "large") == 0);
+        } else if (!std::strcmp(argv[i], "--remote-child")) {
+            const std::string mode = next();
+            const std::string directory = next();
+            return bench::run_remote_child(mode, directory, next());
+        } else if (!std::strcmp(argv[i], "--remote")) {
+            remote_directory = next();
         } else if (!std::strcmp(argv[i], "--kernel-speed")) {
             kernel_speed = true;
         } else if (!std::strcmp(argv[i], "--ptx-new-process")) {
@@ -97,7 +104,8 @@ int main(int argc, char** argv) {
         } else {
             std::fprintf(stderr,
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
-                         "[--ptx-new-process DIR [--rounds N]] [--kernel-speed] [--cuda DIR] "
+                         "[--ptx-new-process DIR [--rounds N]] [--remote DIR [--rounds N]] "
+                         "[--kernel-speed] [--cuda DIR] "
                          "[--cuda-warm-up N] "
                          "[--nvrtc-scaling ARCH] "
                          "[--nvrtc-kernels LIGHT,HEAVY] [--nvrtc-threads N] [--ms N] "
@@ -115,6 +123,14 @@ int main(int argc, char** argv) {
         launch_threads = {1, 2};
     }
 
+    if (!remote_directory.empty()) {  // the remote tier alone
+        std::string note;
+        std::string table = bench::run_remote_tier(remote_directory, rounds, note);
+        std::fputs(table.c_str(), stdout);
+        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
+        if (!out_path.empty()) std::ofstream(out_path) << table;
+        return table.empty() || !note.empty() ? 1 : 0;
+    }
     if (!ptx_directory.empty() || kernel_speed) {  // PTX measurements alone
         std::string note;
         std::string table = kernel_speed ? bench::run_kernel_speed(note)

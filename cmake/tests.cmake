@@ -61,6 +61,13 @@ add_dependencies(kcache_storm kcache_tool)
 add_test(NAME kcache_storm COMMAND kcache_storm run $<TARGET_FILE:kcache_tool>)
 set_tests_properties(kcache_storm PROPERTIES TIMEOUT 110)
 
+# The fleet test of issue 17 (tests/fleet/fleet.cpp): 16 node processes, one redis-server, the
+# same 32 kernels at once: each compiled once across the fleet; then with a lease holder killed.
+add_executable(kcache_fleet tests/fleet/fleet.cpp)
+target_link_libraries(kcache_fleet PRIVATE kcache_testing kcache_examples)
+add_test(NAME kcache_fleet COMMAND kcache_fleet run)
+set_tests_properties(kcache_fleet PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
+
 # The hostile-directory suite of issue 15 (tests/hostile/hostile_test.sh): the kcache command run
 # as `nobody` (permissions matter), one ctest test per case; skipped (exit 77) unless run as
 # root with runuser.

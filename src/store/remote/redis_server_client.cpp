@@ -39,13 +39,9 @@ Result<std::unique_ptr<RedisConnection>> RedisServerClient::take() {
             return connection;
         }
     }
-    auto opened = RedisConnection::open(endpoint_, deadlines_, max_reply_bytes_);
-    if (!opened) {
-        // open() failed before any connection existed to ask; its message says which kind.
-        const bool timed_out = opened.error().message().find("timed out") != std::string::npos;
-        return failed(timed_out ? RedisFailure::kTimeout : RedisFailure::kConnect,
-                      std::move(opened).error());
-    }
+    RedisFailure why = RedisFailure::kNone;
+    auto opened = RedisConnection::open(endpoint_, deadlines_, max_reply_bytes_, &why);
+    if (!opened) return failed(why, std::move(opened).error());
     return std::move(opened).value();
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/remote/remote_tier.hpp"
 
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <random>
@@ -18,9 +19,31 @@ namespace {
 constexpr std::string_view kReleaseScript =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
     "else return 0 end";
+// A corrupt value is removed only if it is still the bytes that were read (by their SHA-1, which
+// Redis's Lua can compute), so that a good value another node wrote meanwhile stays.
+constexpr std::string_view kRemoveIfSameScript =
+    "local v = redis.call('get', KEYS[1]) if v and redis.sha1hex(v) == ARGV[1] then "
+    "return redis.call('del', KEYS[1]) else return 0 end";
 constexpr std::string_view kRenewScript =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], "
     "ARGV[2]) else return 0 end";
+
+constexpr std::size_t kMaxRejectionsRemembered = 4096;
+
+std::string sha1_hex(std::string_view bytes) {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    if (EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha1(), nullptr) != 1) {
+        return {};
+    }
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string text;
+    for (unsigned int i = 0; i < length; ++i) {
+        text.push_back(kDigits[digest[i] >> 4]);
+        text.push_back(kDigits[digest[i] & 15]);
+    }
+    return text;
+}
 
 std::string host_name() {
     char name[256] = {};
@@ -106,15 +129,33 @@ std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(RemoteBackend& b
                                                                 const util::Fingerprint& fingerprint,
                                                                 const RedisReply& reply) {
     const std::string key = backend.value_key(fingerprint);
+    // A value rejected before (a miss asks the tiers more than once, and a signature reject is
+    // not removed) is not counted or said again.
+    const auto reject = [&](std::atomic<std::uint64_t>& counter) {
+        if (!first_rejection(fingerprint, reply)) return false;
+        RemoteCounters::add(counter);
+        return true;
+    };
+    // A corrupt value is a miss, and is removed so that the compile this miss leads to can
+    // store a good one (SET NX would otherwise keep the bad one for every node).
     const auto corrupt = [&](const std::string& why) {
-        RemoteCounters::add(counters_.corrupt);
-        KCACHE_LOG(kInfo, "remote value " + key + " on " + backend.name() + " is corrupt: " + why);
+        if (!reject(counters_.corrupt)) return nullptr;
+        util::warn_once("remote-corrupt:" + backend.name(),
+                        "remote value " + key + " on " + backend.name() + " is corrupt (" + why +
+                            "); removed and rebuilt");
+        if (backend.writable() && reply.type == RedisReply::Type::kString) {
+            const std::string digest = sha1_hex(reply.text);
+            if (!digest.empty()) {
+                std::ignore = backend.server_for(key).command(
+                    {"EVAL", kRemoveIfSameScript, "1", key, digest});
+            }
+        }
         return nullptr;
     };
     if (reply.type != RedisReply::Type::kString) return corrupt("not a string");
     const std::string& value = reply.text;
     if (value.size() > backend.config().max_value_bytes) {
-        RemoteCounters::add(counters_.too_large);
+        reject(counters_.too_large);
         return nullptr;
     }
     auto split = split_value(value);
@@ -126,7 +167,7 @@ std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(RemoteBackend& b
         // here, is taken as an unsigned one would be; a signature that fails is never taken.
         if (verdict != Verdict::kValid &&
             (config.require_signature || verdict == Verdict::kForged)) {
-            RemoteCounters::add(counters_.signature_rejects);
+            if (!reject(counters_.signature_rejects)) return nullptr;
             util::warn_once("remote-signature:" + backend.name(),
                             "remote value " + key + " on " + backend.name() +
                                 " rejected: " + verdict_name(verdict));
@@ -136,6 +177,17 @@ std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(RemoteBackend& b
     auto artifact = VerifiedArtifact::decode(std::string(split->entry));
     if (!artifact) return corrupt(artifact.error().message());
     return std::move(artifact).value();
+}
+
+bool RemoteTier::first_rejection(const util::Fingerprint& fingerprint, const RedisReply& reply) {
+    const std::string digest = sha1_hex(reply.text);
+    std::lock_guard lock(rejected_mutex_);
+    const std::pair key{fingerprint.high, fingerprint.low};
+    if (auto it = rejected_.find(key); it != rejected_.end() && it->second == digest) return false;
+    // Bounded: forgetting old rejections only counts each once more.
+    if (rejected_.size() >= kMaxRejectionsRemembered) rejected_.clear();
+    rejected_[key] = digest;
+    return true;
 }
 
 std::string RemoteTier::value_for(const RemoteBackend& backend, const util::Fingerprint& fingerprint,
@@ -214,6 +266,9 @@ RemoteTier::LeaseState RemoteTier::take_lease(const util::Fingerprint& fingerpri
     if (!reply) return LeaseState::kNoLease;
     if (reply->is_nil()) return LeaseState::kHeld;
     if (reply->is_error()) {
+        // A refused lease is a refused write (NOPERM makes the backend read-only, OOM says the
+        // server is full): compiled here, without one.
+        RemoteCounters::add(counters_.write_errors);
         if (reply->error_code() == "NOPERM") backend->refuse_writes(reply->text);
         return LeaseState::kNoLease;
     }

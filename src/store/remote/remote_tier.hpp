@@ -130,12 +130,18 @@ private:
     RemoteBackend* lease_backend();
     void release(const util::Fingerprint& fingerprint, std::uint64_t id) noexcept;
     void renew_leases();
+    // False when this very value was rejected under the fingerprint before.
+    bool first_rejection(const util::Fingerprint& fingerprint, const RedisReply& reply);
 
     friend class Lease;
     RemoteOptions options_;
     mutable RemoteCounters counters_;
     std::vector<std::unique_ptr<RemoteBackend>> backends_;
     std::string token_prefix_;  // host, pid and a random part: whose lease it is
+
+    std::mutex rejected_mutex_;
+    // Fingerprint to the SHA-1 of the value last rejected under it; guarded by rejected_mutex_.
+    std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> rejected_;
 
     std::mutex leases_mutex_;
     std::condition_variable leases_changed_;
