@@ -179,7 +179,7 @@ TEST_F(SignatureTest, AValueWithoutATrailerIsUnsignedAndAllOfItIsTheEntry) {
     make_ed25519("build");
     const Verifier verifying = verifier({"build.pub"});
     // The magic's own tail, too short to be the magic, is an entry's last bytes like any others.
-    for (const std::string value : {kEntry, std::string(), std::string("KCSIGN\n")}) {
+    for (const std::string& value : {kEntry, std::string(), std::string("KCSIGN\n")}) {
         auto split = split_value(value);
         ASSERT_TRUE(split.ok()) << split.error().describe();
         EXPECT_EQ(split->entry, value);
@@ -276,7 +276,8 @@ std::string trailer(std::uint8_t version, std::uint8_t scheme, std::uint16_t sig
 
 TEST_F(SignatureTest, AWellFormedHandMadeTrailerSplits) {
     // The control for the malformed ones below: the same helper, every field right.
-    auto split = split_value(kEntry + trailer(1, 2, 32, 32, 56));
+    const std::string value = kEntry + trailer(1, 2, 32, 32, 56);  // the split points into it
+    auto split = split_value(value);
     ASSERT_TRUE(split.ok()) << split.error().describe();
     EXPECT_EQ(split->entry, kEntry);
     EXPECT_EQ(split->key_id, "kkkkkkkk");
@@ -318,7 +319,9 @@ TEST_F(SignatureTest, ASignedValueCutShortIsCorruptOrUnsignedNeverValid) {
     const std::string value = signer("build.key").sign(kFingerprint, kEntry);
     for (std::size_t keep = 0; keep < value.size(); ++keep) {
         auto split = split_value(value.substr(0, keep));
-        if (split) EXPECT_NE(verifying.verify(kFingerprint, *split), Verdict::kValid) << keep;
+        if (split) {
+            EXPECT_NE(verifying.verify(kFingerprint, *split), Verdict::kValid) << keep;
+        }
     }
 }
 
