@@ -99,6 +99,7 @@ protected:
     }
     Verifier verifier(const std::vector<std::string>& files) {
         std::vector<std::string> paths;
+        paths.reserve(files.size());
         for (const auto& file : files) paths.push_back(path(file));
         auto loaded = Verifier::load(paths);
         EXPECT_TRUE(loaded.ok()) << loaded.error().describe();

@@ -580,8 +580,7 @@ Result<Verifier> Verifier::load(const std::vector<std::string>& paths) {
             return Error(Errc::kInvalidArgument,
                          "key file " + path +
                              " is a private key; the fleet verifies with the public key alone "
-                             "(openssl pkey -in " +
-                             path + " -pubout)");
+                             "(which `openssl pkey -pubout` writes)");
         } else {
             return not_a_key(path, "a verify key");
         }

@@ -60,7 +60,7 @@ inline constexpr std::string_view kTrailerMagic{"\x89KCSIGN\n", 8};
 inline constexpr std::string_view kSignatureDomain{"kcache-remote-signature-v1"};
 inline constexpr std::size_t kKeyIdBytes = 8;
 // A key file is a line or a PEM block: anything larger is not one.
-inline constexpr std::uint64_t kMaxKeyFileBytes = 64 * 1024;
+inline constexpr std::uint64_t kMaxKeyFileBytes = std::uint64_t{64} * 1024;
 
 // A value split into the entry and its trailer (untrusted bytes: a parser with a fuzz target).
 struct SplitValue {
