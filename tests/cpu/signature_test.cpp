@@ -11,9 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_support.hpp"
@@ -478,6 +480,30 @@ TEST_F(SignatureTest, TwoKeygensMakeDifferentKeys) {
     EXPECT_NE(signer("a.key").key_id(), signer("b.key").key_id());
     EXPECT_NE(signer("a.secret").key_id(), signer("b.secret").key_id());
     EXPECT_EQ(signer("a.key").key_id().size(), kKeyIdBytes);
+}
+
+TEST_F(SignatureTest, ThreadsSignAndVerifyWithOneSignerAndVerifierAtOnce) {
+    make_ed25519("build");
+    make_hmac("shared.secret");
+    const Signer by_key = signer("build.key");
+    const Signer by_secret = signer("shared.secret");
+    const Verifier verifying = verifier({"build.pub", "shared.secret"});
+    std::atomic<int> valid{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 50; ++i) {
+                const std::string entry = kEntry + std::to_string(t * 1000 + i);
+                const Signer& signing = (i % 2 == 0) ? by_key : by_secret;
+                if (check(verifying, kFingerprint, signing.sign(kFingerprint, entry)) ==
+                    Verdict::kValid) {
+                    ++valid;
+                }
+            }
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    EXPECT_EQ(valid.load(), 4 * 50);
 }
 
 TEST_F(SignatureTest, VerdictsHaveNames) {

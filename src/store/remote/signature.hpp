@@ -62,7 +62,8 @@ inline constexpr std::size_t kKeyIdBytes = 8;
 // A key file is a line or a PEM block: anything larger is not one.
 inline constexpr std::uint64_t kMaxKeyFileBytes = std::uint64_t{64} * 1024;
 
-// A value split into the entry and its trailer (untrusted bytes: a parser with a fuzz target).
+// A value split into the entry and its trailer (untrusted bytes: a parser with a fuzz target). Its
+// views point into the value split, which must outlive them.
 struct SplitValue {
     std::string_view entry;  // the disk entry's bytes (checked by the artifact format, not here)
     bool signed_ = false;
@@ -109,6 +110,7 @@ const char* verdict_name(Verdict verdict) noexcept;
 class Verifier {
 public:
     static Result<Verifier> load(const std::vector<std::string>& paths);
+    // Safe from many threads at once, as sign() is: each call makes its own libcrypto context.
     Verdict verify(const util::Fingerprint& fingerprint, const SplitValue& value) const;
     bool empty() const noexcept;
 
