@@ -490,6 +490,7 @@ TEST_F(SignatureTest, ThreadsSignAndVerifyWithOneSignerAndVerifierAtOnce) {
     const Verifier verifying = verifier({"build.pub", "shared.secret"});
     std::atomic<int> valid{0};
     std::vector<std::thread> threads;
+    threads.reserve(4);
     for (int t = 0; t < 4; ++t) {
         threads.emplace_back([&, t] {
             for (int i = 0; i < 50; ++i) {
