@@ -407,6 +407,11 @@ TEST_F(SignatureTest, EachLoaderRefusesTheOtherHalfOfAKeyPairClearly) {
     ASSERT_FALSE(verifying.ok());
     EXPECT_NE(verifying.error().message().find("is a private key"), std::string::npos)
         << verifying.error().message();
+    // Nor does a public key beside it make a file holding a private key a verify key.
+    write_with_mode(path("both.pem"), std::string(kOpensslPublic) + kOpensslPrivate, 0644);
+    auto both = Verifier::load({path("build.pub"), path("both.pem")});
+    ASSERT_FALSE(both.ok());
+    EXPECT_NE(both.error().message().find("is a private key"), std::string::npos);
 }
 
 TEST_F(SignatureTest, KeysOfAnotherKindOrFormatAreClearErrors) {

@@ -572,15 +572,17 @@ Result<Verifier> Verifier::load(const std::vector<std::string>& paths) {
             TRY(refuse_if_readable(path, file));
             TRY_ASSIGN(LoadedKey key, hmac_key(path, file.text));
             verifier.keys_->keys.push_back(std::move(key));
-        } else if (bytes.find(kPublicPem) != std::string_view::npos) {
-            TRY_ASSIGN(LoadedKey key, ed25519_key(path, file.text, false));
-            verifier.keys_->keys.push_back(std::move(key));
         } else if (bytes.find(kPrivatePem) != std::string_view::npos ||
                    bytes.find(kEncryptedPem) != std::string_view::npos) {
+            // Looked for first: a private key beside the public one is still a private key that
+            // a verify key's looser mode check would have let others read.
             return Error(Errc::kInvalidArgument,
                          "key file " + path +
                              " is a private key; the fleet verifies with the public key alone "
                              "(which `openssl pkey -pubout` writes)");
+        } else if (bytes.find(kPublicPem) != std::string_view::npos) {
+            TRY_ASSIGN(LoadedKey key, ed25519_key(path, file.text, false));
+            verifier.keys_->keys.push_back(std::move(key));
         } else {
             return not_a_key(path, "a verify key");
         }
