@@ -115,6 +115,18 @@ TEST(ReplyReader, AHugeArrayHeaderIsRefusedBeforeItsElementsAreAllocated) {
     EXPECT_EQ(fed.error().code(), Errc::kCorruptEntry);
 }
 
+TEST(ReplyReader, ArraysNestedDeeperThanTheParserTakesAreAProtocolError) {
+    std::string bytes;
+    for (int depth = 0; depth < 12; ++depth) bytes += "*1\r\n";
+    bytes += ":1\r\n";
+    ReplyReader reader(1 << 20);
+    auto fed = reader.feed(bytes);
+    ASSERT_FALSE(fed.ok());
+    EXPECT_EQ(fed.error().code(), Errc::kCorruptEntry);
+    // Three levels, as kcache's own commands could ever see, are fine.
+    EXPECT_EQ(read_all("*1\r\n*1\r\n*1\r\n:1\r\n", 1).size(), 1u);
+}
+
 TEST(ReplyReader, ManySmallElementsCountAgainstTheBoundByWhatTheyTake) {
     // Each element is four bytes of RESP but a whole RedisReply in memory.
     std::string bytes = "*1000\r\n";

@@ -4,19 +4,16 @@
 // add up to more than the deadline (hiredis's own timeouts restart with every read()).
 #include "store/remote/redis_connection.hpp"
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include "util/log.hpp"
 #include "util/try.hpp"
 
 namespace kcache::store::remote {
@@ -285,7 +282,8 @@ Result<std::vector<RedisReply>> RedisConnection::exchange(
     std::vector<RedisReply> replies;
     replies.reserve(commands.size());
     bool any_byte = false;
-    std::string chunk(kReadChunk, '\0');
+    if (read_buffer_.empty()) read_buffer_.resize(kReadChunk);
+    std::vector<char>& chunk = read_buffer_;
 
     // Sends and reads together: a server answering the first commands of a long pipeline must not
     // wait on a full socket buffer while kcache is still sending the last ones.

@@ -83,6 +83,7 @@ private:
     std::string name_;  // the endpoint, redacted
     Deadlines deadlines_;
     ReplyReader reader_;
+    std::vector<char> read_buffer_;  // what one recv() may fill, kept between requests
     bool broken_ = false;
     RedisFailure failure_ = RedisFailure::kNone;
     std::uint64_t bytes_out_ = 0, bytes_in_ = 0;
