@@ -221,6 +221,7 @@ std::string run_program(const std::vector<std::string>& argv, const std::string&
         posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     }
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);
     pid_t child = -1;
@@ -432,7 +433,7 @@ RespValue RedisServer::command(const std::vector<std::string>& args) const {
     RespStream stream(fd.get());
     if (!options_.password.empty()) {
         if (!send_all(fd.get(), format_resp({"AUTH", options_.password}))) return failed;
-        const RespValue auth = stream.read();
+        RespValue auth = stream.read();
         if (auth.type != '+') return auth;
     }
     if (!send_all(fd.get(), format_resp(args))) {

@@ -22,7 +22,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 
 struct Failed {
     RedisFailure kind;
@@ -104,9 +104,7 @@ Connected connect_to(const sockaddr* address, socklen_t length, int family,
         }
         int error = 0;
         socklen_t size = sizeof error;
-        if (revents < 0) {
-            error = errno;
-        } else if (::getsockopt(out.fd.get(), SOL_SOCKET, SO_ERROR, &error, &size) != 0) {
+        if (revents < 0 || ::getsockopt(out.fd.get(), SOL_SOCKET, SO_ERROR, &error, &size) != 0) {
             error = errno;
         }
         if (error != 0) {
