@@ -21,9 +21,9 @@
 namespace kcache::store::remote {
 
 struct Deadlines {
-    std::chrono::milliseconds connect{100};     // connect, AUTH and SELECT together
-    std::chrono::milliseconds first_byte{1000}; // a request sent to its reply's first byte
-    std::chrono::milliseconds total{1000};      // a request sent to its reply's last byte
+    std::chrono::milliseconds connect{100};      // connect, AUTH and SELECT together
+    std::chrono::milliseconds first_byte{1000};  // a request sent to its reply's first byte
+    std::chrono::milliseconds total{1000};       // a request sent to its reply's last byte
 };
 
 // How a request failed, beyond its message: the breaker and the counters tell these apart.
@@ -41,10 +41,12 @@ class RedisConnection {
 public:
     // Connects (TCP with TCP_NODELAY, or a unix socket), then AUTH (with the endpoint's user and
     // password, if any) and SELECT (db != 0), all within deadlines.connect. The error's message
-    // names the endpoint redacted; failure() says which kind.
+    // names the endpoint redacted (and never the password); `why`, if given, says which kind
+    // (there is no connection to ask failure() of).
     static Result<std::unique_ptr<RedisConnection>> open(const RedisEndpoint& endpoint,
                                                          const Deadlines& deadlines,
-                                                         std::size_t max_reply_bytes);
+                                                         std::size_t max_reply_bytes,
+                                                         RedisFailure* why = nullptr);
 
     // Sends one command and reads its reply within the deadlines. An error reply (NOPERM, OOM) is
     // a reply, not a failure. A failure leaves the connection broken(): a late reply would
@@ -52,8 +54,9 @@ public:
     Result<RedisReply> command(const std::vector<std::string_view>& args);
     // Sends every command at once and reads their replies in order, within one total deadline
     // given by the caller (a pipeline of many values needs longer than one request).
-    Result<std::vector<RedisReply>> pipeline(const std::vector<std::vector<std::string_view>>& commands,
-                                             std::chrono::milliseconds total);
+    Result<std::vector<RedisReply>> pipeline(
+        const std::vector<std::vector<std::string_view>>& commands,
+        std::chrono::milliseconds total);
 
     bool broken() const noexcept { return broken_; }
     // Why the last call failed (kNone after a success).
@@ -69,11 +72,18 @@ public:
 private:
     RedisConnection(util::UniqueFd fd, const RedisEndpoint& endpoint, const Deadlines& deadlines,
                     std::size_t max_reply_bytes);
+    // Sends `commands` and reads one reply each, the first byte within `first_byte` and the last
+    // within `total` of `start`; a failure breaks the connection.
+    Result<std::vector<RedisReply>> exchange(
+        const std::vector<std::vector<std::string_view>>& commands,
+        std::chrono::steady_clock::time_point start, std::chrono::milliseconds first_byte,
+        std::chrono::milliseconds total);
 
     util::UniqueFd fd_;
     std::string name_;  // the endpoint, redacted
     Deadlines deadlines_;
     ReplyReader reader_;
+    std::vector<char> read_buffer_;  // what one recv() may fill, kept between requests
     bool broken_ = false;
     RedisFailure failure_ = RedisFailure::kNone;
     std::uint64_t bytes_out_ = 0, bytes_in_ = 0;
