@@ -47,6 +47,14 @@ std::optional<BuiltArtifact> ArtifactBuilder::lead_or_wait(std::string_view key,
     bool takeover = false;
     for (;;) {
         const LeaseState state = remote.take_lease(plan.fingerprint, lease);
+        if (state == LeaseState::kWon) {
+            // The holder before may have uploaded its value and released its lease between this
+            // node's last look and now: looked for once more, the lease held.
+            if (auto hit = find_in_tiers(*tiers_, key, plan, source, rejected)) {
+                lease = {};
+                return hit;
+            }
+        }
         if (state != LeaseState::kHeld) {
             remote.count_lease(state, takeover);
             return std::nullopt;  // lead the compile (or compile without a lease)

@@ -95,7 +95,7 @@ constexpr std::array kSettings = {
         "none",
         "the remote tier: Redis backends asked after memory and disk, separated by spaces: "
         "`redis://[USER@]HOST[:PORT][/DB]` or `redis+unix:/PATH[?db=N]`, each with attributes "
-        "after `|` (docs/remote.md); passwords from `password-file=` or "
+        "(docs/remote.md); passwords from `password-file=` or "
         "`KCACHE_REMOTE_PASSWORD`, never printed",
         {},
         {},
