@@ -187,6 +187,10 @@ TEST(RemoteConfig, MaxSizeIsBytesOrANumberWithAUnit) {
     expect_error("redis://c|max-size=0", "bad max-size '0'");
     expect_error("redis://c|max-size=lots", "bad max-size 'lots'");
     expect_error("redis://c|max-size=-5", "bad max-size");
+    // Not gigabytes, as a bare fraction would be to util::parse_size.
+    expect_error("redis://c|max-size=1.5", "bad max-size '1.5'");
+    EXPECT_EQ(backend_of("redis://c|max-size=18446744073709551615").max_value_bytes, UINT64_MAX);
+    expect_error("redis://c|max-size=18446744073709551616", "bad max-size");
 }
 
 TEST(RemoteConfig, ShardsReplaceTheStarInTheHostByTheirNames) {

@@ -34,8 +34,9 @@ std::optional<std::uint64_t> decimal(std::string_view text, std::uint64_t limit)
     if (text.empty() || !only(text, kDigits)) return std::nullopt;
     std::uint64_t value = 0;
     for (const char c : text) {
-        value = value * 10 + static_cast<std::uint64_t>(c - '0');
-        if (value > limit) return std::nullopt;
+        const auto digit = static_cast<std::uint64_t>(c - '0');
+        if (value > (limit - digit) / 10) return std::nullopt;
+        value = value * 10 + digit;
     }
     return value;
 }
@@ -67,7 +68,9 @@ Result<milliseconds> duration_of(std::string_view text) {
 // `max-size`: a bare number is bytes here (one value's size), unlike a cache budget's gigabytes;
 // 0 for anything that is not a positive size.
 std::uint64_t value_size(std::string_view text) {
-    if (only(text, kDigits)) return decimal(text, UINT64_MAX / 10).value_or(0);
+    if (only(text, kDigits)) return decimal(text, UINT64_MAX).value_or(0);
+    // parse_size would read "1.5" as gigabytes, next to "1" as one byte.
+    if (only(text, ".0123456789")) return 0;
     auto size = util::parse_size(text);
     return size.ok() ? *size : 0;
 }
@@ -81,7 +84,10 @@ std::string format_bytes(std::uint64_t bytes) {
     static constexpr std::pair<int, const char*> kUnits[] = {{30, "Gi"}, {20, "Mi"}, {10, "Ki"}};
     for (const auto& [shift, unit] : kUnits) {
         const std::uint64_t one = std::uint64_t{1} << shift;
-        if (bytes >= one && bytes % one == 0) return std::to_string(bytes / one) + unit;
+        // Below 2^53, where parse_size's double reads the product back exactly.
+        if (bytes >= one && bytes % one == 0 && bytes < (std::uint64_t{1} << 53)) {
+            return std::to_string(bytes / one) + unit;
+        }
     }
     return std::to_string(bytes);
 }
