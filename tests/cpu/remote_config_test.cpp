@@ -411,6 +411,7 @@ TEST(RemoteConfig, ARedactedBackendParsesBackToTheSameBackendWithTheMaskedPasswo
              "redis://:p%7Cw@[::1]:7001|prefix=x|max-size=12345",
              "redis+unix:/tmp/redis-*.sock?db=3|shards=x(4),y|require-signature",
              "redis://u%40corp:pw@h-*|shards=1,2,3|verify-key=/a|verify-key=/b",
+             "redis+unix:////tmp//r.sock",
          }) {
         const RemoteBackendConfig backend = backend_of(text);
         const RemoteBackendConfig again = backend_of(backend.redacted());

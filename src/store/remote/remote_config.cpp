@@ -20,7 +20,6 @@ constexpr std::string_view kHexDigits = "0123456789abcdefABCDEF";
 constexpr std::string_view kNameCharacters =
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._";
 constexpr milliseconds kLongestDuration{3'600'000};
-constexpr std::uint16_t kDefaultPort = 6379;
 // sun_path holds 108 bytes with the terminating NUL.
 constexpr std::size_t kLongestSocketPath = 107;
 constexpr std::string_view kMasked = "***";
@@ -414,8 +413,7 @@ private:
                 spec.weight = static_cast<std::uint32_t>(*parsed);
             }
             if (spec.name.empty()) return fail("a shard without a name");
-            const std::string_view allowed =
-                ipv6_ ? std::string_view("0123456789abcdefABCDEF") : kNameCharacters;
+            const std::string_view allowed = ipv6_ ? kHexDigits : kNameCharacters;
             if (!only(spec.name, allowed)) {
                 return fail("bad shard name " + quote(spec.name) +
                             (ipv6_ ? " (hex digits, to fit an IPv6 address)"
@@ -525,7 +523,9 @@ std::string RedisEndpoint::redacted() const {
     if (transport == Transport::kUnix) {
         // A socket's URL carries no user or password: those come from password-file or the
         // environment.
-        std::string url = "redis+unix:" + socket_path;
+        // A path that starts with "//" needs the URL form, which the parser strips "//" from.
+        std::string url =
+            (socket_path.starts_with("//") ? "redis+unix://" : "redis+unix:") + socket_path;
         if (db != 0) url += "?db=" + std::to_string(db);
         return url;
     }
