@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "util/config.hpp"
 #include "util/size.hpp"
@@ -500,17 +501,21 @@ std::optional<RedisEndpoint> shard_template(const std::vector<Shard>& shards) {
     RedisEndpoint first = shards.front().endpoint;
     const std::string field = templated_field(first);
     if (name.empty()) return std::nullopt;
+    // The field with `replacement` where the first shard's name is at `at`.
+    const auto filled = [&](std::size_t at, std::string_view replacement) {
+        std::string text = field;
+        text.replace(at, name.size(), replacement);
+        return text;
+    };
     for (std::size_t at = field.find(name); at != std::string::npos;
          at = field.find(name, at + 1)) {
-        const std::string before = field.substr(0, at);
-        const std::string after = field.substr(at + name.size());
         const bool fits = std::all_of(shards.begin(), shards.end(), [&](const Shard& shard) {
             RedisEndpoint expected = first;
-            templated_field(expected) = before + shard.name + after;
+            templated_field(expected) = filled(at, shard.name);
             return !shard.name.empty() && expected == shard.endpoint;
         });
         if (fits) {
-            templated_field(first) = before + "*" + after;
+            templated_field(first) = filled(at, "*");
             return first;
         }
     }
