@@ -48,7 +48,7 @@ endif()
 # The kcache command end to end, one fresh cache directory per case (tests/cli/cli_test.sh).
 foreach(cli_case help bad_usage prewarm compile_unstored disk_headers compile_error inspect_verify clear_cleanup
         evict_older_than numbers_do_not_wrap config stats stats_concurrent
-        version ls_kernels ls_width hostile_keys json_bytes progress)
+        version ls_kernels ls_width hostile_keys json_bytes progress remote)
   add_test(NAME kcache_cli_${cli_case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/cli/cli_test.sh $<TARGET_FILE:kcache_tool> ${cli_case})
 endforeach()

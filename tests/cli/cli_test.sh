@@ -348,6 +348,55 @@ progress)
   expect 0 $K verify; [ "$OUT_TEXT" = "2 entries checked, 0 bad, 0 removed" ] ||
     fail "verify wrote more than its report where stderr is no terminal: $OUT_TEXT"
   ;;
+remote)
+  # The remote tier from the command: a redis-server on a unix socket of this test's own (no TCP
+  # port), ping, compile uploading, push, pull, the password never printed, keygen.
+  command -v redis-server >/dev/null || { echo "SKIP ($CASE): no redis-server"; exit 77; }
+  SOCK="$WORK/redis.sock"
+  redis-server --port 0 --unixsocket "$SOCK" --save '' --appendonly no --requirepass 'cli-Pa55' \
+    --dir "$WORK" --daemonize no >/dev/null 2>&1 &
+  REDIS=$!
+  trap 'kill -9 $REDIS 2>/dev/null; rm -rf "$WORK"' EXIT
+  for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
+  printf 'cli-Pa55\n' > pw; chmod 600 pw
+  export KCACHE_REMOTE="redis+unix:$SOCK|password-file=$WORK/pw"
+  expect 0 $K remote ping; contains "reachable"; contains "writes allowed"
+  expect 0 $K remote ping --json; contains '"reachable": true'
+  kernel_cu k1.cu; kernel_cu k2.cu
+  expect 0 $K compile k1.cu --arch sm_90 -D SCALE=1.0f; contains "remote: 1 uploaded"
+  # Another machine's empty disk: pull by fingerprint, then by arch.
+  FP=$($K ls --json | grep -o '"fingerprint": "[0-9a-f]*"' | head -1 | grep -o '[0-9a-f]\{32\}')
+  [ -n "$FP" ] || fail "no fingerprint listed"
+  expect 0 env KCACHE_DIR="$WORK/other" $K pull "$FP"; contains "1 fetched"
+  expect 0 env KCACHE_DIR="$WORK/third" $K pull --arch sm_90; contains "1 fetched"
+  expect 0 env KCACHE_DIR="$WORK/third" $K pull --arch sm_80; contains "0 fetched"
+  expect 2 $K pull nothex
+  # push: what the remote lacks. A second directory's entry, compiled without the remote.
+  expect 0 env KCACHE_DIR="$WORK/offline" KCACHE_REMOTE= $K compile k2.cu --arch sm_90 -D SCALE=3.0f
+  expect 0 env KCACHE_DIR="$WORK/offline" $K push; contains "1 uploaded"
+  expect 0 env KCACHE_DIR="$WORK/offline" $K push; contains "0 uploaded"; contains "1 there already"
+  # A password in the URL works and is never printed: -p, -k, ping, errors, the statistics.
+  export KCACHE_REMOTE="redis+unix:$SOCK"
+  URL_PW="redis://:cli-Pa55@localhost:1|connect-timeout=50ms"
+  expect 0 env KCACHE_REMOTE="$URL_PW" $K -p; contains "redis://:***@localhost:1"
+  grep -qF "cli-Pa55" <<<"$OUT_TEXT" && fail "-p printed the password"
+  expect 0 env KCACHE_REMOTE="$URL_PW" $K -k remote
+  grep -qF "cli-Pa55" <<<"$OUT_TEXT" && fail "-k printed the password"
+  expect 1 env KCACHE_REMOTE="$URL_PW" $K remote ping
+  grep -qF "cli-Pa55" <<<"$OUT_TEXT" && fail "ping printed the password: $OUT_TEXT"
+  expect 0 $K -s; contains "Remote tier hits"
+  expect 0 $K -s --json; flat_json; contains '"remote": {"hits":'
+  grep -rqF "cli-Pa55" "$KCACHE_DIR" && fail "a file in the cache directory holds the password"
+  # A bad setting is an error naming what is wrong.
+  expect 2 env KCACHE_REMOTE="rediss://x" $K remote ping; contains "scheme"
+  expect 2 env KCACHE_REMOTE= $K remote ping; contains "no remote tier"
+  # keygen: a key pair the setting accepts, never overwritten.
+  expect 0 $K keygen build.key build.pub; contains "verify key"
+  expect 1 $K keygen build.key other.pub
+  expect 0 $K keygen --hmac shared.secret
+  expect 0 env KCACHE_REMOTE="redis+unix:$SOCK|password-file=$WORK/pw|sign-key=$WORK/build.key" \
+    $K remote ping
+  ;;
 *)
   fail "no such case"
   ;;

@@ -187,6 +187,10 @@ TEST(RemoteConfig, MaxSizeIsBytesOrANumberWithAUnit) {
     expect_error("redis://c|max-size=0", "bad max-size '0'");
     expect_error("redis://c|max-size=lots", "bad max-size 'lots'");
     expect_error("redis://c|max-size=-5", "bad max-size");
+    // Not gigabytes, as a bare fraction would be to util::parse_size.
+    expect_error("redis://c|max-size=1.5", "bad max-size '1.5'");
+    EXPECT_EQ(backend_of("redis://c|max-size=18446744073709551615").max_value_bytes, UINT64_MAX);
+    expect_error("redis://c|max-size=18446744073709551616", "bad max-size");
 }
 
 TEST(RemoteConfig, ShardsReplaceTheStarInTheHostByTheirNames) {
@@ -407,6 +411,7 @@ TEST(RemoteConfig, ARedactedBackendParsesBackToTheSameBackendWithTheMaskedPasswo
              "redis://:p%7Cw@[::1]:7001|prefix=x|max-size=12345",
              "redis+unix:/tmp/redis-*.sock?db=3|shards=x(4),y|require-signature",
              "redis://u%40corp:pw@h-*|shards=1,2,3|verify-key=/a|verify-key=/b",
+             "redis+unix:////tmp//r.sock",
          }) {
         const RemoteBackendConfig backend = backend_of(text);
         const RemoteBackendConfig again = backend_of(backend.redacted());

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "util/config.hpp"
 #include "util/size.hpp"
@@ -20,7 +21,6 @@ constexpr std::string_view kHexDigits = "0123456789abcdefABCDEF";
 constexpr std::string_view kNameCharacters =
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._";
 constexpr milliseconds kLongestDuration{3'600'000};
-constexpr std::uint16_t kDefaultPort = 6379;
 // sun_path holds 108 bytes with the terminating NUL.
 constexpr std::size_t kLongestSocketPath = 107;
 constexpr std::string_view kMasked = "***";
@@ -34,8 +34,9 @@ std::optional<std::uint64_t> decimal(std::string_view text, std::uint64_t limit)
     if (text.empty() || !only(text, kDigits)) return std::nullopt;
     std::uint64_t value = 0;
     for (const char c : text) {
-        value = value * 10 + static_cast<std::uint64_t>(c - '0');
-        if (value > limit) return std::nullopt;
+        const auto digit = static_cast<std::uint64_t>(c - '0');
+        if (value > (limit - digit) / 10) return std::nullopt;
+        value = value * 10 + digit;
     }
     return value;
 }
@@ -67,7 +68,9 @@ Result<milliseconds> duration_of(std::string_view text) {
 // `max-size`: a bare number is bytes here (one value's size), unlike a cache budget's gigabytes;
 // 0 for anything that is not a positive size.
 std::uint64_t value_size(std::string_view text) {
-    if (only(text, kDigits)) return decimal(text, UINT64_MAX / 10).value_or(0);
+    if (only(text, kDigits)) return decimal(text, UINT64_MAX).value_or(0);
+    // parse_size would read "1.5" as gigabytes, next to "1" as one byte.
+    if (only(text, ".0123456789")) return 0;
     auto size = util::parse_size(text);
     return size.ok() ? *size : 0;
 }
@@ -81,7 +84,10 @@ std::string format_bytes(std::uint64_t bytes) {
     static constexpr std::pair<int, const char*> kUnits[] = {{30, "Gi"}, {20, "Mi"}, {10, "Ki"}};
     for (const auto& [shift, unit] : kUnits) {
         const std::uint64_t one = std::uint64_t{1} << shift;
-        if (bytes >= one && bytes % one == 0) return std::to_string(bytes / one) + unit;
+        // Below 2^53, where parse_size's double reads the product back exactly.
+        if (bytes >= one && bytes % one == 0 && bytes < (std::uint64_t{1} << 53)) {
+            return std::to_string(bytes / one) + unit;
+        }
     }
     return std::to_string(bytes);
 }
@@ -408,8 +414,7 @@ private:
                 spec.weight = static_cast<std::uint32_t>(*parsed);
             }
             if (spec.name.empty()) return fail("a shard without a name");
-            const std::string_view allowed =
-                ipv6_ ? std::string_view("0123456789abcdefABCDEF") : kNameCharacters;
+            const std::string_view allowed = ipv6_ ? kHexDigits : kNameCharacters;
             if (!only(spec.name, allowed)) {
                 return fail("bad shard name " + quote(spec.name) +
                             (ipv6_ ? " (hex digits, to fit an IPv6 address)"
@@ -496,17 +501,21 @@ std::optional<RedisEndpoint> shard_template(const std::vector<Shard>& shards) {
     RedisEndpoint first = shards.front().endpoint;
     const std::string field = templated_field(first);
     if (name.empty()) return std::nullopt;
+    // The field with `replacement` where the first shard's name is at `at`.
+    const auto filled = [&](std::size_t at, std::string_view replacement) {
+        std::string text = field;
+        text.replace(at, name.size(), replacement);
+        return text;
+    };
     for (std::size_t at = field.find(name); at != std::string::npos;
          at = field.find(name, at + 1)) {
-        const std::string before = field.substr(0, at);
-        const std::string after = field.substr(at + name.size());
         const bool fits = std::all_of(shards.begin(), shards.end(), [&](const Shard& shard) {
             RedisEndpoint expected = first;
-            templated_field(expected) = before + shard.name + after;
+            templated_field(expected) = filled(at, shard.name);
             return !shard.name.empty() && expected == shard.endpoint;
         });
         if (fits) {
-            templated_field(first) = before + "*" + after;
+            templated_field(first) = filled(at, "*");
             return first;
         }
     }
@@ -519,7 +528,9 @@ std::string RedisEndpoint::redacted() const {
     if (transport == Transport::kUnix) {
         // A socket's URL carries no user or password: those come from password-file or the
         // environment.
-        std::string url = "redis+unix:" + socket_path;
+        // A path that starts with "//" needs the URL form, which the parser strips "//" from.
+        std::string url =
+            (socket_path.starts_with("//") ? "redis+unix://" : "redis+unix:") + socket_path;
         if (db != 0) url += "?db=" + std::to_string(db);
         return url;
     }
