@@ -16,6 +16,14 @@ if [ ! -x "$BIN/kcache_gpu_tests" ]; then
   mkdir -p "$BIN" && cp build-gpu/kcache build-gpu/kcache_bench build-gpu/kcache_gpu_tests build-gpu/kcache_cpu_tests "$BIN"/
 fi
 
+# The remote tier's libraries and redis-server, carried (scripts/build-for-gpu.sh).
+if [ -d "$BIN/deps" ]; then
+  export LD_LIBRARY_PATH="$PWD/$BIN/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export PATH="$PWD/$BIN/deps/usr/bin:$PATH"
+fi
+# Here the remote tier's tests must run, not skip.
+export KCACHE_TEST_REQUIRE_REDIS=1
+
 status=0
 {
   echo "# kcache GPU check"
@@ -80,6 +88,11 @@ run kernel_speed "$BIN/kcache_bench" --kernel-speed --out "$LOGS/kernel_speed.md
 ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
 run nvrtc_scaling "$BIN/kcache_bench" --nvrtc-scaling "${ARCH:-90}" --nvrtc-kernels 16,8 --nvrtc-threads 16 --out "$LOGS/nvrtc_scaling.md"
 run cuda_warm "$BIN/kcache_bench" --cuda "$(mktemp -d)/cuda" --cuda-warm-up 12 --out "$LOGS/cuda_warm.md"
+# Issue 17: a fresh node's warm start from Redis on loopback (the kernels launched on the GPU)
+# against its disk and against compiling; one remote read's worst case with a bad server; the
+# fleet of 16 processes on one Redis.
+run remote "$BIN/kcache_bench" --remote "$(mktemp -d)/remote" --rounds "${REMOTE_ROUNDS:-7}" --out "$LOGS/remote.md"
+run fleet "$BIN/kcache_fleet" run
 
 {
   echo
@@ -120,6 +133,14 @@ run cuda_warm "$BIN/kcache_bench" --cuda "$(mktemp -d)/cuda" --cuda-warm-up 12 -
   echo "## CUDA C++: a kernel in new processes, and a warm-up"
   echo
   cat "$LOGS/cuda_warm.md" 2>/dev/null
+  echo
+  echo "## The remote tier (Redis on loopback)"
+  echo
+  cat "$LOGS/remote.md" 2>/dev/null
+  echo
+  echo '```'
+  grep -E '^fleet:' "$LOGS/fleet.txt" 2>/dev/null
+  echo '```'
 } >> "$OUT/summary.md"
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOGS"
 echo

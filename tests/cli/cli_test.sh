@@ -388,7 +388,7 @@ remote)
   expect 0 $K -s --json; flat_json; contains '"remote": {"hits":'
   grep -rqF "cli-Pa55" "$KCACHE_DIR" && fail "a file in the cache directory holds the password"
   # A bad setting is an error naming what is wrong.
-  expect 2 env KCACHE_REMOTE="rediss://x" $K remote ping; contains "scheme"
+  expect 2 env KCACHE_REMOTE="rediss://x" $K remote ping; contains "TLS (rediss://) is not supported"
   expect 2 env KCACHE_REMOTE= $K remote ping; contains "no remote tier"
   # keygen: a key pair the setting accepts, never overwritten.
   expect 0 $K keygen build.key build.pub; contains "verify key"
