@@ -377,7 +377,8 @@ public:
     const CacheOptions& options() const noexcept;
 
     // Waits until the remote uploads queued so far were sent or failed (each request has its own
-    // deadline); at once without a remote tier. A program that must know its compiles reached the
+    // deadline), and the remote hits were written to the disk tier; at once without a remote
+    // tier. A program that must know its compiles reached the
     // fleet (`kcache compile`) calls it before exiting; others need not: a cache's end gives its
     // queued uploads a short grace period, then drops and counts the rest.
     void wait_for_uploads();

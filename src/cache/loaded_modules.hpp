@@ -66,6 +66,7 @@ public:
     // statistics (`kcache -s`); a failure is logged by the flusher.
     void wait_for_uploads() {
         if (store::remote::RemoteTier* remote = builder_.tiers()->remote()) remote->drain_uploads();
+        builder_.tiers()->drain_refills();
     }
     // At the process's exit: the remote uploads still queued get their grace period, then the
     // statistics are flushed.

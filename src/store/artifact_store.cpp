@@ -37,15 +37,41 @@ std::optional<Found> ArtifactStore::find(const util::Fingerprint& fingerprint) {
     return std::nullopt;
 }
 
+namespace {
+
+// Remote hits waiting for the disk: a warm-up's worth; beyond, a hit is not kept (the next
+// process asks the remote tier again).
+constexpr std::size_t kMaxRefills = 4096;
+constexpr std::uint64_t kMaxRefillBytes = std::uint64_t{1} << 30;
+
+}  // namespace
+
+void ArtifactStore::start_refills() {
+    // Fails open: a disk that cannot take it leaves the lookup served, and the next one asks the
+    // remote tier again. The disk tier counts and warns of its own failures.
+    refills_ = std::make_unique<remote::UploadQueue>(
+        [this](const remote::Upload& refill) {
+            std::ignore = disk_->put_encoded(refill.fingerprint, refill.entry);
+        },
+        kMaxRefills, kMaxRefillBytes);
+}
+
+ArtifactStore::~ArtifactStore() {
+    if (refills_) refills_->drain();
+}
+
 void ArtifactStore::keep(const util::Fingerprint& fingerprint, const Found& found) {
     if (found.tier != Tier::kRemote) return;
     if (!disk_) {
         memory_.put(fingerprint, found.entry);
         return;
     }
-    // Fails open: a disk that cannot take it leaves the lookup served, and the next one asks the
-    // remote tier again. The disk tier counts and warns of its own failures.
-    std::ignore = disk_->put_encoded(fingerprint, found.entry->encoded());
+    if (disk_->read_only()) return;
+    refills_->push({fingerprint, std::string(found.entry->encoded()), {}});
+}
+
+void ArtifactStore::drain_refills() {
+    if (refills_) refills_->drain();
 }
 
 void ArtifactStore::count(Outcome outcome) noexcept {

@@ -59,7 +59,12 @@ public:
     // `disk` and `remote` may be null.
     ArtifactStore(std::size_t memory_bytes, std::unique_ptr<DiskStore> disk,
                   std::unique_ptr<remote::RemoteTier> remote = nullptr)
-        : memory_(memory_bytes), disk_(std::move(disk)), remote_(std::move(remote)) {}
+        : memory_(memory_bytes), disk_(std::move(disk)), remote_(std::move(remote)) {
+        if (disk_ && remote_) start_refills();
+    }
+    // Remote hits still to be written to disk are written first (local writes: no server to
+    // wait for).
+    ~ArtifactStore();
 
     // find(), then count() of how it ended: for a caller that takes whatever it finds.
     std::optional<Found> get(const util::Fingerprint& fingerprint);
@@ -69,8 +74,11 @@ public:
     enum class Outcome { kMemoryHit, kDiskHit, kRemoteHit, kMiss, kRejected };  // kRejected: a miss
     void count(Outcome outcome) noexcept;
     // A remote hit its finder accepted: written to the disk tier (or, without one, kept in
-    // memory), so that the next lookup finds it here.
+    // memory), so that the next lookup finds it here. The disk write is queued, off the caller's
+    // path: a durable write costs more than the remote read did.
     void keep(const util::Fingerprint& fingerprint, const Found& found);
+    // Waits until the remote hits queued for the disk are written (tests, `kcache pull`).
+    void drain_refills();
     // The bytes of code loaded earlier without keeping them, for another context: find() without
     // counting a lookup; a success counts as a read-back. Null when no tier has the entry.
     std::shared_ptr<const VerifiedArtifact> read_back(const util::Fingerprint& fingerprint);
@@ -87,11 +95,15 @@ public:
     remote::RemoteTier* remote() const noexcept { return remote_.get(); }
 
 private:
+    void start_refills();
     std::optional<Error> why_not_on_disk(const util::Fingerprint& fingerprint) const;
 
     MemoryStore memory_;
     std::unique_ptr<DiskStore> disk_;
     std::unique_ptr<remote::RemoteTier> remote_;
+    // Remote hits on their way to the disk tier; null without both tiers. Last of the tiers:
+    // its thread writes to disk_.
+    std::unique_ptr<remote::UploadQueue> refills_;
     std::atomic<std::uint64_t> memory_hits_{0}, disk_hits_{0}, disk_misses_{0};
     std::atomic<std::uint64_t> disk_rejected_{0};
     std::atomic<std::uint64_t> read_backs_{0};
