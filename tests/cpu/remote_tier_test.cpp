@@ -92,6 +92,7 @@ TEST_F(RemoteTierTest, AMissWritesOneKeyAndANodeWithAnEmptyDiskGetsItWithoutComp
         KernelCache second(second_options);
         auto kernel = second.kernel("gelu:16", gelu, "gelu");
         ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+        second.wait_for_uploads();  // and the remote hit's write to disk, off the lookup's path
         const CacheStats stats = second.stats();
         EXPECT_EQ(stats.compiles, 0u) << "the fleet compiled it once";
         EXPECT_EQ(stats.remote_hits, 1u);
