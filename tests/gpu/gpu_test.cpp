@@ -16,6 +16,7 @@
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "ptx_kernels.hpp"
+#include "testing/redis_server.hpp"
 #include "util/epoch.hpp"
 
 namespace kcache {
@@ -473,6 +474,54 @@ TEST_F(GpuTest, WarmUpColdAndFromTheDiskTierGivesKernelsThatMatchTheCpuReference
         EXPECT_EQ(stats.compiles, warm ? 0u : items.size());
         EXPECT_EQ(stats.disk_hits, warm ? items.size() : 0u);
     }
+}
+
+// A GPU node with an empty disk runs kernels another node compiled into Redis, and they compute
+// what the CPU reference does.
+TEST_F(GpuTest, KernelsFromTheRemoteTierMatchTheCpuReference) {
+    if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << "no nvJitLink: nothing is stored";
+    if (!fakes::RedisServer::available()) GTEST_SKIP() << fakes::RedisServer::unavailable_reason();
+    auto server = fakes::RedisServer::start();
+    ASSERT_TRUE(server.ok()) << server.error().describe();
+    test::TempDir temp;
+    const std::vector<int> widths = {32, 257, 1024};
+    auto items = [&] {
+        std::vector<WarmUpItem> list;
+        for (int cols : widths) {
+            list.push_back({"softmax:" + std::to_string(cols),
+                            [cols]() -> Result<Source> {
+                                return Source::ptx(examples::softmax_rows_ptx(cols));
+                            },
+                            "softmax_rows"});
+        }
+        return list;
+    };
+    {
+        CacheOptions builder;
+        builder.disk_directory = temp.path() + "/builder";
+        builder.remote = (*server)->url();
+        KernelCache cache(builder);
+        for (auto& result : cache.warm_up(items(), 4)) ASSERT_TRUE(result.ok());
+        cache.wait_for_uploads();
+        ASSERT_EQ(cache.stats().remote_writes, widths.size());
+    }
+    CacheOptions node;
+    node.disk_directory = temp.path() + "/node";
+    node.remote = (*server)->url();
+    KernelCache cache(node);
+    auto results = cache.warm_up(items(), 4);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        ASSERT_TRUE(results[i].ok()) << results[i].error().describe();
+        const int cols = widths[i], rows = 33;
+        auto in = random_floats(static_cast<std::size_t>(rows * cols), 190u + i);
+        auto din = upload(in), dout = poisoned(in.size());
+        const auto r = static_cast<std::uint32_t>(rows);
+        ASSERT_TRUE(results[i]->launch_with(linear(r), dout.address(), din.address(), r).ok());
+        ASSERT_TRUE(context_->synchronize().ok());
+        expect_close(*dout.download_floats(), examples::softmax_rows_ref(in, rows, cols), 1e-4);
+    }
+    EXPECT_EQ(cache.stats().compiles, 0u);
+    EXPECT_EQ(cache.stats().remote_hits, widths.size());
 }
 
 TEST_F(GpuTest, ClearWhileHandleIsLiveKeepsItLaunchable) {
