@@ -8,6 +8,8 @@
 //   few seconds, timed, against the configured timeout and the breaker's period.
 // A redis-server is started here (tests/testing's harness); without one, or without nvJitLink,
 // the program says why and exits 1.
+#include "store/remote/remote_tier.hpp"
+
 #include <signal.h>
 
 #include <algorithm>
@@ -25,7 +27,6 @@
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "store/remote/remote_config.hpp"
-#include "store/remote/remote_tier.hpp"
 #include "testing/fake_driver.hpp"
 #include "testing/redis_server.hpp"
 
@@ -40,7 +41,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 struct Node {
-    double total_ms = 0;  // 64 kernels ready (handles in hand)
+    double total_ms = 0;   // 64 kernels ready (handles in hand)
     double launch_ms = 0;  // then one launch of each and a synchronize (GPU only)
     std::uint64_t compiles = 0, disk_hits = 0, remote_hits = 0;
 };
@@ -63,7 +64,8 @@ std::optional<Node> node(const std::string& mode, const std::string& directory,
 }  // namespace
 
 // A fresh node: "one" asks for each kernel in turn, "all" warms all of them up on 16 threads.
-int run_remote_child(const std::string& mode, const std::string& directory, const std::string& url) {
+int run_remote_child(const std::string& mode, const std::string& directory,
+                     const std::string& url) {
     std::optional<driver::PrimaryContext> context;
     CacheOptions options;
     if (auto opened = driver::PrimaryContext::open(0); opened && opened->make_current()) {
@@ -143,9 +145,9 @@ std::string warm_start_table(const std::string& directory, int rounds, std::stri
     for (int round = 0; round < rounds; ++round) {
         for (std::size_t m = 0; m < std::size(modes); ++m) {  // in turns: no mode runs warmer
             const Mode& mode = modes[m];
-            const std::string dir =
-                mode.warm_disk ? warm : directory + "/fresh-" + std::to_string(round) + "-" +
-                                            std::to_string(m);
+            const std::string dir = mode.warm_disk ? warm
+                                                   : directory + "/fresh-" + std::to_string(round) +
+                                                         "-" + std::to_string(m);
             auto run = node(mode.how, dir, mode.remote ? (*server)->url() : "");
             const std::uint64_t expected_compiles = !mode.warm_disk && !mode.remote ? 64 : 0;
             if (!run || run->compiles != expected_compiles ||
@@ -159,10 +161,13 @@ std::string warm_start_table(const std::string& directory, int rounds, std::stri
         }
     }
     char line[256];
-    std::string table = "## A fresh node's warm start: 64 distinct PTX kernels, a new process per "
-                        "run, median of " + std::to_string(rounds) + " rounds in turns\n\n"
-                        "| mode | ms to 64 handles | per kernel | vs disk | then 64 launches ms |\n"
-                        "|---|---|---|---|---|\n";
+    std::string table =
+        "## A fresh node's warm start: 64 distinct PTX kernels, a new process per "
+        "run, median of " +
+        std::to_string(rounds) +
+        " rounds in turns\n\n"
+        "| mode | ms to 64 handles | per kernel | vs disk | then 64 launches ms |\n"
+        "|---|---|---|---|---|\n";
     for (std::size_t m = 0; m < std::size(modes); ++m) {
         const double total = median(totals[m]);
         const double disk = median(totals[m < 3 ? 0 : 3]);
@@ -241,8 +246,8 @@ std::string worst_case_table(std::string& note) {
     }
     {
         fakes::TricklingServer trickling("$20\r\n01234567890123456789\r\n", 100ms);
-        row("trickling (a byte per 100 ms)", worst_case(trickling.url() + attributes, kSpan,
-                                                        kSpacing));
+        row("trickling (a byte per 100 ms)",
+            worst_case(trickling.url() + attributes, kSpan, kSpacing));
     }
     {
         fakes::BlackholeListener blackhole;
@@ -251,8 +256,9 @@ std::string worst_case_table(std::string& note) {
                 worst_case(blackhole.url() + attributes, kSpan, kSpacing));
         }
     }
-    table += "\nA bad server may cost one read its timeout once per back-off period (1 s, then 2 "
-             "s, 4 s...), never every read.\n";
+    table +=
+        "\nA bad server may cost one read its timeout once per back-off period (1 s, then 2 "
+        "s, 4 s...), never every read.\n";
     return table;
 }
 

@@ -144,21 +144,21 @@ struct CacheStats {
     bool disk_read_only = false;  // the disk tier is read, never written
     // The remote tier (Redis): lookups it served or not after the disk tier missed, and what its
     // servers and uploads did; `remote.` in `kcache -s`.
-    std::uint64_t remote_hits = 0;                 // lookups a remote value served
-    std::uint64_t remote_misses = 0;               // lookups no backend had a good value for
-    std::uint64_t remote_errors = 0;               // requests that failed (timeouts apart)
-    std::uint64_t remote_timeouts = 0;             // requests past a deadline
-    std::uint64_t remote_skipped = 0;              // requests not sent: the server was set aside
-    std::uint64_t remote_corrupt = 0;              // values that failed their checks (never loaded)
-    std::uint64_t remote_signature_rejects = 0;    // unsigned, forged or replayed where signed needed
-    std::uint64_t remote_too_large = 0;            // values over the size cap
-    std::uint64_t remote_writes = 0;               // values stored
-    std::uint64_t remote_writes_exists = 0;        // writes that lost the SET NX race (already there)
-    std::uint64_t remote_write_errors = 0;         // writes refused (OOM, NOPERM)
-    std::uint64_t remote_writes_dropped = 0;       // writes never sent (queue full, exit)
-    std::uint64_t remote_breaker_openings = 0;     // times a server was set aside
-    std::uint64_t remote_lease_won = 0;            // compiles led for the fleet
-    std::uint64_t remote_lease_waited = 0;         // compiles another node led, waited for
+    std::uint64_t remote_hits = 0;               // lookups a remote value served
+    std::uint64_t remote_misses = 0;             // lookups no backend had a good value for
+    std::uint64_t remote_errors = 0;             // requests that failed (timeouts apart)
+    std::uint64_t remote_timeouts = 0;           // requests past a deadline
+    std::uint64_t remote_skipped = 0;            // requests not sent: the server was set aside
+    std::uint64_t remote_corrupt = 0;            // values that failed their checks (never loaded)
+    std::uint64_t remote_signature_rejects = 0;  // unsigned, forged or replayed where signed needed
+    std::uint64_t remote_too_large = 0;          // values over the size cap
+    std::uint64_t remote_writes = 0;             // values stored
+    std::uint64_t remote_writes_exists = 0;      // writes that lost the SET NX race (already there)
+    std::uint64_t remote_write_errors = 0;       // writes refused (OOM, NOPERM)
+    std::uint64_t remote_writes_dropped = 0;     // writes never sent (queue full, exit)
+    std::uint64_t remote_breaker_openings = 0;   // times a server was set aside
+    std::uint64_t remote_lease_won = 0;          // compiles led for the fleet
+    std::uint64_t remote_lease_waited = 0;       // compiles another node led, waited for
     std::uint64_t remote_lease_wait_timeouts = 0;  // waits that ran out (compiled here after all)
     std::uint64_t remote_lease_takeovers = 0;      // leases taken after their holder's expired
     std::uint64_t remote_bytes_in = 0;

@@ -30,7 +30,7 @@ struct BuildOptions {
     store::DiskOptions disk;       // directory empty: no disk tier
     // CUDA C++ compiled in this many worker processes running `worker_command`; 0: here.
     std::size_t compile_workers = 0;
-    std::string worker_command;  // empty: compile::default_worker_command()
+    std::string worker_command;           // empty: compile::default_worker_command()
     store::remote::RemoteOptions remote;  // no backends: no remote tier
 };
 

@@ -54,9 +54,8 @@ BuiltArtifact store_compiled(store::ArtifactStore* tiers, std::string_view calle
     // process (a decoded one, without tiers), shared by the tier and the loaded module.
     store::DiskStore* disk = tiers != nullptr ? tiers->disk() : nullptr;
     if (tiers != nullptr) {
-        store::Stored put =
-            tiers->put(plan.fingerprint, artifact, store::DiskStore::Cleaning::kDeferred,
-                       std::move(lease));
+        store::Stored put = tiers->put(plan.fingerprint, artifact,
+                                       store::DiskStore::Cleaning::kDeferred, std::move(lease));
         built.artifact = std::move(put.entry);
         if (!put.disk) built.not_stored = std::move(put.disk).error();
         if (disk != nullptr) {

@@ -91,7 +91,11 @@ constexpr std::array kSettings = {
         "process; environment or command line only",
         "it names a program to run"},
     util::Setting{
-        "remote", "KCACHE_REMOTE", util::SettingType::kString, util::SettingScope::kAnywhere, "",
+        "remote",
+        "KCACHE_REMOTE",
+        util::SettingType::kString,
+        util::SettingScope::kAnywhere,
+        "",
         "none",
         "the remote tier: Redis backends asked after memory and disk, separated by spaces: "
         "`redis://[USER@]HOST[:PORT][/DB]` or `redis+unix:/PATH[?db=N]`, each with attributes "

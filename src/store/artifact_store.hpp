@@ -87,8 +87,7 @@ public:
     // says it is not on disk.
     // The remote write is queued (off the caller's path), and `lease` released once it is sent.
     Stored put(const util::Fingerprint& fingerprint, const Artifact& entry,
-               DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow,
-               remote::Lease lease = {});
+               DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow, remote::Lease lease = {});
 
     ArtifactStats stats() const;
     DiskStore* disk() const noexcept { return disk_.get(); }

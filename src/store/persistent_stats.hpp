@@ -30,45 +30,45 @@ namespace kcache::store {
 //   label: the -s table's row; empty where another row shows it as a note.
 // A saved-time estimate: (memory_hits + disk_hits) lookups were served without compiling, at
 // compile_ns / compiles each (a prebuild found stored saved nothing: it is not among them).
-#define KCACHE_STATS_COUNTERS(X)                                                        \
-    X(hits, kCount, kLookups, "  Hits (loaded in the process):")                        \
-    X(misses, kCount, kLookups, "  Misses:")                                            \
-    X(waits, kCount, kNone, "    waited for another thread:")                           \
-    X(memory_hits, kCount, kTierLookups, "  from the memory tier:")                     \
-    X(disk_hits, kCount, kTierLookups, "  from the disk tier:")                         \
-    X(disk_misses, kCount, kTierLookups, "  in neither tier:")                          \
-    X(disk_rejected, kCount, kNone, "    entries of other key material replaced:")      \
-    X(compiles, kCount, kNone, "Compiles:")                                             \
-    X(compile_failures, kCount, kNone, "  failed:")                                     \
-    X(prebuilds, kCount, kNone, "Prebuilds (kcache compile):")                          \
-    X(prebuild_compiles, kCount, kNone, "") /* of compiles: those of prebuilds */       \
-    X(compile_ns, kNanoseconds, kNone, "Compile time spent:") /* failures included */   \
-    X(evictions, kCount, kNone, "Evicted from loaded maps:")                            \
-    X(verify_failures, kCount, kNone, "Verify failures:")                               \
-    X(disk_writes, kCount, kNone, "Disk writes:")                                       \
-    X(disk_errors, kCount, kNone, "  errors:")                                          \
-    X(disk_corrupt, kCount, kNone, "  corrupt entries removed:")                        \
-    X(disk_evicted, kCount, kNone, "  evicted:")                                        \
-    X(disk_evicted_bytes, kBytes, kNone, "")              /* shown with disk_evicted */ \
+#define KCACHE_STATS_COUNTERS(X)                                                                 \
+    X(hits, kCount, kLookups, "  Hits (loaded in the process):")                                 \
+    X(misses, kCount, kLookups, "  Misses:")                                                     \
+    X(waits, kCount, kNone, "    waited for another thread:")                                    \
+    X(memory_hits, kCount, kTierLookups, "  from the memory tier:")                              \
+    X(disk_hits, kCount, kTierLookups, "  from the disk tier:")                                  \
+    X(disk_misses, kCount, kTierLookups, "  in neither tier:")                                   \
+    X(disk_rejected, kCount, kNone, "    entries of other key material replaced:")               \
+    X(compiles, kCount, kNone, "Compiles:")                                                      \
+    X(compile_failures, kCount, kNone, "  failed:")                                              \
+    X(prebuilds, kCount, kNone, "Prebuilds (kcache compile):")                                   \
+    X(prebuild_compiles, kCount, kNone, "") /* of compiles: those of prebuilds */                \
+    X(compile_ns, kNanoseconds, kNone, "Compile time spent:") /* failures included */            \
+    X(evictions, kCount, kNone, "Evicted from loaded maps:")                                     \
+    X(verify_failures, kCount, kNone, "Verify failures:")                                        \
+    X(disk_writes, kCount, kNone, "Disk writes:")                                                \
+    X(disk_errors, kCount, kNone, "  errors:")                                                   \
+    X(disk_corrupt, kCount, kNone, "  corrupt entries removed:")                                 \
+    X(disk_evicted, kCount, kNone, "  evicted:")                                                 \
+    X(disk_evicted_bytes, kBytes, kNone, "")              /* shown with disk_evicted */          \
     X(config_errors, kCount, kNone, "Settings not used:") /* settings a process could not use */ \
-    X(remote_hits, kCount, kNone, "Remote tier hits:")                                  \
-    X(remote_misses, kCount, kNone, "  misses:")                                        \
-    X(remote_errors, kCount, kNone, "  errors:")                                        \
-    X(remote_timeouts, kCount, kNone, "  timeouts:")                                    \
-    X(remote_skipped, kCount, kNone, "  requests skipped (server set aside):")          \
-    X(remote_corrupt, kCount, kNone, "  corrupt values:")                               \
-    X(remote_signature_rejects, kCount, kNone, "  signature rejects:")                  \
-    X(remote_too_large, kCount, kNone, "  values over the size cap:")                   \
-    X(remote_writes, kCount, kNone, "  writes:")                                        \
-    X(remote_writes_exists, kCount, kNone, "    already there (lost the race):")        \
-    X(remote_write_errors, kCount, kNone, "    refused:")                               \
-    X(remote_writes_dropped, kCount, kNone, "    dropped:")                             \
-    X(remote_breaker_openings, kCount, kNone, "  servers set aside:")                   \
-    X(remote_lease_won, kCount, kNone, "  leases won (compiled for the fleet):")        \
-    X(remote_lease_waited, kCount, kNone, "  leases waited for:")                       \
-    X(remote_lease_wait_timeouts, kCount, kNone, "    waits that ran out:")             \
-    X(remote_lease_takeovers, kCount, kNone, "  leases taken over:")                    \
-    X(remote_bytes_in, kBytes, kNone, "  bytes in:")                                    \
+    X(remote_hits, kCount, kNone, "Remote tier hits:")                                           \
+    X(remote_misses, kCount, kNone, "  misses:")                                                 \
+    X(remote_errors, kCount, kNone, "  errors:")                                                 \
+    X(remote_timeouts, kCount, kNone, "  timeouts:")                                             \
+    X(remote_skipped, kCount, kNone, "  requests skipped (server set aside):")                   \
+    X(remote_corrupt, kCount, kNone, "  corrupt values:")                                        \
+    X(remote_signature_rejects, kCount, kNone, "  signature rejects:")                           \
+    X(remote_too_large, kCount, kNone, "  values over the size cap:")                            \
+    X(remote_writes, kCount, kNone, "  writes:")                                                 \
+    X(remote_writes_exists, kCount, kNone, "    already there (lost the race):")                 \
+    X(remote_write_errors, kCount, kNone, "    refused:")                                        \
+    X(remote_writes_dropped, kCount, kNone, "    dropped:")                                      \
+    X(remote_breaker_openings, kCount, kNone, "  servers set aside:")                            \
+    X(remote_lease_won, kCount, kNone, "  leases won (compiled for the fleet):")                 \
+    X(remote_lease_waited, kCount, kNone, "  leases waited for:")                                \
+    X(remote_lease_wait_timeouts, kCount, kNone, "    waits that ran out:")                      \
+    X(remote_lease_takeovers, kCount, kNone, "  leases taken over:")                             \
+    X(remote_bytes_in, kBytes, kNone, "  bytes in:")                                             \
     X(remote_bytes_out, kBytes, kNone, "  bytes out:")
 
 enum class StatsUnit : std::uint8_t { kCount, kNanoseconds, kBytes };

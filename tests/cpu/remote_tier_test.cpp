@@ -181,8 +181,9 @@ TEST_F(RemoteTierTest, AReaderUserRefusedWritesMakesTheBackendReadOnlyOnce) {
     KernelCache cache(node(url));
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
     cache.wait_for_uploads();
-    ASSERT_TRUE(cache.kernel("softmax:32", [] { return test::softmax_source(32); },
-                             test::kSoftmax)
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "softmax:32", [] { return test::softmax_source(32); }, test::kSoftmax)
                     .ok());
     cache.wait_for_uploads();
     const CacheStats stats = cache.stats();
@@ -202,8 +203,9 @@ TEST_F(RemoteTierTest, AReadOnlyBackendIsReadAndNeverWritten) {
     }
     KernelCache cache(node(server->url() + "|read-only"));
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
-    ASSERT_TRUE(cache.kernel("softmax:32", [] { return test::softmax_source(32); },
-                             test::kSoftmax)
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "softmax:32", [] { return test::softmax_source(32); }, test::kSoftmax)
                     .ok());
     cache.wait_for_uploads();
     EXPECT_EQ(cache.stats().remote_hits, 1u);
@@ -219,8 +221,10 @@ TEST_F(RemoteTierTest, AnUnreachableServerCostsOneConnectAttemptPerBackOffNotPer
     server->kill();
     KernelCache cache(node(url));
     for (int cols = 1; cols <= 8; ++cols) {
-        ASSERT_TRUE(cache.kernel(test::softmax_key(cols),
-                                 [cols] { return test::softmax_source(cols); }, test::kSoftmax)
+        ASSERT_TRUE(cache
+                        .kernel(
+                            test::softmax_key(cols), [cols] { return test::softmax_source(cols); },
+                            test::kSoftmax)
                         .ok());
     }
     const CacheStats stats = cache.stats();
@@ -239,8 +243,10 @@ TEST_F(RemoteTierTest, AStoppedServerCostsOneTimeoutThenTheNodeRecoversWhenItRes
     server->stop();
     const auto start_time = std::chrono::steady_clock::now();
     for (int cols = 1; cols <= 4; ++cols) {
-        ASSERT_TRUE(cache.kernel(test::softmax_key(cols),
-                                 [cols] { return test::softmax_source(cols); }, test::kSoftmax)
+        ASSERT_TRUE(cache
+                        .kernel(
+                            test::softmax_key(cols), [cols] { return test::softmax_source(cols); },
+                            test::kSoftmax)
                         .ok());
     }
     const double elapsed = test::elapsed_ms(start_time);
@@ -252,8 +258,9 @@ TEST_F(RemoteTierTest, AStoppedServerCostsOneTimeoutThenTheNodeRecoversWhenItRes
     cache.wait_for_uploads();
     server->resume();
     std::this_thread::sleep_for(1200ms);  // past the first back-off
-    ASSERT_TRUE(cache.kernel("softmax:64", [] { return test::softmax_source(64); },
-                             test::kSoftmax)
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "softmax:64", [] { return test::softmax_source(64); }, test::kSoftmax)
                     .ok());
     cache.wait_for_uploads();
     stats = cache.stats();
@@ -267,12 +274,16 @@ TEST_F(RemoteTierTest, AServerKilledAndRestartedIsFoundAgain) {
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
     cache.wait_for_uploads();
     server->kill();
-    ASSERT_TRUE(cache.kernel("softmax:1", [] { return test::softmax_source(1); }, test::kSoftmax)
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "softmax:1", [] { return test::softmax_source(1); }, test::kSoftmax)
                     .ok());
     cache.wait_for_uploads();
     ASSERT_TRUE(server->restart().ok());
     std::this_thread::sleep_for(1200ms);
-    ASSERT_TRUE(cache.kernel("softmax:2", [] { return test::softmax_source(2); }, test::kSoftmax)
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "softmax:2", [] { return test::softmax_source(2); }, test::kSoftmax)
                     .ok());
     cache.wait_for_uploads();
     EXPECT_EQ(value_keys(*server).size(), 1u) << "the new kernel reached the restarted server";
@@ -356,9 +367,10 @@ TEST_F(RemoteTierTest, ShardsSpreadKeysAndADownShardLosesOnlyItsKeys) {
     {
         KernelCache writer(node(url));
         for (int cols = 1; cols <= kKernels; ++cols) {
-            ASSERT_TRUE(writer.kernel(test::softmax_key(cols),
-                                      [cols] { return test::softmax_source(cols); },
-                                      test::kSoftmax)
+            ASSERT_TRUE(writer
+                            .kernel(
+                                test::softmax_key(cols),
+                                [cols] { return test::softmax_source(cols); }, test::kSoftmax)
                             .ok());
         }
         writer.wait_for_uploads();
@@ -375,8 +387,10 @@ TEST_F(RemoteTierTest, ShardsSpreadKeysAndADownShardLosesOnlyItsKeys) {
     servers[1]->kill();
     KernelCache reader(node(url));
     for (int cols = 1; cols <= kKernels; ++cols) {
-        ASSERT_TRUE(reader.kernel(test::softmax_key(cols),
-                                  [cols] { return test::softmax_source(cols); }, test::kSoftmax)
+        ASSERT_TRUE(reader
+                        .kernel(
+                            test::softmax_key(cols), [cols] { return test::softmax_source(cols); },
+                            test::kSoftmax)
                         .ok());
     }
     EXPECT_EQ(reader.stats().remote_hits, kKernels - lost);
@@ -409,7 +423,8 @@ TEST_F(RemoteTierTest, AnLruServerTakesWritesByEvicting) {
     lru.config_lines = {"maxmemory 4mb", "maxmemory-policy allkeys-lru"};
     auto server = start(lru);
     ASSERT_TRUE(server);
-    for (int i = 0; i < 8; ++i) server->set("filler" + std::to_string(i), std::string(512 << 10, 'x'));
+    for (int i = 0; i < 8; ++i)
+        server->set("filler" + std::to_string(i), std::string(512 << 10, 'x'));
     KernelCache cache(node(server->url()));
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
     cache.wait_for_uploads();
@@ -436,8 +451,10 @@ TEST_F(RemoteTierTest, TheEndOfAProcessNeverWaitsLongForAStoppedServer) {
     cache->wait_for_uploads();
     server->stop();
     for (int cols = 1; cols <= 6; ++cols) {
-        ASSERT_TRUE(cache->kernel(test::softmax_key(cols),
-                                  [cols] { return test::softmax_source(cols); }, test::kSoftmax)
+        ASSERT_TRUE(cache
+                        ->kernel(
+                            test::softmax_key(cols), [cols] { return test::softmax_source(cols); },
+                            test::kSoftmax)
                         .ok());
     }
     const auto start_time = std::chrono::steady_clock::now();
@@ -464,9 +481,11 @@ protected:
     // A build machine signing with `name`'s key.
     void publish(const std::string& name, const std::string& kernel_key, int cols) {
         KernelCache writer(node(server_->url() + "|sign-key=" + key(name)));
-        ASSERT_TRUE(writer.kernel(kernel_key, [cols] { return test::softmax_source(cols); },
-                                  test::kSoftmax)
-                        .ok());
+        ASSERT_TRUE(
+            writer
+                .kernel(
+                    kernel_key, [cols] { return test::softmax_source(cols); }, test::kSoftmax)
+                .ok());
         writer.wait_for_uploads();
     }
     // A fleet node that requires signatures by the given keys.
@@ -490,7 +509,9 @@ protected:
 TEST_F(SignedRemoteTest, ASignedValueIsTakenByANodeThatRequiresSignatures) {
     publish("new", "softmax:8", 8);
     KernelCache fleet(verifying({"new"}));
-    ASSERT_TRUE(fleet.kernel("softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
+    ASSERT_TRUE(fleet
+                    .kernel(
+                        "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
                     .ok());
     EXPECT_EQ(fleet.stats().remote_hits, 1u);
     EXPECT_EQ(fleet.stats().remote_signature_rejects, 0u);
@@ -500,12 +521,15 @@ TEST_F(SignedRemoteTest, AnUnsignedValueIsAMissWhereSignaturesAreRequired) {
     {
         KernelCache unsigned_writer(node(server_->url()));
         ASSERT_TRUE(unsigned_writer
-                        .kernel("softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
+                        .kernel(
+                            "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
                         .ok());
         unsigned_writer.wait_for_uploads();
     }
     KernelCache fleet(verifying({"new"}));
-    ASSERT_TRUE(fleet.kernel("softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
+    ASSERT_TRUE(fleet
+                    .kernel(
+                        "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
                     .ok());
     EXPECT_EQ(fleet.stats().remote_hits, 0u);
     EXPECT_EQ(fleet.stats().remote_signature_rejects, 1u);
@@ -517,7 +541,9 @@ TEST_F(SignedRemoteTest, AValueSignedByAnotherKeyIsRejectedThoughItsChecksumIsGo
     ASSERT_TRUE(store::remote::generate_ed25519_key(key("mallory"), pub("mallory")).ok());
     publish("mallory", "softmax:8", 8);
     KernelCache fleet(verifying({"new"}));
-    ASSERT_TRUE(fleet.kernel("softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
+    ASSERT_TRUE(fleet
+                    .kernel(
+                        "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
                     .ok());
     EXPECT_EQ(fleet.stats().remote_hits, 0u);
     EXPECT_EQ(fleet.stats().remote_signature_rejects, 1u);
@@ -531,8 +557,9 @@ TEST_F(SignedRemoteTest, AValueReplayedUnderAnotherFingerprintIsRejected) {
     ASSERT_FALSE(sixteen.empty());
     ASSERT_TRUE(server_->set(sixteen, server_->get(eight).value()));
     KernelCache fleet(verifying({"new"}));
-    ASSERT_TRUE(fleet.kernel("softmax:16", [] { return test::softmax_source(16); },
-                             test::kSoftmax)
+    ASSERT_TRUE(fleet
+                    .kernel(
+                        "softmax:16", [] { return test::softmax_source(16); }, test::kSoftmax)
                     .ok());
     EXPECT_EQ(fleet.stats().remote_hits, 0u);
     EXPECT_EQ(fleet.stats().remote_signature_rejects, 1u);
@@ -545,17 +572,20 @@ TEST_F(SignedRemoteTest, ARotationAcceptsBothKeysWhileBothAreListed) {
     {
         KernelCache fleet(verifying({"old", "new"}));
         for (int cols : {8, 16}) {
-            ASSERT_TRUE(fleet.kernel(test::softmax_key(cols),
-                                     [cols] { return test::softmax_source(cols); },
-                                     test::kSoftmax)
+            ASSERT_TRUE(fleet
+                            .kernel(
+                                test::softmax_key(cols),
+                                [cols] { return test::softmax_source(cols); }, test::kSoftmax)
                             .ok());
         }
         EXPECT_EQ(fleet.stats().remote_hits, 2u);
     }
     KernelCache retired(verifying({"new"}));
     for (int cols : {8, 16}) {
-        ASSERT_TRUE(retired.kernel(test::softmax_key(cols),
-                                   [cols] { return test::softmax_source(cols); }, test::kSoftmax)
+        ASSERT_TRUE(retired
+                        .kernel(
+                            test::softmax_key(cols), [cols] { return test::softmax_source(cols); },
+                            test::kSoftmax)
                         .ok());
     }
     EXPECT_EQ(retired.stats().remote_hits, 1u) << "the old key's value is refused once retired";

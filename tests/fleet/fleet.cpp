@@ -68,7 +68,9 @@ int run_node(const std::string& dir, const std::string& url, int kernels, int le
                 const int cols = 1 + (i + t * kernels / kThreadsPerNode) % kernels;
                 auto kernel = cache.kernel(
                     "softmax:" + std::to_string(cols),
-                    [cols] { return kcache::Source::ptx(kcache::examples::softmax_rows_ptx(cols)); },
+                    [cols] {
+                        return kcache::Source::ptx(kcache::examples::softmax_rows_ptx(cols));
+                    },
                     "softmax_rows");
                 if (!kernel) {
                     std::fprintf(stderr, "node %d: %s\n", getpid(),
@@ -81,13 +83,14 @@ int run_node(const std::string& dir, const std::string& url, int kernels, int le
     for (auto& thread : threads) thread.join();
     cache.wait_for_uploads();
     const kcache::CacheStats stats = cache.stats();
-    std::printf("compiles=%llu remote_hits=%llu lease_waited=%llu lease_takeovers=%llu "
-                "entries=%zu failures=%d\n",
-                static_cast<unsigned long long>(stats.compiles),
-                static_cast<unsigned long long>(stats.remote_hits),
-                static_cast<unsigned long long>(stats.remote_lease_waited),
-                static_cast<unsigned long long>(stats.remote_lease_takeovers), cache.size(),
-                failures.load());
+    std::printf(
+        "compiles=%llu remote_hits=%llu lease_waited=%llu lease_takeovers=%llu "
+        "entries=%zu failures=%d\n",
+        static_cast<unsigned long long>(stats.compiles),
+        static_cast<unsigned long long>(stats.remote_hits),
+        static_cast<unsigned long long>(stats.remote_lease_waited),
+        static_cast<unsigned long long>(stats.remote_lease_takeovers), cache.size(),
+        failures.load());
     return failures == 0 ? 0 : 1;
 }
 
@@ -126,8 +129,9 @@ bool round(const std::string& work, int nodes, int kernels, bool kill_a_holder) 
         Node& node = fleet[static_cast<std::size_t>(n)];
         node.output = work + "/node" + std::to_string(n) + ".out";
         const std::string dir = work + "/node" + std::to_string(n);
-        std::vector<std::string> args = {self, "node", dir, server.url(), std::to_string(kernels),
-                                         std::to_string(lease_ms), gate};
+        std::vector<std::string> args = {
+            self, "node", dir, server.url(), std::to_string(kernels), std::to_string(lease_ms),
+            gate};
         std::vector<char*> argv;
         for (auto& arg : args) argv.push_back(arg.data());
         argv.push_back(nullptr);
@@ -192,9 +196,10 @@ bool round(const std::string& work, int nodes, int kernels, bool kill_a_holder) 
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("fleet: %d nodes (%d survived), %d kernels: %llu compiles across the fleet, %llu "
-                "waits on leases, %llu takeovers, %.2f s\n",
-                nodes, survivors, kernels, compiles, waited, takeovers, seconds);
+    std::printf(
+        "fleet: %d nodes (%d survived), %d kernels: %llu compiles across the fleet, %llu "
+        "waits on leases, %llu takeovers, %.2f s\n",
+        nodes, survivors, kernels, compiles, waited, takeovers, seconds);
     const unsigned long long allowed = static_cast<unsigned long long>(kernels);
     if (!kill_a_holder && compiles != allowed) {
         std::fprintf(stderr, "fleet: %llu compiles, expected exactly %d\n", compiles, kernels);

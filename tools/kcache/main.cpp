@@ -127,18 +127,21 @@ int run(int argc, char** argv) {
     std::vector<std::string> pull_fingerprints;
     std::string pull_arch;
     auto* pull_cmd = app.add_subcommand(
-        "pull", "Fetch entries from the remote tier into the disk tier: by fingerprint, or every "
-                "entry of an arch");
+        "pull",
+        "Fetch entries from the remote tier into the disk tier: by fingerprint, or every "
+        "entry of an arch");
     pull_cmd->add_option("fingerprints", pull_fingerprints, "Fingerprints (32 hex digits)");
     pull_cmd->add_option("--arch", pull_arch, "Every entry of this arch (sm_XX)");
     pull_cmd->add_option("--batch-size", batch_text, "Bytes per pipelined batch (default 64M)");
     kcache::tool::KeygenOptions keygen;
     bool hmac = false;
     auto* keygen_cmd = app.add_subcommand(
-        "keygen", "Make a signing key pair for remote entries (Ed25519), or a shared secret "
-                  "(--hmac)");
-    keygen_cmd->add_option("private", keygen.private_path,
-                           "The private key (or, with --hmac, the secret) to write")
+        "keygen",
+        "Make a signing key pair for remote entries (Ed25519), or a shared secret "
+        "(--hmac)");
+    keygen_cmd
+        ->add_option("private", keygen.private_path,
+                     "The private key (or, with --hmac, the secret) to write")
         ->required();
     keygen_cmd->add_option("public", keygen.public_path, "The public key to write (Ed25519)");
     keygen_cmd->add_flag("--hmac", hmac, "An HMAC-SHA256 shared secret instead");
@@ -337,9 +340,8 @@ int run(int argc, char** argv) {
         if (std::filesystem::exists(dir, no_throw) && !opened) (void)open_directory();
         kcache::tool::Table table({{""}, {""}, {""}, {""}}, /*show_header=*/false);
         for (const auto& entry : config->entries()) {
-            table.add_row(
-                {std::string(entry.setting->key), "=", entry.printable_value(),
-                 "(" + entry.origin_name + ")"});
+            table.add_row({std::string(entry.setting->key), "=", entry.printable_value(),
+                           "(" + entry.origin_name + ")"});
         }
         std::fputs(table.render(0).c_str(), stdout);
     }

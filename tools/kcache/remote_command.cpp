@@ -18,7 +18,6 @@ namespace kcache::tool {
 namespace {
 
 using store::remote::RedisConnection;
-using store::remote::RedisReply;
 
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
@@ -34,7 +33,8 @@ std::unique_ptr<store::remote::RemoteTier> open_remote(const CacheOptions& optio
         return nullptr;
     }
     if (remote->backends.empty()) {
-        std::fprintf(stderr, "kcache: no remote tier configured (set KCACHE_REMOTE, or -o remote=…)\n");
+        std::fprintf(stderr,
+                     "kcache: no remote tier configured (set KCACHE_REMOTE, or -o remote=…)\n");
         status = 2;
         return nullptr;
     }
@@ -202,14 +202,14 @@ int remote_pull(const CacheOptions& options, std::shared_ptr<store::CacheDirecto
     for (const auto& problem : report->problems) {
         std::fprintf(stderr, "kcache: pull: %s\n", escape_text(problem).c_str());
     }
-    std::printf("%llu asked: %llu fetched (%s), %llu on disk already, %llu missing, %llu of "
-                "another arch\n",
-                static_cast<unsigned long long>(report->asked),
-                static_cast<unsigned long long>(report->fetched),
-                util::format_size(report->bytes).c_str(),
-                static_cast<unsigned long long>(report->present),
-                static_cast<unsigned long long>(report->missing),
-                static_cast<unsigned long long>(report->skipped));
+    std::printf(
+        "%llu asked: %llu fetched (%s), %llu on disk already, %llu missing, %llu of "
+        "another arch\n",
+        static_cast<unsigned long long>(report->asked),
+        static_cast<unsigned long long>(report->fetched), util::format_size(report->bytes).c_str(),
+        static_cast<unsigned long long>(report->present),
+        static_cast<unsigned long long>(report->missing),
+        static_cast<unsigned long long>(report->skipped));
     return report->problems.empty() && (wanted.empty() || report->missing == 0) ? 0 : 1;
 }
 
@@ -233,10 +233,10 @@ int keygen(const KeygenOptions& options) {
         return 1;
     }
     if (options.scheme == "ed25519") {
-        std::printf("signing key %s (keep it on the build machine), verify key %s (give it to the "
-                    "fleet)\n",
-                    escape_text(options.private_path).c_str(),
-                    escape_text(options.public_path).c_str());
+        std::printf(
+            "signing key %s (keep it on the build machine), verify key %s (give it to the "
+            "fleet)\n",
+            escape_text(options.private_path).c_str(), escape_text(options.public_path).c_str());
     } else {
         std::printf("shared secret %s (every node that signs or verifies needs it)\n",
                     escape_text(options.private_path).c_str());

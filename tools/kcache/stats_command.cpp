@@ -35,11 +35,10 @@ int show_stats(const std::shared_ptr<const store::CacheDirectory>& dir, std::uin
     const double compile_seconds = static_cast<double>(c.compile_ns) / 1e9;
     // Every lookup a tier served would otherwise have cost an average compile; a prebuild that
     // found its artifact stored saved nothing, and is not among them.
-    const double saved_seconds = c.compiles == 0
-                                     ? 0.0
-                                     : compile_seconds / static_cast<double>(c.compiles) *
-                                           static_cast<double>(c.memory_hits + c.disk_hits +
-                                                               c.remote_hits);
+    const double saved_seconds =
+        c.compiles == 0 ? 0.0
+                        : compile_seconds / static_cast<double>(c.compiles) *
+                              static_cast<double>(c.memory_hits + c.disk_hits + c.remote_hits);
     if (json) {
         Json document = json_document();
         put_bytes(document, "directory", directory);

@@ -34,9 +34,9 @@ private:
 
     const std::chrono::milliseconds first_back_off_, max_back_off_;
     mutable std::mutex mutex_;
-    State state_ = State::kClosed;                 // guarded by mutex_
-    std::chrono::milliseconds back_off_{0};        // guarded by mutex_: the current period
-    Clock::time_point retry_at_{};                 // guarded by mutex_
+    State state_ = State::kClosed;           // guarded by mutex_
+    std::chrono::milliseconds back_off_{0};  // guarded by mutex_: the current period
+    Clock::time_point retry_at_{};           // guarded by mutex_
 };
 
 }  // namespace kcache::store::remote

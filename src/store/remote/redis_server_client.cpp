@@ -54,9 +54,10 @@ Error RedisServerClient::failed(RedisFailure failure, Error error) {
     RemoteCounters::add(failure == RedisFailure::kTimeout ? counters_.timeouts : counters_.errors);
     if (breaker_.failed()) {
         RemoteCounters::add(counters_.breaker_openings);
-        util::warn_once("remote-down:" + name_, "remote server set aside (lookups go on without "
-                                                "it; retried later): " +
-                                                    error.message());
+        util::warn_once("remote-down:" + name_,
+                        "remote server set aside (lookups go on without "
+                        "it; retried later): " +
+                            error.message());
     }
     return error;
 }

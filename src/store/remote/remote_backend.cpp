@@ -16,13 +16,15 @@ constexpr std::uint64_t kMaxPasswordFileBytes = 4096;
 
 Result<std::string> read_password_file(const std::string& path) {
     auto text = util::read_named_file(path, kMaxPasswordFileBytes);
-    if (!text) return Error(Errc::kIoError, "password file " + path + ": " + text.error().message());
+    if (!text)
+        return Error(Errc::kIoError, "password file " + path + ": " + text.error().message());
     if (!*text) return Error(Errc::kIoError, "password file " + path + " does not exist");
     std::string password = std::move(**text);
     while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
         password.pop_back();
     }
-    if (password.empty()) return Error(Errc::kInvalidArgument, "password file " + path + " is empty");
+    if (password.empty())
+        return Error(Errc::kInvalidArgument, "password file " + path + " is empty");
     return password;
 }
 

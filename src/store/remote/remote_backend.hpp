@@ -51,7 +51,7 @@ private:
     RemoteBackend(RemoteBackendConfig config, RemoteCounters& counters);
 
     RemoteBackendConfig config_;
-    std::string name_;  // redacted
+    std::string name_;                                         // redacted
     std::vector<std::unique_ptr<RedisServerClient>> servers_;  // one per shard
     std::optional<Signer> signer_;
     Verifier verifier_;

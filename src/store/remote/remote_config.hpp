@@ -25,9 +25,9 @@ namespace kcache::store::remote {
 struct RedisEndpoint {
     enum class Transport : std::uint8_t { kTcp, kUnix };
     Transport transport = Transport::kTcp;
-    std::string host;          // kTcp: a name or address (IPv6 in brackets in the URL)
-    std::uint16_t port = 6379; // kTcp
-    std::string socket_path;   // kUnix
+    std::string host;           // kTcp: a name or address (IPv6 in brackets in the URL)
+    std::uint16_t port = 6379;  // kTcp
+    std::string socket_path;    // kUnix
     int db = 0;
     std::string user;      // an ACL user (Redis 6+); empty: the default user
     std::string password;  // never printed: see redacted()
@@ -40,12 +40,13 @@ struct RedisEndpoint {
 
 struct Shard {
     RedisEndpoint endpoint;
-    std::string name;     // what replaced the URL's `*`; empty for an unsharded backend
+    std::string name;  // what replaced the URL's `*`; empty for an unsharded backend
     std::uint32_t weight = 1;
 };
 
 struct RemoteBackendConfig {
-    // One for a plain URL; one per shard for `shards=` (keys spread by weighted rendezvous hashing).
+    // One for a plain URL; one per shard for `shards=` (keys spread by weighted rendezvous
+    // hashing).
     std::vector<Shard> shards;
     std::chrono::milliseconds connect_timeout{100};  // `connect-timeout`: connecting, AUTH, SELECT
     std::chrono::milliseconds timeout{1000};         // `timeout`: one request, first byte to last

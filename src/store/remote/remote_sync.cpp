@@ -40,8 +40,8 @@ std::map<RedisServerClient*, std::vector<std::size_t>> by_server(
 struct Pending {
     util::Fingerprint fingerprint;
     std::string entry;
-    bool stored = false;   // some backend stored it now
-    bool present = true;   // every writable backend had it already
+    bool stored = false;  // some backend stored it now
+    bool present = true;  // every writable backend had it already
     bool failed = false;
 };
 
@@ -71,7 +71,8 @@ void push_batch(std::vector<Pending>& batch, RemoteTier& remote, PushReport& rep
             std::vector<std::string> values;
             std::uint64_t bytes = 0;
             for (std::size_t i : missing) {
-                values.push_back(RemoteTier::value_for(*backend, batch[i].fingerprint, batch[i].entry));
+                values.push_back(
+                    RemoteTier::value_for(*backend, batch[i].fingerprint, batch[i].entry));
                 bytes += values.back().size();
             }
             std::vector<std::vector<std::string_view>> sets;
@@ -166,7 +167,8 @@ std::vector<util::Fingerprint> scan_fingerprints(RemoteTier& remote, PullReport&
         for (const auto& server : backend->servers()) {
             std::string cursor = "0";
             do {
-                auto reply = server->command({"SCAN", cursor, "MATCH", pattern, "COUNT", kScanCount});
+                auto reply =
+                    server->command({"SCAN", cursor, "MATCH", pattern, "COUNT", kScanCount});
                 if (!reply || reply->type != RedisReply::Type::kArray ||
                     reply->elements.size() != 2) {
                     report.problems.push_back(server->name() + ": SCAN failed" +
@@ -195,6 +197,7 @@ void pull_from(RemoteBackend& backend, RemoteTier& remote, DiskStore& disk,
                const std::vector<util::Fingerprint>& fingerprints, std::vector<std::size_t>& wanted,
                const std::string& arch, std::uint64_t batch_bytes, PullReport& report) {
     std::vector<std::string> keys;
+    keys.reserve(wanted.size());
     for (std::size_t i : wanted) keys.push_back(backend.value_key(fingerprints[i]));
     std::set<std::size_t> done;
     for (auto& [server, indices] : by_server(backend, keys)) {
@@ -220,6 +223,7 @@ void pull_from(RemoteBackend& backend, RemoteTier& remote, DiskStore& disk,
             }
             if (round.empty()) break;
             std::vector<std::vector<std::string_view>> gets;
+            gets.reserve(round.size());
             for (std::size_t k : round) gets.push_back({"GET", keys[k]});
             auto values = server->pipeline(gets, pipeline_deadline(backend, gets.size(), bytes));
             if (!values) {

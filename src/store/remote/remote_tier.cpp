@@ -92,15 +92,14 @@ RemoteTier::RemoteTier(RemoteOptions options)
 Result<std::unique_ptr<RemoteTier>> RemoteTier::open(RemoteOptions options) {
     std::unique_ptr<RemoteTier> tier(new RemoteTier(std::move(options)));
     for (const RemoteBackendConfig& config : tier->options_.backends) {
-        TRY_ASSIGN(auto backend,
-                   RemoteBackend::open(config, tier->options_.environment_password,
-                                       tier->counters_));
+        TRY_ASSIGN(auto backend, RemoteBackend::open(config, tier->options_.environment_password,
+                                                     tier->counters_));
         tier->backends_.push_back(std::move(backend));
     }
     RemoteTier* self = tier.get();
-    tier->uploads_ = std::make_unique<UploadQueue>(
-        [self](const Upload& upload) { self->send(upload); }, tier->options_.queue_entries,
-        tier->options_.queue_bytes);
+    tier->uploads_ =
+        std::make_unique<UploadQueue>([self](const Upload& upload) { self->send(upload); },
+                                      tier->options_.queue_entries, tier->options_.queue_bytes);
     tier->renewer_ = std::thread([self] { self->renew_leases(); });
     return tier;
 }
@@ -125,9 +124,8 @@ std::shared_ptr<const VerifiedArtifact> RemoteTier::get(const util::Fingerprint&
     return nullptr;
 }
 
-std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(RemoteBackend& backend,
-                                                                const util::Fingerprint& fingerprint,
-                                                                const RedisReply& reply) {
+std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(
+    RemoteBackend& backend, const util::Fingerprint& fingerprint, const RedisReply& reply) {
     const std::string key = backend.value_key(fingerprint);
     // A value rejected before (a miss asks the tiers more than once, and a signature reject is
     // not removed) is not counted or said again.
@@ -140,9 +138,9 @@ std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(RemoteBackend& b
     // store a good one (SET NX would otherwise keep the bad one for every node).
     const auto corrupt = [&](const std::string& why) {
         if (!reject(counters_.corrupt)) return nullptr;
-        util::warn_once("remote-corrupt:" + backend.name(),
-                        "remote value " + key + " on " + backend.name() + " is corrupt (" + why +
-                            "); removed and rebuilt");
+        util::warn_once("remote-corrupt:" + backend.name(), "remote value " + key + " on " +
+                                                                backend.name() + " is corrupt (" +
+                                                                why + "); removed and rebuilt");
         if (backend.writable() && reply.type == RedisReply::Type::kString) {
             const std::string digest = sha1_hex(reply.text);
             if (!digest.empty()) {
@@ -190,8 +188,8 @@ bool RemoteTier::first_rejection(const util::Fingerprint& fingerprint, const Red
     return true;
 }
 
-std::string RemoteTier::value_for(const RemoteBackend& backend, const util::Fingerprint& fingerprint,
-                                  std::string_view entry) {
+std::string RemoteTier::value_for(const RemoteBackend& backend,
+                                  const util::Fingerprint& fingerprint, std::string_view entry) {
     return backend.signer() != nullptr ? backend.signer()->sign(fingerprint, entry)
                                        : std::string(entry);
 }
@@ -331,8 +329,8 @@ void RemoteTier::renew_leases() {
         for (const HeldLease& lease : held) {
             if (backend == nullptr) break;
             const std::string key = backend->lease_key(lease.fingerprint);
-            std::ignore =
-                backend->server_for(key).command({"EVAL", kRenewScript, "1", key, lease.token, ttl});
+            std::ignore = backend->server_for(key).command(
+                {"EVAL", kRenewScript, "1", key, lease.token, ttl});
         }
         lock.lock();
     }
@@ -347,8 +345,8 @@ void RemoteTier::finish_uploads(std::chrono::milliseconds grace) {
     const std::size_t dropped = uploads_->finish(grace);
     if (dropped > 0) {
         RemoteCounters::add(counters_.writes_dropped, dropped);
-        util::warn_once("remote-dropped", std::to_string(dropped) +
-                                              " remote upload(s) not sent before the end");
+        util::warn_once("remote-dropped",
+                        std::to_string(dropped) + " remote upload(s) not sent before the end");
     }
 }
 

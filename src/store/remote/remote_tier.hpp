@@ -89,8 +89,8 @@ public:
                                                         const util::Fingerprint& fingerprint,
                                                         const RedisReply& reply);
     // What is stored for an entry on `backend`: its bytes, signed if the backend signs.
-    static std::string value_for(const RemoteBackend& backend,
-                                 const util::Fingerprint& fingerprint, std::string_view entry);
+    static std::string value_for(const RemoteBackend& backend, const util::Fingerprint& fingerprint,
+                                 std::string_view entry);
     // Counts the reply to a SET NX (stored, there already, refused; NOPERM makes the backend
     // read-only). False when refused.
     bool count_write(RemoteBackend& backend, const RedisReply& reply);
@@ -100,9 +100,9 @@ public:
     void put(const util::Fingerprint& fingerprint, std::string entry, Lease lease = {});
 
     enum class LeaseState : std::uint8_t {
-        kWon,        // this process holds it: compile, then put() with it
-        kHeld,       // another node holds it: wait_for_value()
-        kNoLease,    // no writable backend answered: compile without one
+        kWon,      // this process holds it: compile, then put() with it
+        kHeld,     // another node holds it: wait_for_value()
+        kNoLease,  // no writable backend answered: compile without one
     };
     LeaseState take_lease(const util::Fingerprint& fingerprint, Lease& lease);
     // Whether another node's lease on the fingerprint still stands (false when none can be asked).

@@ -54,11 +54,11 @@ private:
     const std::uint64_t max_bytes_;
     std::mutex mutex_;
     std::condition_variable changed_;
-    std::deque<Upload> queue_;   // guarded by mutex_
-    std::uint64_t bytes_ = 0;    // guarded by mutex_: of the entries queued
-    bool sending_ = false;       // guarded by mutex_: one taken from the queue, not yet sent
-    bool stopping_ = false;      // guarded by mutex_
-    std::thread thread_;         // last: started once the rest exists
+    std::deque<Upload> queue_;  // guarded by mutex_
+    std::uint64_t bytes_ = 0;   // guarded by mutex_: of the entries queued
+    bool sending_ = false;      // guarded by mutex_: one taken from the queue, not yet sent
+    bool stopping_ = false;     // guarded by mutex_
+    std::thread thread_;        // last: started once the rest exists
 };
 
 }  // namespace kcache::store::remote
