@@ -93,6 +93,7 @@ run cuda_warm "$BIN/kcache_bench" --cuda "$(mktemp -d)/cuda" --cuda-warm-up 12 -
 # fleet of 16 processes on one Redis.
 run remote "$BIN/kcache_bench" --remote "$(mktemp -d)/remote" --rounds "${REMOTE_ROUNDS:-7}" --out "$LOGS/remote.md"
 run fleet "$BIN/kcache_fleet" run
+run fleet_bench "$BIN/kcache_fleet" bench
 
 {
   echo
@@ -141,6 +142,8 @@ run fleet "$BIN/kcache_fleet" run
   echo '```'
   grep -E '^fleet:' "$LOGS/fleet.txt" 2>/dev/null
   echo '```'
+  echo
+  grep -E '^\|' "$LOGS/fleet_bench.txt" 2>/dev/null
 } >> "$OUT/summary.md"
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LOGS"
 echo

@@ -2,6 +2,8 @@
 // The remote tier against a real redis-server that each test starts and breaks on purpose: PTX
 // compiled on the host by the real nvJitLink, the fake driver loading the real cubins, every
 // node a KernelCache with its own empty disk directory.
+#include "store/remote/remote_tier.hpp"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -17,6 +19,7 @@
 #include "driver/compiler_api.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
+#include "store/remote/remote_config.hpp"
 #include "store/remote/signature.hpp"
 #include "test_support.hpp"
 #include "testing/fake_driver.hpp"
@@ -460,6 +463,30 @@ TEST_F(RemoteTierTest, TheEndOfAProcessNeverWaitsLongForAStoppedServer) {
     const auto start_time = std::chrono::steady_clock::now();
     cache.reset();  // the end: a grace period for the queue, then what is left is dropped
     EXPECT_LT(test::elapsed_ms(start_time), 2000.0 + 300.0 + 3000.0);
+    server->resume();
+}
+
+TEST_F(RemoteTierTest, UploadsStillQueuedAtTheEndAreDroppedAndCountedNotWaitedFor) {
+    auto server = start();
+    ASSERT_TRUE(server);
+    auto backends = store::remote::parse_remote_setting(server->url() + "|timeout=300ms");
+    ASSERT_TRUE(backends.ok());
+    store::remote::RemoteOptions options;
+    options.backends = std::move(*backends);
+    auto tier = store::remote::RemoteTier::open(std::move(options));
+    ASSERT_TRUE(tier.ok()) << tier.error().describe();
+    server->stop();  // the first upload waits out its timeout; the rest stay queued
+    for (std::uint64_t n = 1; n <= 10; ++n) {
+        (*tier)->put(util::Fingerprint{n, n}, std::string(1000, 'x'));
+    }
+    const auto start_time = std::chrono::steady_clock::now();
+    (*tier)->finish_uploads(0ms);
+    EXPECT_LT(test::elapsed_ms(start_time), 300.0 + 3000.0) << "one request's timeout at most";
+    const store::remote::RemoteStats stats = (*tier)->stats();
+    EXPECT_GE(stats.writes_dropped, 8u);
+    EXPECT_EQ(stats.writes, 0u);
+    (*tier)->put(util::Fingerprint{11, 11}, "late");
+    EXPECT_EQ((*tier)->stats().writes_dropped, stats.writes_dropped + 1) << "none taken after";
     server->resume();
 }
 

@@ -6,6 +6,8 @@
 // most one extra compile, and every surviving node still gets every kernel.
 //
 //   kcache_fleet run [NODES] [KERNELS]     the whole test (default 16 nodes, 32 kernels)
+//   kcache_fleet bench [NODES] [KERNELS]   the fleet on one Redis against as many independent
+//                                          nodes (no remote tier): compiles and wall time
 //   kcache_fleet node DIR URL KERNELS LEASE_MS GATE   one node (started by `run`)
 //
 // PTX compiled on the host by the real nvJitLink; the fake driver loads the cubins. Exits 0 when
@@ -56,7 +58,7 @@ int run_node(const std::string& dir, const std::string& url, int kernels, int le
     kcache::CacheOptions options;
     options.driver = std::make_shared<kcache::fakes::FakeDriver>();
     options.disk_directory = dir;
-    options.remote = url;
+    if (url != "-") options.remote = url;
     options.remote_lease_time = std::chrono::milliseconds(lease_ms);
     kcache::KernelCache cache(options);
     while (!std::filesystem::exists(gate)) std::this_thread::sleep_for(1ms);
@@ -112,8 +114,15 @@ std::map<std::string, unsigned long long> parse_counts(const std::string& line) 
     return counts;
 }
 
-// One round: the fleet started at once; `kill_a_holder` kills the first lease holder seen.
-bool round(const std::string& work, int nodes, int kernels, bool kill_a_holder) {
+struct RoundResult {
+    unsigned long long compiles = 0;
+    double seconds = 0;
+};
+
+// One round: the fleet started at once; `kill_a_holder` kills the first lease holder seen;
+// `independent` nodes have no remote tier (each compiles everything).
+bool round(const std::string& work, int nodes, int kernels, bool kill_a_holder,
+           bool independent = false, RoundResult* result = nullptr) {
     std::filesystem::create_directories(work);
     auto started = RedisServer::start();
     if (!started) {
@@ -129,9 +138,13 @@ bool round(const std::string& work, int nodes, int kernels, bool kill_a_holder) 
         Node& node = fleet[static_cast<std::size_t>(n)];
         node.output = work + "/node" + std::to_string(n) + ".out";
         const std::string dir = work + "/node" + std::to_string(n);
-        std::vector<std::string> args = {
-            self, "node", dir, server.url(), std::to_string(kernels), std::to_string(lease_ms),
-            gate};
+        std::vector<std::string> args = {self,
+                                         "node",
+                                         dir,
+                                         independent ? std::string("-") : server.url(),
+                                         std::to_string(kernels),
+                                         std::to_string(lease_ms),
+                                         gate};
         std::vector<char*> argv;
         for (auto& arg : args) argv.push_back(arg.data());
         argv.push_back(nullptr);
@@ -200,6 +213,8 @@ bool round(const std::string& work, int nodes, int kernels, bool kill_a_holder) 
         "fleet: %d nodes (%d survived), %d kernels: %llu compiles across the fleet, %llu "
         "waits on leases, %llu takeovers, %.2f s\n",
         nodes, survivors, kernels, compiles, waited, takeovers, seconds);
+    if (result != nullptr) *result = {compiles, seconds};
+    if (independent) return ok;
     const unsigned long long allowed = static_cast<unsigned long long>(kernels);
     if (!kill_a_holder && compiles != allowed) {
         std::fprintf(stderr, "fleet: %llu compiles, expected exactly %d\n", compiles, kernels);
@@ -223,8 +238,8 @@ int main(int argc, char** argv) {
         return run_node(args[1], args[2], std::atoi(args[3].c_str()), std::atoi(args[4].c_str()),
                         args[5]);
     }
-    if (args.empty() || args[0] != "run") {
-        std::fprintf(stderr, "usage: kcache_fleet run [NODES] [KERNELS]\n");
+    if (args.empty() || (args[0] != "run" && args[0] != "bench")) {
+        std::fprintf(stderr, "usage: kcache_fleet run|bench [NODES] [KERNELS]\n");
         return 2;
     }
     if (!kcache::driver::nvjitlink_api().ok()) {
@@ -239,8 +254,21 @@ int main(int argc, char** argv) {
     const int kernels = args.size() > 2 ? std::atoi(args[2].c_str()) : 32;
     char pattern[] = "/tmp/kcache-fleet-XXXXXX";
     const std::string work = mkdtemp(pattern);
-    bool ok = round(work + "/together", nodes, kernels, false);
-    ok = round(work + "/killed", nodes, kernels, true) && ok;
+    bool ok = true;
+    if (args[0] == "bench") {
+        RoundResult together, independent;
+        ok = round(work + "/together", nodes, kernels, false, false, &together);
+        ok = round(work + "/independent", nodes, kernels, false, true, &independent) && ok;
+        std::printf(
+            "\n| %d nodes, %d kernels each, at once | compiles | wall s |\n|---|---|---|\n"
+            "| one Redis (remote tier, lease) | %llu | %.2f |\n"
+            "| independent nodes (no remote tier) | %llu | %.2f |\n\n",
+            nodes, kernels, together.compiles, together.seconds, independent.compiles,
+            independent.seconds);
+    } else {
+        ok = round(work + "/together", nodes, kernels, false);
+        ok = round(work + "/killed", nodes, kernels, true) && ok;
+    }
     std::error_code ignored;
     std::filesystem::remove_all(work, ignored);
     std::printf("fleet: %s\n", ok ? "PASSED" : "FAILED");
