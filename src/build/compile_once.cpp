@@ -51,7 +51,7 @@ std::optional<BuiltArtifact> ArtifactBuilder::lead_or_wait(std::string_view key,
             // The holder before may have uploaded its value and released its lease between this
             // node's last look and now: looked for once more, the lease held.
             if (auto hit = find_in_tiers(*tiers_, key, plan, source, rejected)) {
-                lease = {};
+                lease.release(/*value_there=*/true);
                 return hit;
             }
         }
@@ -74,7 +74,13 @@ std::optional<BuiltArtifact> ArtifactBuilder::lead_or_wait(std::string_view key,
                                       "; compiling it here");
                 return std::nullopt;
             }
-            if (!remote.lease_held(plan.fingerprint)) break;
+            const auto seen = remote.look_at_lease(plan.fingerprint);
+            if (seen == store::remote::RemoteTier::LeaseSeen::kNoValue) {
+                // Its holder ended without a value (a failed compile, a refused upload): every
+                // waiter compiles now rather than take the lease over one after another.
+                return std::nullopt;
+            }
+            if (seen == store::remote::RemoteTier::LeaseSeen::kNone) break;
         }
         // The lease is gone: released with the value uploaded, or expired with its holder.
         if (auto hit = find_in_tiers(*tiers_, key, plan, source, rejected)) return hit;

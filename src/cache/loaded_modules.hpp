@@ -68,12 +68,15 @@ public:
         if (store::remote::RemoteTier* remote = builder_.tiers()->remote()) remote->drain_uploads();
         builder_.tiers()->drain_refills();
     }
-    // At the process's exit: the remote uploads still queued get their grace period, then the
-    // statistics are flushed.
+    // At the process's exit: the remote uploads still queued get their grace period, the remote
+    // hits still queued for the disk are written, and the tiers' threads stop (nothing of theirs
+    // runs during static destruction); then the statistics are flushed.
     void at_exit() {
         if (store::remote::RemoteTier* remote = builder_.tiers()->remote()) {
             remote->finish_uploads(remote->exit_grace());
+            remote->stop_renewing();
         }
+        builder_.tiers()->finish_refills();
         flush_stats();
     }
     void flush_stats() {

@@ -51,13 +51,18 @@ void ArtifactStore::start_refills() {
     // remote tier again. The disk tier counts and warns of its own failures.
     refills_ = std::make_unique<remote::UploadQueue>(
         [this](const remote::Upload& refill) {
-            std::ignore = disk_->put_encoded(refill.fingerprint, refill.entry);
+            return disk_->put_encoded(refill.fingerprint, refill.entry).ok();
         },
         kMaxRefills, kMaxRefillBytes);
 }
 
 ArtifactStore::~ArtifactStore() {
-    if (refills_) refills_->drain();
+    finish_refills();
+}
+
+void ArtifactStore::finish_refills() {
+    // Local writes, each quick: a generous bound, only so that a stuck disk cannot hold the end.
+    if (refills_) refills_->finish(std::chrono::seconds(10));
 }
 
 void ArtifactStore::keep(const util::Fingerprint& fingerprint, const Found& found) {

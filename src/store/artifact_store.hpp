@@ -79,6 +79,9 @@ public:
     void keep(const util::Fingerprint& fingerprint, const Found& found);
     // Waits until the remote hits queued for the disk are written (tests, `kcache pull`).
     void drain_refills();
+    // The end of the process: the queued remote hits are written (within a bound), and the
+    // queue's thread stops.
+    void finish_refills();
     // The bytes of code loaded earlier without keeping them, for another context: find() without
     // counting a lookup; a success counts as a read-back. Null when no tier has the entry.
     std::shared_ptr<const VerifiedArtifact> read_back(const util::Fingerprint& fingerprint);

@@ -383,7 +383,7 @@ TEST(RedisConnection, AServerKilledMidConnectionBreaksIt) {
     EXPECT_TRUE(fresh->command({"PING"}).ok());
 }
 
-TEST(RedisConnection, AReplyOverTheBoundIsAProtocolFailure) {
+TEST(RedisConnection, AReplyOverTheBoundIsATooLargeFailure) {
     SKIP_WITHOUT_REDIS();
     auto server = start_server();
     ASSERT_TRUE(server);
@@ -392,7 +392,8 @@ TEST(RedisConnection, AReplyOverTheBoundIsAProtocolFailure) {
     ASSERT_TRUE(connection);
     auto reply = connection->command({"GET", "big"});
     ASSERT_FALSE(reply.ok());
-    EXPECT_EQ(connection->failure(), RedisFailure::kProtocol);
+    EXPECT_EQ(connection->failure(), RedisFailure::kTooLarge)
+        << "the value's fault, not the server's";
     EXPECT_EQ(reply.error().code(), Errc::kCorruptEntry);
     EXPECT_TRUE(connection->broken());
     EXPECT_LE(connection->bytes_in(), (1u << 20) + 2 * 64 * 1024);  // stopped reading at the bound

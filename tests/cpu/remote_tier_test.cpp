@@ -445,6 +445,82 @@ TEST_F(RemoteTierTest, AnEntryOverTheSizeCapIsNeitherSentNorRead) {
     EXPECT_TRUE(value_keys(*server).empty());
 }
 
+// A value planted over the cap (another node's larger max-size, anyone who may write) is a miss
+// for its key alone: the server stays in use for every other key.
+TEST_F(RemoteTierTest, AValueOverTheCapIsAMissThatDoesNotSetTheServerAside) {
+    auto server = start();
+    ASSERT_TRUE(server);
+    std::string key;
+    {
+        KernelCache writer(node(server->url()));
+        ASSERT_TRUE(writer.kernel("gelu:16", gelu, "gelu").ok());
+        ASSERT_TRUE(writer
+                        .kernel(
+                            "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
+                        .ok());
+        writer.wait_for_uploads();
+    }
+    for (const auto& k : value_keys(*server)) {
+        if (server->get(k)->find("gelu") != std::string::npos) key = k;
+    }
+    ASSERT_FALSE(key.empty());
+    ASSERT_TRUE(server->set(key, std::string(2 << 20, 'x')));
+    KernelCache cache(node(server->url() + "|max-size=1M"));
+    ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    ASSERT_TRUE(cache
+                    .kernel(
+                        "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
+                    .ok());
+    const CacheStats stats = cache.stats();
+    EXPECT_EQ(stats.remote_too_large, 1u);
+    EXPECT_EQ(stats.remote_breaker_openings, 0u);
+    EXPECT_EQ(stats.remote_hits, 1u) << "the other key is still read";
+}
+
+// A holder that ends without a value (its compile failed) leaves a marker: the nodes waiting on
+// its lease compile at once instead of taking it over one after another.
+TEST_F(RemoteTierTest, ALeaseReleasedWithoutAValueSendsItsWaitersToCompileAtOnce) {
+    auto server = start();
+    ASSERT_TRUE(server);
+    auto backends = store::remote::parse_remote_setting(server->url());
+    ASSERT_TRUE(backends.ok());
+    store::remote::RemoteOptions options;
+    options.backends = std::move(*backends);
+    auto holder = store::remote::RemoteTier::open(options);
+    ASSERT_TRUE(holder.ok());
+    const util::Fingerprint fingerprint{7, 7};
+    store::remote::Lease lease;
+    ASSERT_EQ((*holder)->take_lease(fingerprint, lease),
+              store::remote::RemoteTier::LeaseState::kWon);
+    auto other = store::remote::RemoteTier::open(options);
+    ASSERT_TRUE(other.ok());
+    store::remote::Lease none;
+    EXPECT_EQ((*other)->take_lease(fingerprint, none),
+              store::remote::RemoteTier::LeaseState::kHeld);
+    EXPECT_EQ((*other)->look_at_lease(fingerprint), store::remote::RemoteTier::LeaseSeen::kHeld);
+    lease.release(/*value_there=*/false);
+    EXPECT_EQ((*other)->look_at_lease(fingerprint), store::remote::RemoteTier::LeaseSeen::kNoValue);
+    store::remote::Lease second;
+    ASSERT_EQ((*holder)->take_lease(util::Fingerprint{8, 8}, second),
+              store::remote::RemoteTier::LeaseState::kWon);
+    second.release(/*value_there=*/true);
+    EXPECT_EQ((*other)->look_at_lease(util::Fingerprint{8, 8}),
+              store::remote::RemoteTier::LeaseSeen::kNone)
+        << "released with its value: nothing stands, and waiters find the value";
+}
+
+TEST_F(RemoteTierTest, ABackendThatRequiresSignaturesIsNeverWrittenByANodeThatCannotSign) {
+    auto server = start();
+    ASSERT_TRUE(server);
+    const std::string pub = temp_.path() + "/k.pub";
+    ASSERT_TRUE(store::remote::generate_ed25519_key(temp_.path() + "/k.key", pub).ok());
+    KernelCache cache(node(server->url() + "|require-signature|verify-key=" + pub));
+    ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    cache.wait_for_uploads();
+    EXPECT_EQ(cache.stats().remote_writes, 0u);
+    EXPECT_TRUE(value_keys(*server).empty()) << "no unsigned value for the fleet to refuse forever";
+}
+
 TEST_F(RemoteTierTest, TheEndOfAProcessNeverWaitsLongForAStoppedServer) {
     auto server = start();
     ASSERT_TRUE(server);

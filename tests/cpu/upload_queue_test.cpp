@@ -33,6 +33,7 @@ struct GatedSender {
             opened.wait();
             std::lock_guard lock(mutex);
             sent.push_back(upload.fingerprint.high);
+            return true;
         };
     }
 };
@@ -66,7 +67,7 @@ TEST(UploadQueueTest, AFullQueueDropsByEntriesAndByBytesAndRunsTheFollowUp) {
     EXPECT_FALSE(queue.push(upload_of(5))) << "three queued: full by entries";
     bool followed_up = false;
     Upload big = upload_of(6, 2000);
-    big.then = [&] { followed_up = true; };
+    big.then = [&](bool there) { followed_up = !there; };
     EXPECT_FALSE(queue.push(std::move(big))) << "over the byte bound";
     EXPECT_TRUE(followed_up) << "a dropped upload's lease is released at once";
     sender.gate.set_value();
@@ -77,10 +78,13 @@ TEST(UploadQueueTest, AFullQueueDropsByEntriesAndByBytesAndRunsTheFollowUp) {
 TEST(UploadQueueTest, FinishGivesTheGraceThenDropsTheRestWithoutWaitingForThem) {
     GatedSender sender;
     UploadQueue queue(sender.send(), 100, 1 << 20);
-    std::atomic<int> followed_up{0};
+    std::atomic<int> followed_up{0}, there{0};
     for (std::uint64_t i = 1; i <= 4; ++i) {
         Upload upload = upload_of(i);
-        upload.then = [&] { ++followed_up; };
+        upload.then = [&](bool sent) {
+            ++followed_up;
+            if (sent) ++there;
+        };
         queue.push(std::move(upload));
     }
     while (sender.started.load() == 0) std::this_thread::yield();
@@ -94,6 +98,7 @@ TEST(UploadQueueTest, FinishGivesTheGraceThenDropsTheRestWithoutWaitingForThem) 
     EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
     opener.join();
     EXPECT_EQ(followed_up.load(), 4) << "every upload's follow-up ran, sent or dropped";
+    EXPECT_EQ(there.load(), 1) << "and was told whether its value is there";
     EXPECT_FALSE(queue.push(upload_of(9))) << "nothing is taken after the end";
 }
 

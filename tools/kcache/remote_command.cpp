@@ -53,6 +53,7 @@ struct PingResult {
     double connect_ms = 0;
     double round_trip_ms = 0;  // the fastest of a few PINGs
     std::string writes;        // "allowed", "read-only (configured)", "refused: NOPERM ..."
+    std::string scripts;       // EVAL, which leases and the removal of corrupt values need
     std::string error;
 };
 
@@ -98,6 +99,10 @@ PingResult ping_server(const store::remote::RemoteBackend& backend,
     } else {
         result.writes = "allowed";
         std::ignore = (*connection)->command({"DEL", key});
+        auto script = (*connection)->command({"EVAL", "return 1", "0"});
+        result.scripts = !script              ? "unknown: " + script.error().message()
+                         : script->is_error() ? "refused: " + script->text
+                                              : "allowed";
     }
     return result;
 }
@@ -124,14 +129,18 @@ int remote_ping(const CacheOptions& options, bool json) {
                 server["connect_ms"] = result.connect_ms;
                 server["round_trip_ms"] = result.reachable ? result.round_trip_ms : 0.0;
                 put_bytes(server, "writes", result.writes);
+                put_bytes(server, "scripts", result.scripts);
                 put_bytes(server, "error", result.error);
                 servers.push_back(std::move(server));
                 continue;
             }
             if (result.reachable) {
-                std::printf("  %s: reachable, connect %.2f ms, round trip %.3f ms, writes %s\n",
+                std::printf("  %s: reachable, connect %.2f ms, round trip %.3f ms, writes %s%s\n",
                             escape_text(result.server).c_str(), result.connect_ms,
-                            result.round_trip_ms, escape_text(result.writes).c_str());
+                            result.round_trip_ms, escape_text(result.writes).c_str(),
+                            result.scripts.empty()
+                                ? ""
+                                : (", scripts (leases) " + escape_text(result.scripts)).c_str());
             } else {
                 std::printf("  %s: NOT reachable after %.2f ms: %s\n",
                             escape_text(result.server).c_str(), result.connect_ms,
@@ -162,13 +171,15 @@ int remote_push(const CacheOptions& options, const store::CacheDirectory& direct
     for (const auto& problem : report->problems) {
         std::fprintf(stderr, "kcache: push: %s\n", escape_text(problem).c_str());
     }
-    std::printf("%llu entries: %llu uploaded (%s), %llu there already, %llu bad, %llu failed\n",
-                static_cast<unsigned long long>(report->entries),
-                static_cast<unsigned long long>(report->uploaded),
-                util::format_size(report->bytes).c_str(),
-                static_cast<unsigned long long>(report->present),
-                static_cast<unsigned long long>(report->bad),
-                static_cast<unsigned long long>(report->failed));
+    std::printf(
+        "%llu entries: %llu uploaded (%s), %llu there already, %llu bad, %llu over a "
+        "max-size, %llu failed\n",
+        static_cast<unsigned long long>(report->entries),
+        static_cast<unsigned long long>(report->uploaded), util::format_size(report->bytes).c_str(),
+        static_cast<unsigned long long>(report->present),
+        static_cast<unsigned long long>(report->bad),
+        static_cast<unsigned long long>(report->too_large),
+        static_cast<unsigned long long>(report->failed));
     return report->failed == 0 && report->bad == 0 ? 0 : 1;
 }
 

@@ -30,7 +30,9 @@ struct Failed {
 };
 
 Error to_error(const std::string& name, RedisFailure kind, const std::string& what) {
-    const Errc code = kind == RedisFailure::kProtocol ? Errc::kCorruptEntry : Errc::kIoError;
+    const Errc code = kind == RedisFailure::kProtocol || kind == RedisFailure::kTooLarge
+                          ? Errc::kCorruptEntry
+                          : Errc::kIoError;
     return Error(code, "redis " + name + ": " + what);
 }
 
@@ -186,6 +188,8 @@ const char* redis_failure_name(RedisFailure failure) noexcept {
             return "io";
         case RedisFailure::kProtocol:
             return "protocol";
+        case RedisFailure::kTooLarge:
+            return "too large";
         case RedisFailure::kAuth:
             return "auth";
     }
@@ -321,10 +325,14 @@ Result<std::vector<RedisReply>> RedisConnection::exchange(
                 bytes_in_ += static_cast<std::uint64_t>(n);
                 auto fed =
                     reader_.feed(std::string_view(chunk.data(), static_cast<std::size_t>(n)));
-                if (!fed) return fail(RedisFailure::kProtocol, fed.error().message());
+                // Over the bound is the value's fault, not the server's (redis_server_client).
+                const auto unreadable = [&] {
+                    return reader_.over_bound() ? RedisFailure::kTooLarge : RedisFailure::kProtocol;
+                };
+                if (!fed) return fail(unreadable(), fed.error().message());
                 for (;;) {
                     auto next = reader_.next();
-                    if (!next) return fail(RedisFailure::kProtocol, next.error().message());
+                    if (!next) return fail(unreadable(), next.error().message());
                     if (!next->has_value()) break;
                     if (replies.size() == commands.size()) {
                         return fail(RedisFailure::kProtocol, "a reply nothing asked for");

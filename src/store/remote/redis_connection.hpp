@@ -32,7 +32,8 @@ enum class RedisFailure : std::uint8_t {
     kConnect,   // refused, unreachable, no such socket, name not resolved
     kTimeout,   // a deadline passed (connect, first byte or total)
     kIo,        // the connection broke (reset, closed by the server)
-    kProtocol,  // bytes that are not RESP, or a reply over the size bound
+    kProtocol,  // bytes that are not RESP
+    kTooLarge,  // a reply over the size bound: the value is at fault, not the server
     kAuth,      // AUTH or SELECT refused (WRONGPASS, NOPERM on SELECT, bad db)
 };
 const char* redis_failure_name(RedisFailure failure) noexcept;

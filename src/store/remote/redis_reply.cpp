@@ -138,6 +138,10 @@ ReplyReader::ReplyReader(std::size_t max_reply_bytes)
 
 ReplyReader::~ReplyReader() = default;
 
+bool ReplyReader::over_bound() const noexcept {
+    return state_->over_bound;
+}
+
 Result<void> ReplyReader::feed(std::string_view bytes) {
     ReaderState& state = *state_;
     if (state.failed) return *state.failed;
@@ -165,6 +169,7 @@ Result<void> ReplyReader::feed(std::string_view bytes) {
         delete reply;
     }
     if (!state.failed && state.buffered() > state.max_reply_bytes) {
+        state.over_bound = true;
         state.failed =
             protocol_error("a reply exceeds " + std::to_string(state.max_reply_bytes) + " bytes");
     }

@@ -45,6 +45,9 @@ public:
     // The next complete reply, nullopt while one is incomplete, kCorruptEntry for bytes that are
     // not RESP (after which the reader is unusable).
     Result<std::optional<RedisReply>> next();
+    // Whether the reader failed because a reply was over the bound (the value is at fault, not
+    // the server).
+    bool over_bound() const noexcept;
 
 private:
     struct State;

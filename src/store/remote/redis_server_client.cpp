@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "util/log.hpp"
+#include "util/try.hpp"
 
 namespace kcache::store::remote {
 namespace {
@@ -26,7 +27,7 @@ RedisServerClient::RedisServerClient(RedisEndpoint endpoint, Deadlines deadlines
       counters_(counters),
       breaker_(kFirstBackOff, kMaxBackOff) {}
 
-Result<std::unique_ptr<RedisConnection>> RedisServerClient::take() {
+Result<RedisServerClient::Taken> RedisServerClient::take() {
     if (!breaker_.allow()) {
         RemoteCounters::add(counters_.skipped);
         return Error(Errc::kIoError, name_ + " is set aside after a failure; retried later");
@@ -36,13 +37,17 @@ Result<std::unique_ptr<RedisConnection>> RedisServerClient::take() {
         if (!idle_.empty()) {
             auto connection = std::move(idle_.back());
             idle_.pop_back();
-            return connection;
+            return Taken{std::move(connection), true};
         }
     }
+    return open_new();
+}
+
+Result<RedisServerClient::Taken> RedisServerClient::open_new() {
     RedisFailure why = RedisFailure::kNone;
     auto opened = RedisConnection::open(endpoint_, deadlines_, max_reply_bytes_, &why);
     if (!opened) return failed(why, std::move(opened).error());
-    return std::move(opened).value();
+    return Taken{std::move(opened).value(), false};
 }
 
 void RedisServerClient::give_back(std::unique_ptr<RedisConnection> connection) {
@@ -51,9 +56,19 @@ void RedisServerClient::give_back(std::unique_ptr<RedisConnection> connection) {
 }
 
 Error RedisServerClient::failed(RedisFailure failure, Error error) {
+    if (failure == RedisFailure::kTooLarge) {
+        // A value over the cap: the server is fine, and the caller counts the value.
+        breaker_.succeeded();
+        return error;
+    }
     RemoteCounters::add(failure == RedisFailure::kTimeout ? counters_.timeouts : counters_.errors);
     if (breaker_.failed()) {
         RemoteCounters::add(counters_.breaker_openings);
+        {
+            // Connections to a server that failed are not trusted again.
+            std::lock_guard lock(pool_mutex_);
+            idle_.clear();
+        }
         util::warn_once("remote-down:" + name_,
                         "remote server set aside (lookups go on without "
                         "it; retried later): " +
@@ -62,34 +77,41 @@ Error RedisServerClient::failed(RedisFailure failure, Error error) {
     return error;
 }
 
-template <class T>
-Result<T> RedisServerClient::finish(std::unique_ptr<RedisConnection> connection, Result<T> result,
-                                    std::uint64_t in_before, std::uint64_t out_before) {
-    RemoteCounters::add(counters_.bytes_in, connection->bytes_in() - in_before);
-    RemoteCounters::add(counters_.bytes_out, connection->bytes_out() - out_before);
-    if (!result) return failed(connection->failure(), std::move(result).error());
-    breaker_.succeeded();
-    if (!connection->broken()) give_back(std::move(connection));
-    return result;
+template <class T, class Call>
+Result<T> RedisServerClient::run(Call call, RedisFailure* why) {
+    TRY_ASSIGN(Taken taken, take());
+    for (;;) {
+        RedisConnection& connection = *taken.connection;
+        const std::uint64_t in = connection.bytes_in(), out = connection.bytes_out();
+        Result<T> result = call(connection);
+        RemoteCounters::add(counters_.bytes_in, connection.bytes_in() - in);
+        RemoteCounters::add(counters_.bytes_out, connection.bytes_out() - out);
+        if (result) {
+            breaker_.succeeded();
+            if (!connection.broken()) give_back(std::move(taken.connection));
+            return result;
+        }
+        // An idle connection the server closed meanwhile (a restart, its idle timeout) fails at
+        // once: one new connection is tried before the server is held at fault.
+        if (taken.reused && connection.failure() == RedisFailure::kIo) {
+            TRY_ASSIGN(taken, open_new());
+            continue;
+        }
+        if (why != nullptr) *why = connection.failure();
+        return failed(connection.failure(), std::move(result).error());
+    }
 }
 
-Result<RedisReply> RedisServerClient::command(const std::vector<std::string_view>& args) {
-    auto taken = take();
-    if (!taken) return std::move(taken).error();
-    std::unique_ptr<RedisConnection> connection = std::move(*taken);
-    const std::uint64_t in = connection->bytes_in(), out = connection->bytes_out();
-    auto reply = connection->command(args);
-    return finish(std::move(connection), std::move(reply), in, out);
+Result<RedisReply> RedisServerClient::command(const std::vector<std::string_view>& args,
+                                              RedisFailure* why) {
+    return run<RedisReply>([&](RedisConnection& connection) { return connection.command(args); },
+                           why);
 }
 
 Result<std::vector<RedisReply>> RedisServerClient::pipeline(
     const std::vector<std::vector<std::string_view>>& commands, std::chrono::milliseconds total) {
-    auto taken = take();
-    if (!taken) return std::move(taken).error();
-    std::unique_ptr<RedisConnection> connection = std::move(*taken);
-    const std::uint64_t in = connection->bytes_in(), out = connection->bytes_out();
-    auto replies = connection->pipeline(commands, total);
-    return finish(std::move(connection), std::move(replies), in, out);
+    return run<std::vector<RedisReply>>(
+        [&](RedisConnection& connection) { return connection.pipeline(commands, total); });
 }
 
 }  // namespace kcache::store::remote

@@ -26,7 +26,10 @@ public:
     // when the breaker has set the server aside (counted as skipped, nothing sent) or the request
     // failed (counted as a timeout or an error; the breaker opens, and the first failure of a
     // period is warned of once).
-    Result<RedisReply> command(const std::vector<std::string_view>& args);
+    // `why`, if given, says how a failed request failed (kTooLarge: a value over the cap, which
+    // the caller counts, once per value).
+    Result<RedisReply> command(const std::vector<std::string_view>& args,
+                               RedisFailure* why = nullptr);
     Result<std::vector<RedisReply>> pipeline(
         const std::vector<std::vector<std::string_view>>& commands,
         std::chrono::milliseconds total);
@@ -36,14 +39,21 @@ public:
     bool set_aside() const { return breaker_.open(); }
 
 private:
+    struct Taken {
+        std::unique_ptr<RedisConnection> connection;
+        bool reused = false;  // from the pool: the server may have closed it meanwhile
+    };
     // A connection from the pool or a new one; an Error (counted) when none can be had.
-    Result<std::unique_ptr<RedisConnection>> take();
+    Result<Taken> take();
+    Result<Taken> open_new();
     void give_back(std::unique_ptr<RedisConnection> connection);
-    // Counts the failure of `connection`'s last call (or of connecting), feeds the breaker.
+    // Counts a failure of a call (or of connecting) and feeds the breaker; a value over the size
+    // cap is the value's fault: neither.
     Error failed(RedisFailure failure, Error error);
-    template <class T>
-    Result<T> finish(std::unique_ptr<RedisConnection> connection, Result<T> result,
-                     std::uint64_t in_before, std::uint64_t out_before);
+    // `call` on a connection, counted; a reused connection that the server had closed is replaced
+    // once.
+    template <class T, class Call>
+    Result<T> run(Call call, RedisFailure* why = nullptr);
 
     const RedisEndpoint endpoint_;
     const std::string name_;

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/remote/remote_backend.hpp"
 
+#include <algorithm>
 #include <utility>
 
+#include "store/cache_directory.hpp"
 #include "store/remote/rendezvous.hpp"
 #include "util/files.hpp"
 #include "util/log.hpp"
@@ -36,7 +38,10 @@ RemoteBackend::RemoteBackend(RemoteBackendConfig config, RemoteCounters& counter
     deadlines.connect = config_.connect_timeout;
     deadlines.total = config_.timeout;
     deadlines.first_byte = config_.first_byte_timeout.value_or(config_.timeout);
-    // A reply holds at most one value and a little framing.
+    // No value is larger than a disk entry may be (plus its signature); a reply holds at most one
+    // value and a little framing.
+    config_.max_value_bytes =
+        std::min<std::uint64_t>(config_.max_value_bytes, kMaxEntryBytes + 4096);
     const std::size_t max_reply = static_cast<std::size_t>(config_.max_value_bytes) + 4096;
     for (const Shard& shard : config_.shards) {
         servers_.push_back(
@@ -69,9 +74,13 @@ Result<std::unique_ptr<RemoteBackend>> RemoteBackend::open(
         return Error(Errc::kInvalidArgument,
                      config.redacted() + ": require-signature needs at least one verify-key");
     }
+    // A backend that requires signatures takes only signed values: a node that cannot sign must
+    // not fill it with values every node would refuse (and SET NX would keep).
+    const bool unsigned_writer = config.require_signature && !signer;
     std::unique_ptr<RemoteBackend> backend(new RemoteBackend(std::move(config), counters));
     backend->signer_ = std::move(signer);
     backend->verifier_ = std::move(verifier);
+    if (unsigned_writer) backend->read_only_.store(true, std::memory_order_relaxed);
     return backend;
 }
 

@@ -29,7 +29,8 @@ public:
 
     // "<prefix>:<fingerprint hex>": the value's key.
     std::string value_key(const util::Fingerprint& fingerprint) const;
-    // "<prefix>:lease:<fingerprint hex>": the lease's key, on the value's server.
+    // "<prefix>:lease:<fingerprint hex>": the lease's key, kept on the value's server
+    // (server_for(value_key(...))), so that a shard's keys and their leases live and die together.
     std::string lease_key(const util::Fingerprint& fingerprint) const;
     // The server that holds `key`.
     RedisServerClient& server_for(std::string_view key);
@@ -41,7 +42,8 @@ public:
     const RemoteBackendConfig& config() const noexcept { return config_; }
     const Signer* signer() const noexcept { return signer_ ? &*signer_ : nullptr; }
     const Verifier& verifier() const noexcept { return verifier_; }
-    // Not read-only by configuration, and no write was refused for permissions.
+    // Not read-only by configuration, not a backend that requires signatures without a key to
+    // sign with, and no write was refused for permissions.
     bool writable() const noexcept { return !read_only_.load(std::memory_order_relaxed); }
     // A write refused with NOPERM: read-only for the rest of the process, said once.
     void refuse_writes(std::string_view why);

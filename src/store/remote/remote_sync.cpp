@@ -12,8 +12,10 @@
 namespace kcache::store::remote {
 namespace {
 
-// Keys asked per SCAN step, and fingerprints asked per pipelined round of a pull.
+// Keys asked per SCAN step, the most steps one server may take (a server that never ends its
+// scan must not hold `kcache pull` forever), and fingerprints asked per pipelined round of a pull.
 constexpr std::string_view kScanCount = "1000";
+constexpr int kMaxScanSteps = 100000;
 constexpr std::size_t kPullRound = 256;
 
 // A pipeline of n requests gets the backend's timeout once per this many of them, so that a
@@ -63,9 +65,13 @@ void push_batch(std::vector<Pending>& batch, RemoteTier& remote, PushReport& rep
             std::vector<std::size_t> missing;
             for (std::size_t n = 0; n < indices.size(); ++n) {
                 const RedisReply& reply = (*there)[n];
-                if (reply.type != RedisReply::Type::kInteger || reply.integer == 0) {
-                    missing.push_back(indices[n]);
+                if (reply.type == RedisReply::Type::kInteger && reply.integer != 0) continue;
+                // What a lookup would not read is not sent.
+                if (batch[indices[n]].entry.size() + 4096 > backend->config().max_value_bytes) {
+                    ++report.too_large;
+                    continue;
                 }
+                missing.push_back(indices[n]);
             }
             if (missing.empty()) continue;
             std::vector<std::string> values;
@@ -163,10 +169,21 @@ std::vector<util::Fingerprint> scan_fingerprints(RemoteTier& remote, PullReport&
     std::vector<util::Fingerprint> found;
     for (const auto& backend : remote.backends()) {
         const std::string prefix = backend->config().prefix + ":";
-        const std::string pattern = prefix + "*";
+        // The prefix as a glob matches itself only.
+        std::string pattern;
+        for (const char c : prefix) {
+            if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') pattern += '\\';
+            pattern += c;
+        }
+        pattern += '*';
         for (const auto& server : backend->servers()) {
             std::string cursor = "0";
+            int steps = 0;
             do {
+                if (++steps > kMaxScanSteps) {
+                    report.problems.push_back(server->name() + ": SCAN did not end; stopped");
+                    break;
+                }
                 auto reply =
                     server->command({"SCAN", cursor, "MATCH", pattern, "COUNT", kScanCount});
                 if (!reply || reply->type != RedisReply::Type::kArray ||
@@ -217,6 +234,7 @@ void pull_from(RemoteBackend& backend, RemoteTier& remote, DiskStore& disk,
                 const RedisReply& size = (*sizes)[n];
                 if (size.type != RedisReply::Type::kInteger || size.integer <= 0) continue;
                 const auto length = static_cast<std::uint64_t>(size.integer);
+                if (length > backend.config().max_value_bytes) continue;  // a lookup's rule
                 if (!round.empty() && bytes + length > batch_bytes) break;
                 round.push_back(indices[n]);
                 bytes += length;

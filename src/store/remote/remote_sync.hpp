@@ -23,12 +23,13 @@ using SyncObserver =
     std::function<void(const std::string& fingerprint, std::size_t index, std::size_t total)>;
 
 struct PushReport {
-    std::uint64_t entries = 0;   // local entries looked at
-    std::uint64_t uploaded = 0;  // values stored on some backend
-    std::uint64_t present = 0;   // every writable backend had it already
-    std::uint64_t bad = 0;       // local entries that do not decode (not uploaded)
-    std::uint64_t failed = 0;    // refused or not sent (server down, OOM, NOPERM)
-    std::uint64_t bytes = 0;     // bytes uploaded
+    std::uint64_t entries = 0;    // local entries looked at
+    std::uint64_t uploaded = 0;   // values stored on some backend
+    std::uint64_t present = 0;    // every writable backend had it already
+    std::uint64_t bad = 0;        // local entries that do not decode (not uploaded)
+    std::uint64_t too_large = 0;  // over a backend's max-size (not uploaded there)
+    std::uint64_t failed = 0;     // refused or not sent (server down, OOM, NOPERM)
+    std::uint64_t bytes = 0;      // bytes uploaded
     std::vector<std::string> problems;
 };
 

@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 #include <tuple>
 #include <utility>
@@ -16,9 +17,13 @@ namespace {
 
 // Compare-and-delete and compare-and-renew: a lease is released or extended only by the holder
 // whose token it still holds, never after it expired and another node took it.
+// A holder whose value is not there (its compile failed, its upload was refused or dropped)
+// leaves a marker instead, for the lease's time: the nodes waiting on it then compile at once
+// rather than take the lease over one after another.
 constexpr std::string_view kReleaseScript =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
-    "else return 0 end";
+    "if redis.call('get', KEYS[1]) == ARGV[1] then if ARGV[2] == '1' then "
+    "return redis.call('del', KEYS[1]) else return redis.call('set', KEYS[1], ARGV[3], 'PX', "
+    "ARGV[4]) end else return 0 end";
 // A corrupt value is removed only if it is still the bytes that were read (by their SHA-1, which
 // Redis's Lua can compute), so that a good value another node wrote meanwhile stays.
 constexpr std::string_view kRemoveIfSameScript =
@@ -29,6 +34,22 @@ constexpr std::string_view kRenewScript =
     "ARGV[2]) else return 0 end";
 
 constexpr std::size_t kMaxRejectionsRemembered = 4096;
+
+// What a released lease without a value leaves under the lease's key.
+constexpr std::string_view kNoValueMarker = "no-value";
+
+// A lease renewed every third of its time needs some time to work with.
+constexpr std::chrono::milliseconds kShortestLease{300};
+
+// A failed or refused script (no EVAL for this ACL user, say) is said once: leases that are not
+// renewed expire under their holders, and corrupt values stay.
+void check_script_reply(const Result<RedisReply>& reply, const RemoteBackend& backend,
+                        std::string_view what) {
+    if (reply && !reply->is_error()) return;
+    util::warn_once("remote-script:" + backend.name(),
+                    "remote " + std::string(what) + " on " + backend.name() +
+                        " failed: " + (reply ? reply->text : reply.error().message()));
+}
 
 std::string sha1_hex(std::string_view bytes) {
     unsigned char digest[EVP_MAX_MD_SIZE];
@@ -81,8 +102,8 @@ Lease::~Lease() {
     release();
 }
 
-void Lease::release() noexcept {
-    if (tier_ != nullptr) std::exchange(tier_, nullptr)->release(fingerprint_, id_);
+void Lease::release(bool value_there) noexcept {
+    if (tier_ != nullptr) std::exchange(tier_, nullptr)->release(fingerprint_, id_, value_there);
 }
 
 RemoteTier::RemoteTier(RemoteOptions options)
@@ -90,6 +111,7 @@ RemoteTier::RemoteTier(RemoteOptions options)
       token_prefix_(host_name() + ":" + std::to_string(getpid()) + ":" + random_hex()) {}
 
 Result<std::unique_ptr<RemoteTier>> RemoteTier::open(RemoteOptions options) {
+    options.lease_time = std::max(options.lease_time, kShortestLease);
     std::unique_ptr<RemoteTier> tier(new RemoteTier(std::move(options)));
     for (const RemoteBackendConfig& config : tier->options_.backends) {
         TRY_ASSIGN(auto backend, RemoteBackend::open(config, tier->options_.environment_password,
@@ -98,7 +120,7 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(RemoteOptions options) {
     }
     RemoteTier* self = tier.get();
     tier->uploads_ =
-        std::make_unique<UploadQueue>([self](const Upload& upload) { self->send(upload); },
+        std::make_unique<UploadQueue>([self](const Upload& upload) { return self->send(upload); },
                                       tier->options_.queue_entries, tier->options_.queue_bytes);
     tier->renewer_ = std::thread([self] { self->renew_leases(); });
     return tier;
@@ -106,19 +128,24 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(RemoteOptions options) {
 
 RemoteTier::~RemoteTier() {
     finish_uploads(options_.exit_grace);
-    {
-        std::lock_guard lock(leases_mutex_);
-        stopping_ = true;
-        leases_changed_.notify_all();
-    }
-    if (renewer_.joinable()) renewer_.join();
+    stop_renewing();
 }
 
 std::shared_ptr<const VerifiedArtifact> RemoteTier::get(const util::Fingerprint& fingerprint) {
     for (auto& backend : backends_) {
         const std::string key = backend->value_key(fingerprint);
-        auto reply = backend->server_for(key).command({"GET", key});
-        if (!reply || reply->is_nil()) continue;  // failures are counted by the server client
+        RedisFailure why = RedisFailure::kNone;
+        auto reply = backend->server_for(key).command({"GET", key}, &why);
+        if (!reply && why == RedisFailure::kTooLarge && first_rejection(fingerprint, "too large")) {
+            RemoteCounters::add(counters_.too_large);
+        }
+        if (!reply || reply->is_nil()) continue;  // other failures: counted by the server client
+        if (reply->is_error()) {  // LOADING, NOPERM for this user, WRONGTYPE: the server's say
+            RemoteCounters::add(counters_.errors);
+            util::warn_once("remote-read:" + backend->name(),
+                            "remote read from " + backend->name() + " refused: " + reply->text);
+            continue;
+        }
         if (auto artifact = check_value(*backend, fingerprint, *reply)) return artifact;
     }
     return nullptr;
@@ -130,7 +157,7 @@ std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(
     // A value rejected before (a miss asks the tiers more than once, and a signature reject is
     // not removed) is not counted or said again.
     const auto reject = [&](std::atomic<std::uint64_t>& counter) {
-        if (!first_rejection(fingerprint, reply)) return false;
+        if (!first_rejection(fingerprint, sha1_hex(reply.text))) return false;
         RemoteCounters::add(counter);
         return true;
     };
@@ -144,8 +171,9 @@ std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(
         if (backend.writable() && reply.type == RedisReply::Type::kString) {
             const std::string digest = sha1_hex(reply.text);
             if (!digest.empty()) {
-                std::ignore = backend.server_for(key).command(
-                    {"EVAL", kRemoveIfSameScript, "1", key, digest});
+                check_script_reply(backend.server_for(key).command(
+                                       {"EVAL", kRemoveIfSameScript, "1", key, digest}),
+                                   backend, "removal of a corrupt value");
             }
         }
         return nullptr;
@@ -177,8 +205,7 @@ std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(
     return std::move(artifact).value();
 }
 
-bool RemoteTier::first_rejection(const util::Fingerprint& fingerprint, const RedisReply& reply) {
-    const std::string digest = sha1_hex(reply.text);
+bool RemoteTier::first_rejection(const util::Fingerprint& fingerprint, const std::string& digest) {
     std::lock_guard lock(rejected_mutex_);
     const std::pair key{fingerprint.high, fingerprint.low};
     if (auto it = rejected_.find(key); it != rejected_.end() && it->second == digest) return false;
@@ -203,12 +230,13 @@ void RemoteTier::put(const util::Fingerprint& fingerprint, std::string entry, Le
     if (lease) {
         // The lease goes with the upload: released by the queue's thread once the value is sent.
         auto held = std::make_shared<Lease>(std::move(lease));
-        upload.then = [held] { held->release(); };
+        upload.then = [held](bool there) { held->release(there); };
     }
     if (!uploads_->push(std::move(upload))) RemoteCounters::add(counters_.writes_dropped);
 }
 
-void RemoteTier::send(const Upload& upload) {
+bool RemoteTier::send(const Upload& upload) {
+    bool there = false;
     for (auto& backend : backends_) {
         if (!backend->writable()) continue;
         const std::string key = backend->value_key(upload.fingerprint);
@@ -218,8 +246,10 @@ void RemoteTier::send(const Upload& upload) {
             continue;
         }
         auto reply = backend->server_for(key).command({"SET", key, value, "NX"});
-        if (reply) count_write(*backend, *reply);  // a failure is counted by the server client
+        // A failure is counted by the server client.
+        if (reply && count_write(*backend, *reply)) there = true;
     }
+    return there;
 }
 
 bool RemoteTier::count_write(RemoteBackend& backend, const RedisReply& reply) {
@@ -252,6 +282,7 @@ RemoteTier::LeaseState RemoteTier::take_lease(const util::Fingerprint& fingerpri
     RemoteBackend* backend = lease_backend();
     if (backend == nullptr) return LeaseState::kNoLease;
     const std::string key = backend->lease_key(fingerprint);
+    RedisServerClient& server = backend->server_for(backend->value_key(fingerprint));
     std::uint64_t id = 0;
     std::string token;
     {
@@ -260,7 +291,7 @@ RemoteTier::LeaseState RemoteTier::take_lease(const util::Fingerprint& fingerpri
         token = token_prefix_ + ":" + std::to_string(id);
     }
     const std::string ttl = std::to_string(options_.lease_time.count());
-    auto reply = backend->server_for(key).command({"SET", key, token, "NX", "PX", ttl});
+    auto reply = server.command({"SET", key, token, "NX", "PX", ttl});
     if (!reply) return LeaseState::kNoLease;
     if (reply->is_nil()) return LeaseState::kHeld;
     if (reply->is_error()) {
@@ -272,7 +303,7 @@ RemoteTier::LeaseState RemoteTier::take_lease(const util::Fingerprint& fingerpri
     }
     {
         std::lock_guard lock(leases_mutex_);
-        leases_.emplace(id, HeldLease{fingerprint, std::move(token)});
+        leases_.emplace(id, HeldLease{fingerprint, std::move(token), backend});
     }
     lease = Lease();
     lease.tier_ = this;
@@ -281,12 +312,13 @@ RemoteTier::LeaseState RemoteTier::take_lease(const util::Fingerprint& fingerpri
     return LeaseState::kWon;
 }
 
-bool RemoteTier::lease_held(const util::Fingerprint& fingerprint) {
+RemoteTier::LeaseSeen RemoteTier::look_at_lease(const util::Fingerprint& fingerprint) {
     RemoteBackend* backend = lease_backend();
-    if (backend == nullptr) return false;
+    if (backend == nullptr) return LeaseSeen::kNone;
     const std::string key = backend->lease_key(fingerprint);
-    auto reply = backend->server_for(key).command({"EXISTS", key});
-    return reply && reply->type == RedisReply::Type::kInteger && reply->integer > 0;
+    auto reply = backend->server_for(backend->value_key(fingerprint)).command({"GET", key});
+    if (!reply || reply->type != RedisReply::Type::kString) return LeaseSeen::kNone;
+    return reply->text == kNoValueMarker ? LeaseSeen::kNoValue : LeaseSeen::kHeld;
 }
 
 void RemoteTier::count_lease(LeaseState state, bool takeover) noexcept {
@@ -299,19 +331,24 @@ void RemoteTier::count_lease_wait_timeout() noexcept {
     RemoteCounters::add(counters_.lease_wait_timeouts);
 }
 
-void RemoteTier::release(const util::Fingerprint& fingerprint, std::uint64_t id) noexcept {
-    std::string token;
+void RemoteTier::release(const util::Fingerprint& fingerprint, std::uint64_t id,
+                         bool value_there) noexcept {
+    HeldLease held;
     {
         std::lock_guard lock(leases_mutex_);
         auto it = leases_.find(id);
         if (it == leases_.end()) return;
-        token = std::move(it->second.token);
+        held = std::move(it->second);
         leases_.erase(it);
     }
-    RemoteBackend* backend = lease_backend();
-    if (backend == nullptr) return;  // it expires by itself
-    const std::string key = backend->lease_key(fingerprint);
-    std::ignore = backend->server_for(key).command({"EVAL", kReleaseScript, "1", key, token});
+    // On the backend it was taken on, whatever has happened to the others since.
+    RemoteBackend& backend = *held.backend;
+    const std::string key = backend.lease_key(fingerprint);
+    const std::string ttl = std::to_string(options_.lease_time.count());
+    check_script_reply(backend.server_for(backend.value_key(fingerprint))
+                           .command({"EVAL", kReleaseScript, "1", key, held.token,
+                                     value_there ? "1" : "0", kNoValueMarker, ttl}),
+                       backend, "lease release");
 }
 
 void RemoteTier::renew_leases() {
@@ -324,16 +361,25 @@ void RemoteTier::renew_leases() {
         held.reserve(leases_.size());
         for (const auto& [id, lease] : leases_) held.push_back(lease);
         lock.unlock();
-        RemoteBackend* backend = lease_backend();
         const std::string ttl = std::to_string(options_.lease_time.count());
         for (const HeldLease& lease : held) {
-            if (backend == nullptr) break;
-            const std::string key = backend->lease_key(lease.fingerprint);
-            std::ignore = backend->server_for(key).command(
-                {"EVAL", kRenewScript, "1", key, lease.token, ttl});
+            RemoteBackend& backend = *lease.backend;
+            const std::string key = backend.lease_key(lease.fingerprint);
+            check_script_reply(backend.server_for(backend.value_key(lease.fingerprint))
+                                   .command({"EVAL", kRenewScript, "1", key, lease.token, ttl}),
+                               backend, "lease renewal");
         }
         lock.lock();
     }
+}
+
+void RemoteTier::stop_renewing() {
+    {
+        std::lock_guard lock(leases_mutex_);
+        stopping_ = true;
+        leases_changed_.notify_all();
+    }
+    if (renewer_.joinable()) renewer_.join();
 }
 
 void RemoteTier::drain_uploads() {

@@ -58,10 +58,12 @@ public:
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
     explicit operator bool() const noexcept { return tier_ != nullptr; }
+    // Releases it now. Without the value there (a failed compile, a refused upload: what a lease
+    // destroyed unreleased assumes) it leaves a marker that sends its waiters to compile at once.
+    void release(bool value_there = false) noexcept;
 
 private:
     friend class RemoteTier;
-    void release() noexcept;
 
     RemoteTier* tier_ = nullptr;
     util::Fingerprint fingerprint_;
@@ -105,8 +107,10 @@ public:
         kNoLease,  // no writable backend answered: compile without one
     };
     LeaseState take_lease(const util::Fingerprint& fingerprint, Lease& lease);
-    // Whether another node's lease on the fingerprint still stands (false when none can be asked).
-    bool lease_held(const util::Fingerprint& fingerprint);
+    // What stands at another node's lease: nothing (released, expired, or no server to ask), the
+    // lease, or the marker of a holder that ended without a value (compile here, at once).
+    enum class LeaseSeen : std::uint8_t { kNone, kHeld, kNoValue };
+    LeaseSeen look_at_lease(const util::Fingerprint& fingerprint);
     void count_lease(LeaseState state, bool takeover) noexcept;
     void count_lease_wait_timeout() noexcept;
 
@@ -114,6 +118,8 @@ public:
     void drain_uploads();
     // Uploads the queue still holds get `grace` to be sent; later puts are dropped (exit).
     void finish_uploads(std::chrono::milliseconds grace);
+    // Stops the renewal of held leases (exit: they expire by themselves).
+    void stop_renewing();
 
     RemoteStats stats() const noexcept { return counters_.snapshot(); }
     const std::vector<std::unique_ptr<RemoteBackend>>& backends() const noexcept {
@@ -125,13 +131,13 @@ public:
 
 private:
     explicit RemoteTier(RemoteOptions options);
-    void send(const Upload& upload);
+    bool send(const Upload& upload);
     // The backend whose lease server decides for the fingerprint: the first writable one.
     RemoteBackend* lease_backend();
-    void release(const util::Fingerprint& fingerprint, std::uint64_t id) noexcept;
+    void release(const util::Fingerprint& fingerprint, std::uint64_t id, bool value_there) noexcept;
     void renew_leases();
-    // False when this very value was rejected under the fingerprint before.
-    bool first_rejection(const util::Fingerprint& fingerprint, const RedisReply& reply);
+    // False when this very value (by its digest) was rejected under the fingerprint before.
+    bool first_rejection(const util::Fingerprint& fingerprint, const std::string& digest);
 
     friend class Lease;
     RemoteOptions options_;
@@ -148,6 +154,7 @@ private:
     struct HeldLease {
         util::Fingerprint fingerprint;
         std::string token;
+        RemoteBackend* backend = nullptr;  // where it was taken: renewed and released there
     };
     std::map<std::uint64_t, HeldLease> leases_;  // guarded by leases_mutex_
     std::uint64_t next_lease_id_ = 1;            // guarded by leases_mutex_

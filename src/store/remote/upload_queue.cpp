@@ -27,7 +27,7 @@ bool UploadQueue::push(Upload upload) {
             return true;
         }
     }
-    if (upload.then) upload.then();
+    if (upload.then) upload.then(false);
     return false;
 }
 
@@ -41,8 +41,8 @@ void UploadQueue::run() {
         bytes_ -= upload.entry.size();
         sending_ = true;
         lock.unlock();
-        send_(upload);
-        if (upload.then) upload.then();
+        const bool there = send_(upload);
+        if (upload.then) upload.then(there);
         lock.lock();
         sending_ = false;
         changed_.notify_all();
@@ -66,7 +66,7 @@ std::size_t UploadQueue::finish(std::chrono::milliseconds grace) {
     }
     if (thread_.joinable()) thread_.join();
     for (Upload& upload : dropped) {
-        if (upload.then) upload.then();
+        if (upload.then) upload.then(false);
     }
     return dropped.size();
 }

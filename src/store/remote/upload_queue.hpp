@@ -22,14 +22,16 @@ namespace kcache::store::remote {
 struct Upload {
     util::Fingerprint fingerprint;
     std::string entry;  // the disk entry's bytes
-    // Runs after the upload was sent (or dropped): a lease is released only once its value is
-    // there to be found, so that nodes waiting on it do not compile it themselves.
-    std::function<void()> then;
+    // Runs after the upload was sent (or dropped), told whether the value is now there to be
+    // found: a lease is released only then, so that nodes waiting on it do not compile it
+    // themselves, and says whether they will find it.
+    std::function<void(bool there)> then;
 };
 
 class UploadQueue {
 public:
-    using Send = std::function<void(const Upload&)>;
+    // True when the value is now stored (or was there already).
+    using Send = std::function<bool(const Upload&)>;
 
     UploadQueue(Send send, std::size_t max_entries, std::uint64_t max_bytes);
     // finish() with no grace: what is queued is dropped.
