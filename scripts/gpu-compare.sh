@@ -13,6 +13,10 @@ BIN=.gpu-bin
 ROUNDS=${ROUNDS:-3}
 MODE=${MODE:-hit}
 mkdir -p "$OUT"
+# The remote tier's libraries, carried (scripts/build-for-gpu.sh), for a build that links them.
+if [ -d "$BIN/deps" ]; then
+  export LD_LIBRARY_PATH="$PWD/$BIN/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 {
   echo "# $MODE: two builds in turns"
   echo
