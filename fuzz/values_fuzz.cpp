@@ -32,8 +32,8 @@ bool accepted_by_type(const Setting& setting, std::string_view text) {
             return parse_size(text).ok();
         case SettingType::kPath:
             return !text.empty();
-        case SettingType::kString:
-            return true;
+        case SettingType::kString:  // any text, unless the setting has rules of its own
+            return setting.check == nullptr || setting.check(text).ok();
         case SettingType::kLog:
             return kcache::util::is_log_setting(text);
     }

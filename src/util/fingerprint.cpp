@@ -23,25 +23,6 @@ std::string Fingerprint::hex() const {
     return text;
 }
 
-std::optional<Fingerprint> Fingerprint::from_hex(std::string_view text) {
-    if (text.size() != 32) return std::nullopt;
-    Fingerprint fingerprint;
-    for (std::size_t i = 0; i < 32; ++i) {
-        const char c = text[i];
-        int digit = 0;
-        if (c >= '0' && c <= '9') {
-            digit = c - '0';
-        } else if (c >= 'a' && c <= 'f') {
-            digit = c - 'a' + 10;
-        } else {
-            return std::nullopt;
-        }
-        std::uint64_t& word = i < 16 ? fingerprint.high : fingerprint.low;
-        word = (word << 4) | static_cast<std::uint64_t>(digit);
-    }
-    return fingerprint;
-}
-
 FingerprintBuilder::FingerprintBuilder()
     : kernels_(&xxh3::kernels()), state_(kernels_->create_state()) {
     kernels_->reset(state_);

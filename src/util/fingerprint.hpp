@@ -18,8 +18,6 @@ struct Fingerprint {
     bool operator==(const Fingerprint&) const = default;
     // 32 lowercase hex digits, high word first.
     std::string hex() const;
-    // The inverse of hex(): nullopt unless exactly 32 lowercase hex digits.
-    static std::optional<Fingerprint> from_hex(std::string_view text);
 };
 
 // Incremental XXH3-128. Each field is length-prefixed so that ("ab","c") and ("a","bc") differ.

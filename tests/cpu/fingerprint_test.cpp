@@ -111,19 +111,3 @@ TEST(Fingerprint, HexIsHighWordThenLowWordZeroPadded) {
 
 }  // namespace
 }  // namespace kcache::util
-
-namespace kcache::util {
-namespace {
-
-TEST(FingerprintHexTest, FromHexIsTheInverseOfHexAndRefusesAnythingElse) {
-    const Fingerprint fingerprint{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
-    EXPECT_EQ(Fingerprint::from_hex(fingerprint.hex()), fingerprint);
-    EXPECT_FALSE(Fingerprint::from_hex(""));
-    EXPECT_FALSE(Fingerprint::from_hex(fingerprint.hex().substr(1)));
-    EXPECT_FALSE(Fingerprint::from_hex(fingerprint.hex() + "0"));
-    EXPECT_FALSE(Fingerprint::from_hex("0123456789ABCDEFfedcba9876543210")) << "lowercase only";
-    EXPECT_FALSE(Fingerprint::from_hex("0123456789abcdeffedcba987654321g"));
-}
-
-}  // namespace
-}  // namespace kcache::util

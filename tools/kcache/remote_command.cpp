@@ -8,6 +8,7 @@
 
 #include "cache/remote_options.hpp"
 #include "store/disk_store.hpp"
+#include "store/key_index.hpp"
 #include "store/remote/redis_connection.hpp"
 #include "store/remote/remote_sync.hpp"
 #include "store/remote/signature.hpp"
@@ -188,7 +189,7 @@ int remote_pull(const CacheOptions& options, std::shared_ptr<store::CacheDirecto
                 std::uint64_t batch_bytes) {
     std::vector<util::Fingerprint> wanted;
     for (const auto& text : fingerprints) {
-        auto fingerprint = util::Fingerprint::from_hex(text);
+        auto fingerprint = store::parse_fingerprint(text);
         if (!fingerprint) {
             std::fprintf(stderr, "kcache: pull: '%s' is not a fingerprint (32 hex digits)\n",
                          escape_text(text).c_str());

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "store/disk_catalog.hpp"
+#include "store/key_index.hpp"
 #include "util/try.hpp"
 
 namespace kcache::store::remote {
@@ -136,7 +137,7 @@ Result<PushReport> push_entries(const CacheDirectory& directory, RemoteTier& rem
     for (std::size_t index = 0; index < entries.size(); ++index) {
         const CatalogEntry& entry = entries[index];
         if (observer) observer(entry.fingerprint, index, entries.size());
-        const auto fingerprint = util::Fingerprint::from_hex(entry.fingerprint);
+        const auto fingerprint = parse_fingerprint(entry.fingerprint);
         if (!entry.problem.empty() || !fingerprint) {
             ++report.bad;
             report.problems.push_back(entry.path + ": " + entry.problem);
@@ -195,7 +196,7 @@ std::vector<util::Fingerprint> scan_fingerprints(RemoteTier& remote, PullReport&
                 cursor = reply->elements[0].text;
                 for (const RedisReply& key : reply->elements[1].elements) {
                     const auto fingerprint =
-                        util::Fingerprint::from_hex(std::string_view(key.text).substr(
+                        parse_fingerprint(std::string_view(key.text).substr(
                             std::min(key.text.size(), prefix.size())));
                     if (!key.text.starts_with(prefix) || !fingerprint) continue;  // leases
                     if (seen.emplace(fingerprint->high, fingerprint->low).second) {
