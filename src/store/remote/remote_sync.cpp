@@ -195,9 +195,8 @@ std::vector<util::Fingerprint> scan_fingerprints(RemoteTier& remote, PullReport&
                 }
                 cursor = reply->elements[0].text;
                 for (const RedisReply& key : reply->elements[1].elements) {
-                    const auto fingerprint =
-                        parse_fingerprint(std::string_view(key.text).substr(
-                            std::min(key.text.size(), prefix.size())));
+                    const auto fingerprint = parse_fingerprint(std::string_view(key.text).substr(
+                        std::min(key.text.size(), prefix.size())));
                     if (!key.text.starts_with(prefix) || !fingerprint) continue;  // leases
                     if (seen.emplace(fingerprint->high, fingerprint->low).second) {
                         found.push_back(*fingerprint);
