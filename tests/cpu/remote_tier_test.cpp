@@ -36,6 +36,11 @@ Source gelu() {
     return Source::ptx(examples::gelu_ptx());
 }
 
+// softmax_rows with `cols` columns, under its "softmax:<cols>" key.
+Result<KernelHandle> softmax(KernelCache& cache, int cols) {
+    return softmax(cache, cols);
+}
+
 class RemoteTierTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -184,10 +189,7 @@ TEST_F(RemoteTierTest, AReaderUserRefusedWritesMakesTheBackendReadOnlyOnce) {
     KernelCache cache(node(url));
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
     cache.wait_for_uploads();
-    ASSERT_TRUE(cache
-                    .kernel(
-                        "softmax:32", [] { return test::softmax_source(32); }, test::kSoftmax)
-                    .ok());
+    ASSERT_TRUE(softmax(cache, 32).ok());
     cache.wait_for_uploads();
     const CacheStats stats = cache.stats();
     EXPECT_EQ(stats.compiles, 2u);
@@ -206,10 +208,7 @@ TEST_F(RemoteTierTest, AReadOnlyBackendIsReadAndNeverWritten) {
     }
     KernelCache cache(node(server->url() + "|read-only"));
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
-    ASSERT_TRUE(cache
-                    .kernel(
-                        "softmax:32", [] { return test::softmax_source(32); }, test::kSoftmax)
-                    .ok());
+    ASSERT_TRUE(softmax(cache, 32).ok());
     cache.wait_for_uploads();
     EXPECT_EQ(cache.stats().remote_hits, 1u);
     EXPECT_EQ(cache.stats().remote_writes + cache.stats().remote_write_errors, 0u);
@@ -224,11 +223,7 @@ TEST_F(RemoteTierTest, AnUnreachableServerCostsOneConnectAttemptPerBackOffNotPer
     server->kill();
     KernelCache cache(node(url));
     for (int cols = 1; cols <= 8; ++cols) {
-        ASSERT_TRUE(cache
-                        .kernel(
-                            test::softmax_key(cols), [cols] { return test::softmax_source(cols); },
-                            test::kSoftmax)
-                        .ok());
+        ASSERT_TRUE(softmax(cache, cols).ok());
     }
     const CacheStats stats = cache.stats();
     EXPECT_EQ(stats.compiles, 8u);
@@ -246,11 +241,7 @@ TEST_F(RemoteTierTest, AStoppedServerCostsOneTimeoutThenTheNodeRecoversWhenItRes
     server->stop();
     const auto start_time = std::chrono::steady_clock::now();
     for (int cols = 1; cols <= 4; ++cols) {
-        ASSERT_TRUE(cache
-                        .kernel(
-                            test::softmax_key(cols), [cols] { return test::softmax_source(cols); },
-                            test::kSoftmax)
-                        .ok());
+        ASSERT_TRUE(softmax(cache, cols).ok());
     }
     const double elapsed = test::elapsed_ms(start_time);
     CacheStats stats = cache.stats();
@@ -261,10 +252,7 @@ TEST_F(RemoteTierTest, AStoppedServerCostsOneTimeoutThenTheNodeRecoversWhenItRes
     cache.wait_for_uploads();
     server->resume();
     std::this_thread::sleep_for(1200ms);  // past the first back-off
-    ASSERT_TRUE(cache
-                    .kernel(
-                        "softmax:64", [] { return test::softmax_source(64); }, test::kSoftmax)
-                    .ok());
+    ASSERT_TRUE(softmax(cache, 64).ok());
     cache.wait_for_uploads();
     stats = cache.stats();
     EXPECT_GE(stats.remote_writes, 2u) << "writing again after the probe succeeded";
@@ -277,17 +265,11 @@ TEST_F(RemoteTierTest, AServerKilledAndRestartedIsFoundAgain) {
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
     cache.wait_for_uploads();
     server->kill();
-    ASSERT_TRUE(cache
-                    .kernel(
-                        "softmax:1", [] { return test::softmax_source(1); }, test::kSoftmax)
-                    .ok());
+    ASSERT_TRUE(softmax(cache, 1).ok());
     cache.wait_for_uploads();
     ASSERT_TRUE(server->restart().ok());
     std::this_thread::sleep_for(1200ms);
-    ASSERT_TRUE(cache
-                    .kernel(
-                        "softmax:2", [] { return test::softmax_source(2); }, test::kSoftmax)
-                    .ok());
+    ASSERT_TRUE(softmax(cache, 2).ok());
     cache.wait_for_uploads();
     EXPECT_EQ(value_keys(*server).size(), 1u) << "the new kernel reached the restarted server";
 }
@@ -370,11 +352,7 @@ TEST_F(RemoteTierTest, ShardsSpreadKeysAndADownShardLosesOnlyItsKeys) {
     {
         KernelCache writer(node(url));
         for (int cols = 1; cols <= kKernels; ++cols) {
-            ASSERT_TRUE(writer
-                            .kernel(
-                                test::softmax_key(cols),
-                                [cols] { return test::softmax_source(cols); }, test::kSoftmax)
-                            .ok());
+            ASSERT_TRUE(softmax(writer, cols).ok());
         }
         writer.wait_for_uploads();
         EXPECT_EQ(writer.stats().remote_writes, static_cast<std::uint64_t>(kKernels));
@@ -390,11 +368,7 @@ TEST_F(RemoteTierTest, ShardsSpreadKeysAndADownShardLosesOnlyItsKeys) {
     servers[1]->kill();
     KernelCache reader(node(url));
     for (int cols = 1; cols <= kKernels; ++cols) {
-        ASSERT_TRUE(reader
-                        .kernel(
-                            test::softmax_key(cols), [cols] { return test::softmax_source(cols); },
-                            test::kSoftmax)
-                        .ok());
+        ASSERT_TRUE(softmax(reader, cols).ok());
     }
     EXPECT_EQ(reader.stats().remote_hits, kKernels - lost);
     EXPECT_EQ(reader.stats().compiles, lost);
@@ -454,10 +428,7 @@ TEST_F(RemoteTierTest, AValueOverTheCapIsAMissThatDoesNotSetTheServerAside) {
     {
         KernelCache writer(node(server->url()));
         ASSERT_TRUE(writer.kernel("gelu:16", gelu, "gelu").ok());
-        ASSERT_TRUE(writer
-                        .kernel(
-                            "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
-                        .ok());
+        ASSERT_TRUE(softmax(writer, 8).ok());
         writer.wait_for_uploads();
     }
     for (const auto& k : value_keys(*server)) {
@@ -467,10 +438,7 @@ TEST_F(RemoteTierTest, AValueOverTheCapIsAMissThatDoesNotSetTheServerAside) {
     ASSERT_TRUE(server->set(key, std::string(2 << 20, 'x')));
     KernelCache cache(node(server->url() + "|max-size=1M"));
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
-    ASSERT_TRUE(cache
-                    .kernel(
-                        "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
-                    .ok());
+    ASSERT_TRUE(softmax(cache, 8).ok());
     const CacheStats stats = cache.stats();
     EXPECT_EQ(stats.remote_too_large, 1u);
     EXPECT_EQ(stats.remote_breaker_openings, 0u);
@@ -612,10 +580,7 @@ protected:
 TEST_F(SignedRemoteTest, ASignedValueIsTakenByANodeThatRequiresSignatures) {
     publish("new", "softmax:8", 8);
     KernelCache fleet(verifying({"new"}));
-    ASSERT_TRUE(fleet
-                    .kernel(
-                        "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
-                    .ok());
+    ASSERT_TRUE(softmax(fleet, 8).ok());
     EXPECT_EQ(fleet.stats().remote_hits, 1u);
     EXPECT_EQ(fleet.stats().remote_signature_rejects, 0u);
 }
@@ -623,17 +588,11 @@ TEST_F(SignedRemoteTest, ASignedValueIsTakenByANodeThatRequiresSignatures) {
 TEST_F(SignedRemoteTest, AnUnsignedValueIsAMissWhereSignaturesAreRequired) {
     {
         KernelCache unsigned_writer(node(server_->url()));
-        ASSERT_TRUE(unsigned_writer
-                        .kernel(
-                            "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
-                        .ok());
+        ASSERT_TRUE(softmax(unsigned_writer, 8).ok());
         unsigned_writer.wait_for_uploads();
     }
     KernelCache fleet(verifying({"new"}));
-    ASSERT_TRUE(fleet
-                    .kernel(
-                        "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
-                    .ok());
+    ASSERT_TRUE(softmax(fleet, 8).ok());
     EXPECT_EQ(fleet.stats().remote_hits, 0u);
     EXPECT_EQ(fleet.stats().remote_signature_rejects, 1u);
     EXPECT_EQ(fleet.stats().compiles, 1u);
@@ -644,10 +603,7 @@ TEST_F(SignedRemoteTest, AValueSignedByAnotherKeyIsRejectedThoughItsChecksumIsGo
     ASSERT_TRUE(store::remote::generate_ed25519_key(key("mallory"), pub("mallory")).ok());
     publish("mallory", "softmax:8", 8);
     KernelCache fleet(verifying({"new"}));
-    ASSERT_TRUE(fleet
-                    .kernel(
-                        "softmax:8", [] { return test::softmax_source(8); }, test::kSoftmax)
-                    .ok());
+    ASSERT_TRUE(softmax(fleet, 8).ok());
     EXPECT_EQ(fleet.stats().remote_hits, 0u);
     EXPECT_EQ(fleet.stats().remote_signature_rejects, 1u);
 }
@@ -660,10 +616,7 @@ TEST_F(SignedRemoteTest, AValueReplayedUnderAnotherFingerprintIsRejected) {
     ASSERT_FALSE(sixteen.empty());
     ASSERT_TRUE(server_->set(sixteen, server_->get(eight).value()));
     KernelCache fleet(verifying({"new"}));
-    ASSERT_TRUE(fleet
-                    .kernel(
-                        "softmax:16", [] { return test::softmax_source(16); }, test::kSoftmax)
-                    .ok());
+    ASSERT_TRUE(softmax(fleet, 16).ok());
     EXPECT_EQ(fleet.stats().remote_hits, 0u);
     EXPECT_EQ(fleet.stats().remote_signature_rejects, 1u);
     EXPECT_EQ(fleet.stats().compiles, 1u);
@@ -675,21 +628,13 @@ TEST_F(SignedRemoteTest, ARotationAcceptsBothKeysWhileBothAreListed) {
     {
         KernelCache fleet(verifying({"old", "new"}));
         for (int cols : {8, 16}) {
-            ASSERT_TRUE(fleet
-                            .kernel(
-                                test::softmax_key(cols),
-                                [cols] { return test::softmax_source(cols); }, test::kSoftmax)
-                            .ok());
+            ASSERT_TRUE(softmax(fleet, cols).ok());
         }
         EXPECT_EQ(fleet.stats().remote_hits, 2u);
     }
     KernelCache retired(verifying({"new"}));
     for (int cols : {8, 16}) {
-        ASSERT_TRUE(retired
-                        .kernel(
-                            test::softmax_key(cols), [cols] { return test::softmax_source(cols); },
-                            test::kSoftmax)
-                        .ok());
+        ASSERT_TRUE(softmax(retired, cols).ok());
     }
     EXPECT_EQ(retired.stats().remote_hits, 1u) << "the old key's value is refused once retired";
     EXPECT_EQ(retired.stats().remote_signature_rejects, 1u);
