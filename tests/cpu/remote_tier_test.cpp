@@ -38,7 +38,8 @@ Source gelu() {
 
 // softmax_rows with `cols` columns, under its "softmax:<cols>" key.
 Result<KernelHandle> softmax(KernelCache& cache, int cols) {
-    return softmax(cache, cols);
+    return cache.kernel(
+        test::softmax_key(cols), [cols] { return test::softmax_source(cols); }, test::kSoftmax);
 }
 
 class RemoteTierTest : public ::testing::Test {

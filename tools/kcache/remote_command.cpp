@@ -48,6 +48,12 @@ std::unique_ptr<store::remote::RemoteTier> open_remote(const CacheOptions& optio
     return std::move(*tier);
 }
 
+void say_problems(const char* command, const std::vector<std::string>& problems) {
+    for (const auto& problem : problems) {
+        std::fprintf(stderr, "kcache: %s: %s\n", command, escape_text(problem).c_str());
+    }
+}
+
 struct PingResult {
     std::string server;
     bool reachable = false;
@@ -169,9 +175,7 @@ int remote_push(const CacheOptions& options, const store::CacheDirectory& direct
         std::fprintf(stderr, "kcache: push: %s\n", report.error().message().c_str());
         return report.error().code() == Errc::kInvalidArgument ? 2 : 1;
     }
-    for (const auto& problem : report->problems) {
-        std::fprintf(stderr, "kcache: push: %s\n", escape_text(problem).c_str());
-    }
+    say_problems("push", report->problems);
     std::printf(
         "%llu entries: %llu uploaded (%s), %llu there already, %llu bad, %llu over a "
         "max-size, %llu failed\n",
@@ -211,9 +215,7 @@ int remote_pull(const CacheOptions& options, std::shared_ptr<store::CacheDirecto
         std::fprintf(stderr, "kcache: pull: %s\n", report.error().message().c_str());
         return 1;
     }
-    for (const auto& problem : report->problems) {
-        std::fprintf(stderr, "kcache: pull: %s\n", escape_text(problem).c_str());
-    }
+    say_problems("pull", report->problems);
     std::printf(
         "%llu asked: %llu fetched (%s), %llu on disk already, %llu missing, %llu of "
         "another arch\n",
