@@ -452,5 +452,22 @@ TEST(RemoteConfig, RedactingMasksPasswordsInTextsThatDoNotParse) {
     EXPECT_EQ(redact_remote_setting("garbage u:pw@h"), "garbage u:***@h");
 }
 
+TEST(RemoteConfig, AnAclUserForASocketIsAnAttributeAndRoundTrips) {
+    auto parsed = parse_remote_setting("redis+unix:/run/r.sock|user=builder|password-file=/etc/pw");
+    ASSERT_TRUE(parsed.ok()) << parsed.error().describe();
+    ASSERT_EQ(parsed->size(), 1u);
+    EXPECT_EQ((*parsed)[0].shards.at(0).endpoint.user, "builder");
+    const std::string redacted = (*parsed)[0].redacted();
+    EXPECT_NE(redacted.find("|user=builder"), std::string::npos) << redacted;
+    auto again = parse_remote_setting(redacted);
+    ASSERT_TRUE(again.ok()) << again.error().describe();
+    EXPECT_EQ((*again)[0].shards.at(0).endpoint, (*parsed)[0].shards.at(0).endpoint);
+    EXPECT_FALSE(parse_remote_setting("redis://u@h|user=v").ok()) << "a user given twice";
+    EXPECT_FALSE(parse_remote_setting("redis://h|user=").ok());
+    auto tcp = parse_remote_setting("redis://h|user=reader");
+    ASSERT_TRUE(tcp.ok());
+    EXPECT_EQ((*tcp)[0].shards.at(0).endpoint.user, "reader");
+}
+
 }  // namespace
 }  // namespace kcache::store::remote

@@ -372,6 +372,10 @@ private:
         } else if (key == "password-file") {
             TRY(needs_value());
             config_.password_file = std::string(value);
+        } else if (key == "user") {  // an ACL user where the URL has no place for one (a socket)
+            TRY(needs_value());
+            if (!endpoint_.user.empty()) return fail("a user in the URL and user= both");
+            endpoint_.user = std::string(value);
         } else if (key == "sign-key") {
             TRY(needs_value());
             config_.sign_key_file = std::string(value);
@@ -574,6 +578,10 @@ std::string RemoteBackendConfig::redacted() const {
     if (read_only) text += "|read-only";
     if (prefix != defaults.prefix) text += "|prefix=" + prefix;
     if (!password_file.empty()) text += "|password-file=" + password_file;
+    if (!shards.empty() && shards.front().endpoint.transport == RedisEndpoint::Transport::kUnix &&
+        !shards.front().endpoint.user.empty()) {
+        text += "|user=" + shards.front().endpoint.user;
+    }
     if (max_value_bytes != defaults.max_value_bytes) {
         text += "|max-size=" + format_bytes(max_value_bytes);
     }

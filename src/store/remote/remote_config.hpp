@@ -55,6 +55,7 @@ struct RemoteBackendConfig {
     bool read_only = false;         // `read-only`: never written to
     std::string prefix = "kcache";  // `prefix`: keys are "<prefix>:<fingerprint hex>"
     std::string password_file;      // `password-file`: read by whoever builds the backend
+    // (`user=NAME`: the ACL user, for a socket's URL, which has no place for one.)
     std::uint64_t max_value_bytes = std::uint64_t{64} << 20;  // `max-size`: larger is not stored
     // Signatures (store/remote/signature.hpp): `sign-key=PATH` signs what this process uploads;
     // `verify-key=PATH` (repeatable, for rotation) names keys a value may be signed with;
