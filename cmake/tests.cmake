@@ -69,7 +69,8 @@ add_test(NAME kcache_fleet COMMAND kcache_fleet run)
 set_tests_properties(kcache_fleet PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
 # The same fleet as hosts in network namespaces, a delayed link between each and Redis (root only).
 add_test(NAME kcache_fleet_netns
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/fleet/netns_fleet.sh $<TARGET_FILE:kcache_fleet>)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/fleet/netns_fleet.sh $<TARGET_FILE:kcache_fleet>
+    $<TARGET_FILE:kcache_tool>)
 set_tests_properties(kcache_fleet_netns PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
 
 # The hostile-directory suite of issue 15 (tests/hostile/hostile_test.sh): the kcache command run

@@ -4,10 +4,13 @@
 # own joined to the Redis host by a veth pair whose ends delay every packet (tc netem, 1 ms each
 # way: a datacenter hop; undelayed, and said, where the kernel has no netem). Four node processes per host, each with its own empty disk, ask for
 # the same 32 kernels at once: exactly 32 compiles across the fleet. Traffic stays inside the
-# namespaces made here. Usage: netns_fleet.sh KCACHE_FLEET_BINARY. Exit 77 (skipped) unless run
+# namespaces made here. Then a blackholed address: a route from a node host into its link where no
+# one answers, so a connect never completes; `kcache remote ping` must give up by its connect
+# timeout. Usage: netns_fleet.sh KCACHE_FLEET_BINARY KCACHE_BINARY. Exit 77 (skipped) unless run
 # as root with `ip netns`, `tc` and redis-server.
 set -uo pipefail
 FLEET=$1
+KCACHE=$2
 HOSTS=4 PER_HOST=4 KERNELS=32
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "not root"
@@ -69,5 +72,16 @@ for out in "$WORK"/h*.out; do
 done
 echo "fleet over namespaces: $HOSTS hosts x $PER_HOST nodes, $DELAY, $KERNELS kernels: $compiles compiles across the fleet, $ms ms"
 [ "$compiles" -eq $KERNELS ] || { echo "FAIL: $compiles compiles, expected exactly $KERNELS"; failed=1; }
+# The blackhole: 10.78.0.1 is routed into host 1's link, where nothing has that address.
+ip -n "$TAG-1" route add 10.78.0.0/24 dev "$TAG-n1"
+start=$(date +%s%N)
+out=$(ip netns exec "$TAG-1" env KCACHE_DIR="$WORK/ping" \
+  KCACHE_REMOTE="redis://10.78.0.1:6379|connect-timeout=200ms" "$KCACHE" remote ping 2>&1)
+rc=$?
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "blackholed address: ping exit $rc after $ms ms: $out"
+[ $rc -eq 1 ] || { echo "FAIL: ping of a blackholed address exited $rc, expected 1"; failed=1; }
+[ $ms -lt 3000 ] || { echo "FAIL: a 200 ms connect timeout took $ms ms"; failed=1; }
+grep -q "timed out" <<<"$out" || { echo "FAIL: the ping does not say it timed out"; failed=1; }
 [ $failed -eq 0 ] && echo PASS
 exit $failed
