@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string_view>
 #include <vector>
 
+#include "util/hex.hpp"
 #include "util/unique_fd.hpp"
 
 namespace kcache::util {
@@ -23,17 +25,6 @@ bool read_at(int fd, void* out, std::size_t size, std::uint64_t offset) {
         done += static_cast<std::size_t>(n);
     }
     return true;
-}
-
-std::string hex(const unsigned char* bytes, std::size_t size) {
-    static const char kDigits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(size * 2);
-    for (std::size_t i = 0; i < size; ++i) {
-        out.push_back(kDigits[bytes[i] >> 4]);
-        out.push_back(kDigits[bytes[i] & 15]);
-    }
-    return out;
 }
 
 std::size_t align4(std::size_t n) {
@@ -55,7 +46,8 @@ std::optional<std::string> build_id_in(const std::vector<unsigned char>& notes) 
         }
         if (header.n_type == NT_GNU_BUILD_ID && header.n_namesz == 4 &&
             std::memcmp(notes.data() + name_at, "GNU", 4) == 0 && header.n_descsz > 0) {
-            return hex(notes.data() + desc_at, header.n_descsz);
+            return to_hex(std::string_view(reinterpret_cast<const char*>(notes.data()) + desc_at,
+                                           header.n_descsz));
         }
         at = next;
     }

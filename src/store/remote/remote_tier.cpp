@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "util/hex.hpp"
 #include "util/log.hpp"
 #include "util/try.hpp"
 
@@ -57,13 +58,7 @@ std::string sha1_hex(std::string_view bytes) {
     if (EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha1(), nullptr) != 1) {
         return {};
     }
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string text;
-    for (unsigned int i = 0; i < length; ++i) {
-        text.push_back(kDigits[digest[i] >> 4]);
-        text.push_back(kDigits[digest[i] & 15]);
-    }
-    return text;
+    return util::to_hex(std::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
 std::string host_name() {
@@ -74,11 +69,8 @@ std::string host_name() {
 
 std::string random_hex() {
     std::random_device device;
-    const std::uint64_t value = (std::uint64_t{device()} << 32) ^ device();
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string text(16, '0');
-    for (int i = 0; i < 16; ++i) text[i] = kDigits[(value >> (60 - 4 * i)) & 0xf];
-    return text;
+    const std::uint32_t words[2] = {device(), device()};
+    return util::to_hex(std::string_view(reinterpret_cast<const char*>(words), sizeof words));
 }
 
 }  // namespace
@@ -156,32 +148,30 @@ std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(
     const std::string key = backend.value_key(fingerprint);
     // A value rejected before (a miss asks the tiers more than once, and a signature reject is
     // not removed) is not counted or said again.
-    const auto reject = [&](std::atomic<std::uint64_t>& counter) {
-        if (!first_rejection(fingerprint, sha1_hex(reply.text))) return false;
+    const std::string_view value = reply.text;
+    const auto reject = [&](std::atomic<std::uint64_t>& counter, const std::string& digest) {
+        if (!first_rejection(fingerprint, digest)) return false;
         RemoteCounters::add(counter);
         return true;
     };
     // A corrupt value is a miss, and is removed so that the compile this miss leads to can
     // store a good one (SET NX would otherwise keep the bad one for every node).
     const auto corrupt = [&](const std::string& why) {
-        if (!reject(counters_.corrupt)) return nullptr;
+        const std::string digest = sha1_hex(value);
+        if (!reject(counters_.corrupt, digest)) return nullptr;
         util::warn_once("remote-corrupt:" + backend.name(), "remote value " + key + " on " +
                                                                 backend.name() + " is corrupt (" +
                                                                 why + "); removed and rebuilt");
-        if (backend.writable() && reply.type == RedisReply::Type::kString) {
-            const std::string digest = sha1_hex(reply.text);
-            if (!digest.empty()) {
-                check_script_reply(backend.server_for(key).command(
-                                       {"EVAL", kRemoveIfSameScript, "1", key, digest}),
-                                   backend, "removal of a corrupt value");
-            }
+        if (backend.writable() && reply.type == RedisReply::Type::kString && !digest.empty()) {
+            check_script_reply(
+                backend.server_for(key).command({"EVAL", kRemoveIfSameScript, "1", key, digest}),
+                backend, "removal of a corrupt value");
         }
         return nullptr;
     };
     if (reply.type != RedisReply::Type::kString) return corrupt("not a string");
-    const std::string& value = reply.text;
     if (value.size() > backend.config().max_value_bytes) {
-        reject(counters_.too_large);
+        reject(counters_.too_large, sha1_hex(value));
         return nullptr;
     }
     auto split = split_value(value);
@@ -193,7 +183,7 @@ std::shared_ptr<const VerifiedArtifact> RemoteTier::check_value(
         // here, is taken as an unsigned one would be; a signature that fails is never taken.
         if (verdict != Verdict::kValid &&
             (config.require_signature || verdict == Verdict::kForged)) {
-            if (!reject(counters_.signature_rejects)) return nullptr;
+            if (!reject(counters_.signature_rejects, sha1_hex(value))) return nullptr;
             util::warn_once("remote-signature:" + backend.name(),
                             "remote value " + key + " on " + backend.name() +
                                 " rejected: " + verdict_name(verdict));
