@@ -73,7 +73,7 @@ std::optional<BuiltArtifact> find_in_tiers(store::ArtifactStore& tiers, std::str
         rejected = true;
         return std::nullopt;
     }
-    if (found->tier == store::Tier::kRemote) tiers.keep(plan.fingerprint, *found);
+    tiers.keep(plan.fingerprint, *found);  // a remote hit, for the disk
     BuiltArtifact built;
     built.provenance = found->tier == store::Tier::kDisk     ? Provenance::kDiskTier
                        : found->tier == store::Tier::kRemote ? Provenance::kRemoteTier

@@ -12,7 +12,7 @@ std::optional<Found> ArtifactStore::get(const util::Fingerprint& fingerprint) {
         outcome = found->tier == Tier::kMemory ? Outcome::kMemoryHit
                   : found->tier == Tier::kDisk ? Outcome::kDiskHit
                                                : Outcome::kRemoteHit;
-        if (found->tier == Tier::kRemote) keep(fingerprint, *found);
+        keep(fingerprint, *found);
     }
     count(outcome);
     return found;
