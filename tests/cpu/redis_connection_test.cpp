@@ -363,6 +363,80 @@ TEST(RedisConnection, ASilentServerTimesOutAtTheFirstByteDeadline) {
     EXPECT_LT(took, 200ms + kSlack);  // not the total deadline
 }
 
+TEST(RedisConnection, AHostNameIsResolvedWithinTheConnectDeadline) {
+    // A name, not a numeric address: resolved on a thread of its own (a name server that never
+    // answers is tests/fleet/netns_fleet.sh's case).
+    auto server = start_server();
+    ASSERT_TRUE(server);
+    RedisEndpoint endpoint = tcp(server->port());
+    endpoint.host = "localhost";
+    auto connection = RedisConnection::open(endpoint, deadlines(2s, 1s, 1s), kMaxReply);
+    if (!connection.ok() && connection.error().message().find("refused") != std::string::npos) {
+        GTEST_SKIP() << "localhost is not 127.0.0.1 here: " << connection.error().message();
+    }
+    ASSERT_TRUE(connection.ok()) << connection.error().message();
+    auto pong = (*connection)->command({"PING"});
+    ASSERT_TRUE(pong.ok()) << pong.error().message();
+    EXPECT_EQ(pong->text, "PONG");
+}
+
+TEST(RedisConnection, ALargeReplyAtASteadyRateHasMoreTimeThanTheTimeout) {
+    // 4 MiB in 64 KiB pieces every 5 ms: about 330 ms, longer than the timeout but well within
+    // the time 4 MiB is allowed to take (0.5 s more at the slowest rate taken for a link).
+    const std::string value(std::size_t{4} << 20, 'v');
+    fakes::TricklingServer server("$" + std::to_string(value.size()) + "\r\n" + value + "\r\n", 5ms,
+                                  std::size_t{64} << 10);
+    auto connection = open_or_fail(tcp(server.port()), deadlines(100ms, 250ms, 250ms));
+    ASSERT_TRUE(connection);
+    auto reply = connection->command({"GET", "k"});
+    ASSERT_TRUE(reply.ok()) << reply.error().message();
+    EXPECT_EQ(reply->text.size(), value.size());
+}
+
+TEST(RedisConnection, ALargeRequestHasMoreTimeForItsFirstByte) {
+    // 4 MiB sent to a peer that never answers: the first-byte deadline is the timeout plus the
+    // time 4 MiB is allowed to take (0.5 s), not the timeout alone.
+    fakes::SilentServer server;
+    auto connection = open_or_fail(tcp(server.port()), deadlines(100ms, 100ms, 100ms));
+    ASSERT_TRUE(connection);
+    const std::string value(std::size_t{4} << 20, 'v');
+    const auto start = Clock::now();
+    auto reply = connection->command({"SET", "k", value});
+    const auto took = since(start);
+    ASSERT_FALSE(reply.ok());
+    EXPECT_EQ(connection->failure(), RedisFailure::kTimeout);
+    EXPECT_GE(took, 550ms);
+    EXPECT_LT(took, 600ms + kSlack);
+}
+
+TEST(RedisConnection, BusyPollingServesRepliesAndKeepsEveryDeadline) {
+    auto server = start_server();
+    ASSERT_TRUE(server);
+    Deadlines polling = deadlines(100ms, 1s, 1s);
+    polling.busy_poll = 2ms;
+    auto connection = open_or_fail(tcp(server->port()), polling);
+    ASSERT_TRUE(connection);
+    for (int i = 0; i < 50; ++i) {
+        const std::string value = "value-" + std::to_string(i);
+        auto set = connection->command({"SET", "k" + std::to_string(i), value});
+        ASSERT_TRUE(set.ok()) << set.error().message();
+        auto got = connection->command({"GET", "k" + std::to_string(i)});
+        ASSERT_TRUE(got.ok()) << got.error().message();
+        EXPECT_EQ(got->text, value);
+    }
+    // A peer that never answers still times out at the first-byte deadline, spin or none.
+    fakes::SilentServer silent;
+    Deadlines short_wait = deadlines(100ms, 150ms, 5s);
+    short_wait.busy_poll = 10ms;
+    auto quiet = open_or_fail(tcp(silent.port()), short_wait);
+    ASSERT_TRUE(quiet);
+    const auto start = Clock::now();
+    ASSERT_FALSE(quiet->command({"PING"}).ok());
+    EXPECT_EQ(quiet->failure(), RedisFailure::kTimeout);
+    EXPECT_GE(since(start), 150ms);
+    EXPECT_LT(since(start), 150ms + kSlack);
+}
+
 TEST(RedisConnection, AServerKilledMidConnectionBreaksIt) {
     SKIP_WITHOUT_REDIS();
     auto server = start_server();

@@ -193,6 +193,25 @@ TEST(RemoteConfig, MaxSizeIsBytesOrANumberWithAUnit) {
     expect_error("redis://c|max-size=18446744073709551616", "bad max-size");
 }
 
+TEST(RemoteConfig, BusyPollIsMicrosecondsOrMillisecondsUpToTen) {
+    using std::chrono::microseconds;
+    EXPECT_EQ(backend_of("redis://c").busy_poll, microseconds(0));
+    EXPECT_EQ(backend_of("redis://c|busy-poll=50us").busy_poll, microseconds(50));
+    EXPECT_EQ(backend_of("redis://c|busy-poll=2ms").busy_poll, microseconds(2000));
+    EXPECT_EQ(backend_of("redis://c|busy-poll=10ms").busy_poll, microseconds(10000));
+    EXPECT_EQ(backend_of("redis://c|busy-poll=0").busy_poll, microseconds(0));
+    expect_error("redis://c|busy-poll=50", "bad 'busy-poll' '50'");
+    expect_error("redis://c|busy-poll=11ms", "0 to 10ms");
+    expect_error("redis://c|busy-poll=1s", "bad 'busy-poll'");
+    expect_error("redis://c|busy-poll=us", "bad 'busy-poll'");
+    expect_error("redis://c|busy-poll=-5us", "bad 'busy-poll'");
+    expect_error("redis://c|busy-poll=99999999999999999999us", "0 to 10ms");
+    expect_error("redis://c|busy-poll", "needs a value");
+    EXPECT_NE(backend_of("redis://c|busy-poll=50us").redacted().find("|busy-poll=50us"),
+              std::string::npos);
+    EXPECT_EQ(backend_of("redis://c|busy-poll=1ms").redacted(), "redis://c:6379|busy-poll=1000us");
+}
+
 TEST(RemoteConfig, ShardsReplaceTheStarInTheHostByTheirNames) {
     const RemoteBackendConfig backend =
         backend_of("redis://u:pw@cache-*.internal:7000/2|shards=a(3),b(1),c|timeout=2s");
@@ -408,7 +427,7 @@ TEST(RemoteConfig, TheRedactedBackendShowsItsAttributesButNoPassword) {
 TEST(RemoteConfig, ARedactedBackendParsesBackToTheSameBackendWithTheMaskedPassword) {
     for (const char* text : {
              "redis://u:hunter2pw@cache:7000/1|timeout=2s|read-only",
-             "redis://:p%7Cw@[::1]:7001|prefix=x|max-size=12345",
+             "redis://:p%7Cw@[::1]:7001|prefix=x|max-size=12345|busy-poll=25us",
              "redis+unix:/tmp/redis-*.sock?db=3|shards=x(4),y|require-signature",
              "redis://u%40corp:pw@h-*|shards=1,2,3|verify-key=/a|verify-key=/b",
              "redis+unix:////tmp//r.sock",
@@ -425,6 +444,7 @@ TEST(RemoteConfig, ARedactedBackendParsesBackToTheSameBackendWithTheMaskedPasswo
             EXPECT_EQ(again.shards[i].name, backend.shards[i].name);
             EXPECT_EQ(again.shards[i].weight, backend.shards[i].weight);
         }
+        EXPECT_EQ(again.busy_poll, backend.busy_poll);
         EXPECT_EQ(again.redacted(), backend.redacted());
     }
 }

@@ -6,7 +6,7 @@
 # the same 32 kernels at once: exactly 32 compiles across the fleet. Traffic stays inside the
 # namespaces made here. Then a blackholed address: a route from a node host into its link where no
 # one answers, so a connect never completes; `kcache remote ping` must give up by its connect
-# timeout. Usage: netns_fleet.sh KCACHE_FLEET_BINARY KCACHE_BINARY. Exit 77 (skipped) unless run
+# timeout, and so must it for a name whose name server is blackholed. Usage: netns_fleet.sh KCACHE_FLEET_BINARY KCACHE_BINARY. Exit 77 (skipped) unless run
 # as root with `ip netns`, `tc` and redis-server.
 set -uo pipefail
 FLEET=$1
@@ -21,7 +21,7 @@ WORK=$(mktemp -d)
 cleanup() {
   [ -n "${REDIS:-}" ] && kill -9 "$REDIS" 2>/dev/null
   for h in $(seq 0 $HOSTS); do ip netns del "$TAG-$h" 2>/dev/null; done
-  rm -rf "$WORK"
+  rm -rf "$WORK" "/etc/netns/$TAG-1"
 }
 trap cleanup EXIT
 ip netns add "$TAG-0" 2>/dev/null || skip "cannot make network namespaces here"
@@ -83,5 +83,19 @@ echo "blackholed address: ping exit $rc after $ms ms: $out"
 [ $rc -eq 1 ] || { echo "FAIL: ping of a blackholed address exited $rc, expected 1"; failed=1; }
 [ $ms -lt 3000 ] || { echo "FAIL: a 200 ms connect timeout took $ms ms"; failed=1; }
 grep -q "timed out" <<<"$out" || { echo "FAIL: the ping does not say it timed out"; failed=1; }
+# A name whose name server is blackholed: getaddrinfo alone would wait seconds for it (5 s a try),
+# so the connect timeout bounds the name's resolution too. `ip netns exec` puts the namespace's own
+# resolv.conf in place of the host's.
+mkdir -p "/etc/netns/$TAG-1"
+printf 'nameserver 10.78.0.53\noptions timeout:5 attempts:2\n' >"/etc/netns/$TAG-1/resolv.conf"
+start=$(date +%s%N)
+out=$(ip netns exec "$TAG-1" env KCACHE_DIR="$WORK/ping" \
+  KCACHE_REMOTE="redis://redis.kcache-test.invalid:6379|connect-timeout=200ms" "$KCACHE" remote ping 2>&1)
+rc=$?
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "name server blackholed: ping exit $rc after $ms ms: $out"
+[ $rc -eq 1 ] || { echo "FAIL: ping of a name nobody resolves exited $rc, expected 1"; failed=1; }
+[ $ms -lt 3000 ] || { echo "FAIL: a 200 ms connect timeout took $ms ms to resolve a name"; failed=1; }
+grep -q "resolving the host timed out" <<<"$out" || { echo "FAIL: the ping does not say resolving timed out"; failed=1; }
 [ $failed -eq 0 ] && echo PASS
 exit $failed

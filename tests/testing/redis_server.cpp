@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -477,8 +478,9 @@ bool wait_readable(int fd, int wake, int timeout_ms = -1) {
 }
 }  // namespace
 
-TricklingServer::TricklingServer(std::string reply, std::chrono::milliseconds interval)
-    : reply_(std::move(reply)), interval_(interval) {
+TricklingServer::TricklingServer(std::string reply, std::chrono::milliseconds interval,
+                                 std::size_t chunk)
+    : reply_(std::move(reply)), interval_(interval), chunk_(std::max<std::size_t>(chunk, 1)) {
     listener_ = loopback_listener(16, &port_);
     make_wake_pipe(&wake_read_, &wake_write_);
     thread_ = std::thread([this] { serve(); });
@@ -506,16 +508,17 @@ void TricklingServer::serve() {
             const ssize_t n = ::recv(client.get(), request, sizeof request, 0);
             if (n <= 0) break;
             bool open = true;
-            for (char byte : reply_) {
+            for (std::size_t at = 0; at < reply_.size(); at += chunk_) {
                 if (wait_readable(wake_read_.get(), wake_read_.get(),
                                   static_cast<int>(interval_.count()))) {
                     return;
                 }
-                if (::send(client.get(), &byte, 1, MSG_NOSIGNAL) != 1) {
+                const std::size_t size = std::min(chunk_, reply_.size() - at);
+                if (!send_all(client.get(), std::string_view(reply_).substr(at, size))) {
                     open = false;
                     break;
                 }
-                ++written_;
+                written_ += static_cast<std::int64_t>(size);
             }
             if (!open) break;
         }

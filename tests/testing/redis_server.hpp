@@ -95,10 +95,11 @@ private:
 };
 
 // A peer that accepts connections on a loopback port and answers each request it reads with
-// `reply`, written one byte every `interval`: a request's total deadline must not stretch with it.
+// `reply`, written `chunk` bytes (one by default) every `interval`: a request's total deadline
+// must not stretch with a trickle, and must allow a large reply sent at a steady rate.
 class TricklingServer {
 public:
-    explicit TricklingServer(std::string reply, std::chrono::milliseconds interval);
+    TricklingServer(std::string reply, std::chrono::milliseconds interval, std::size_t chunk = 1);
     ~TricklingServer();
     TricklingServer(const TricklingServer&) = delete;
     TricklingServer& operator=(const TricklingServer&) = delete;
@@ -114,6 +115,7 @@ private:
 
     std::string reply_;
     std::chrono::milliseconds interval_;
+    std::size_t chunk_;
     util::UniqueFd listener_;
     util::UniqueFd wake_read_, wake_write_;  // closing the write end stops the thread
     std::uint16_t port_ = 0;

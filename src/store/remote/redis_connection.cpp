@@ -12,7 +12,14 @@
 #include <sys/un.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <thread>
+#include <utility>
 
 #include "util/try.hpp"
 
@@ -23,6 +30,15 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
+
+// The slowest link a large value is expected to cross (bytes per second): beyond what a request's
+// timeout covers, its deadlines grow by the time its bytes take at this rate.
+constexpr std::uint64_t kSlowestTransfer = std::uint64_t{8} << 20;
+
+Clock::duration transfer_time(std::uint64_t bytes) {
+    return std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(static_cast<double>(bytes) / kSlowestTransfer));
+}
 
 struct Failed {
     RedisFailure kind;
@@ -53,8 +69,18 @@ std::string describe_ms(milliseconds duration) {
 }
 
 // Waits for `events` on `fd` until `deadline`: its revents, 0 when the deadline passed, -1 with
-// errno on a poll failure.
-int wait_for(int fd, short events, Clock::time_point deadline) {
+// errno on a poll failure. Until `spin_until` it asks without sleeping.
+int wait_for(int fd, short events, Clock::time_point deadline,
+             std::optional<Clock::time_point> spin_until = std::nullopt) {
+    if (spin_until) {
+        const auto until = std::min(*spin_until, deadline);
+        do {
+            pollfd pfd{fd, events, 0};
+            const int n = ::poll(&pfd, 1, 0);
+            if (n > 0) return pfd.revents;
+            if (n < 0 && errno != EINTR) return -1;
+        } while (Clock::now() < until);
+    }
     for (;;) {
         pollfd pfd{fd, events, 0};
         const int left = remaining_ms(deadline);
@@ -119,6 +145,68 @@ Connected connect_to(const sockaddr* address, socklen_t length, int family,
     return out;
 }
 
+// A name resolution left to a thread of its own, which outlives a caller that stops waiting.
+struct Resolution {
+    std::mutex mutex;
+    std::condition_variable done_changed;
+    bool done = false;
+    bool abandoned = false;  // the caller gave up: the thread frees what it finds
+    int rc = 0;
+    addrinfo* found = nullptr;
+};
+
+// `host`'s addresses into `*found` (to be freed with freeaddrinfo), within `deadline`; otherwise
+// why not. getaddrinfo has no deadline of its own and may wait seconds on a name server that does
+// not answer, so a name (not a numeric address) is resolved on a thread, abandoned to finish on
+// its own if the deadline passes first.
+Connected resolve(const std::string& host, std::uint16_t port, Clock::time_point deadline,
+                  milliseconds budget, addrinfo** found) {
+    *found = nullptr;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV | AI_NUMERICHOST;
+    const std::string service = std::to_string(port);
+    int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, found);
+    if (rc == EAI_NONAME) {
+        hints.ai_flags = AI_NUMERICSERV;
+        auto resolution = std::make_shared<Resolution>();
+        try {
+            std::thread([resolution, host, service, hints] {
+                addrinfo* list = nullptr;
+                const int result = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &list);
+                std::lock_guard lock(resolution->mutex);
+                if (resolution->abandoned) {
+                    if (list != nullptr) ::freeaddrinfo(list);
+                    return;
+                }
+                resolution->rc = result;
+                resolution->found = list;
+                resolution->done = true;
+                resolution->done_changed.notify_all();
+            }).detach();
+        } catch (const std::system_error& e) {
+            return {{}, RedisFailure::kConnect, std::string("cannot resolve host: ") + e.what()};
+        }
+        std::unique_lock lock(resolution->mutex);
+        if (!resolution->done_changed.wait_until(lock, deadline,
+                                                 [&] { return resolution->done; })) {
+            resolution->abandoned = true;
+            return {{},
+                    RedisFailure::kTimeout,
+                    "resolving the host timed out after " + describe_ms(budget)};
+        }
+        rc = resolution->rc;
+        *found = resolution->found;
+    }
+    if (rc != 0) {
+        if (*found != nullptr) ::freeaddrinfo(std::exchange(*found, nullptr));
+        return {
+            {}, RedisFailure::kConnect, "cannot resolve host: " + std::string(gai_strerror(rc))};
+    }
+    return {};
+}
+
 Connected connect_endpoint(const RedisEndpoint& endpoint, Clock::time_point deadline,
                            milliseconds budget) {
     if (endpoint.transport == RedisEndpoint::Transport::kUnix) {
@@ -136,19 +224,9 @@ Connected connect_endpoint(const RedisEndpoint& endpoint, Clock::time_point dead
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
         host = host.substr(1, host.size() - 2);
     }
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
     addrinfo* found = nullptr;
-    // Name resolution has no deadline of its own (getaddrinfo blocks); a numeric address or
-    // /etc/hosts answers at once, and a fleet's Redis is usually named by either.
-    const int rc =
-        ::getaddrinfo(host.c_str(), std::to_string(endpoint.port).c_str(), &hints, &found);
-    if (rc != 0) {
-        return {
-            {}, RedisFailure::kConnect, "cannot resolve host: " + std::string(gai_strerror(rc))};
-    }
+    Connected resolving = resolve(host, endpoint.port, deadline, budget, &found);
+    if (found == nullptr) return resolving;
     Connected last{{}, RedisFailure::kConnect, "no address"};
     // Each address of the name in turn, all within the one deadline.
     for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
@@ -268,8 +346,6 @@ Result<std::vector<RedisReply>> RedisConnection::pipeline(
 Result<std::vector<RedisReply>> RedisConnection::exchange(
     const std::vector<std::vector<std::string_view>>& commands, Clock::time_point start,
     milliseconds first_byte_budget, milliseconds total_budget) {
-    const auto first_byte = start + first_byte_budget;
-    const auto total = start + total_budget;
     const auto fail = [&](RedisFailure kind, const std::string& what) -> Error {
         broken_ = true;
         failure_ = kind;
@@ -284,26 +360,23 @@ Result<std::vector<RedisReply>> RedisConnection::exchange(
     std::vector<RedisReply> replies;
     replies.reserve(commands.size());
     bool any_byte = false;
+    std::uint64_t received = 0;
     if (read_buffer_.empty()) read_buffer_.resize(kReadChunk);
     std::vector<char>& chunk = read_buffer_;
+    // A large value takes longer to move than a small one: the deadlines grow with the bytes
+    // sent, and the total one with the bytes received too, at the slowest rate taken for a link.
+    // A server trickling bytes gains nothing by it.
+    const auto first_byte = start + first_byte_budget + transfer_time(request.size());
+    const auto total = [&] {
+        return start + total_budget + transfer_time(request.size() + received);
+    };
+    std::optional<Clock::time_point> spin_until;
 
     // Sends and reads together: a server answering the first commands of a long pipeline must not
     // wait on a full socket buffer while kcache is still sending the last ones.
     while (replies.size() < commands.size()) {
-        const auto deadline = any_byte ? total : std::min(first_byte, total);
-        short events = POLLIN;
-        if (!unsent.empty()) events |= POLLOUT;
-        const int revents = wait_for(fd_.get(), events, deadline);
-        if (revents < 0) return fail(RedisFailure::kIo, "poll: " + errno_text(errno));
-        if (revents == 0) {
-            if (!any_byte && deadline == first_byte && first_byte < total) {
-                return fail(RedisFailure::kTimeout, "no reply within the first-byte timeout of " +
-                                                        describe_ms(first_byte_budget));
-            }
-            return fail(RedisFailure::kTimeout,
-                        "reply not complete within " + describe_ms(total_budget));
-        }
-        if ((revents & POLLOUT) != 0 && !unsent.empty()) {
+        if (!unsent.empty()) {
+            // Sent before any wait: a socket buffer almost always has room for a request.
             const ssize_t n =
                 ::send(fd_.get(), unsent.data(), unsent.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
             if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -313,6 +386,25 @@ Result<std::vector<RedisReply>> RedisConnection::exchange(
                 unsent.remove_prefix(static_cast<std::size_t>(n));
                 bytes_out_ += static_cast<std::uint64_t>(n);
             }
+            // A server near by answers within microseconds of the request's last byte: that long
+            // is waited for awake, since going to sleep and being woken costs as much again.
+            if (unsent.empty() && deadlines_.busy_poll.count() > 0) {
+                spin_until = Clock::now() + deadlines_.busy_poll;
+            }
+        }
+        const auto deadline = any_byte ? total() : std::min(first_byte, total());
+        short events = POLLIN;
+        if (!unsent.empty()) events |= POLLOUT;
+        const int revents =
+            wait_for(fd_.get(), events, deadline, any_byte ? std::nullopt : spin_until);
+        if (revents < 0) return fail(RedisFailure::kIo, "poll: " + errno_text(errno));
+        if (revents == 0) {
+            if (!any_byte && deadline == first_byte && first_byte < total()) {
+                return fail(RedisFailure::kTimeout, "no reply within the first-byte timeout of " +
+                                                        describe_ms(first_byte_budget));
+            }
+            return fail(RedisFailure::kTimeout,
+                        "reply not complete within " + describe_ms(total_budget));
         }
         if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
             const ssize_t n = ::recv(fd_.get(), chunk.data(), chunk.size(), MSG_DONTWAIT);
@@ -322,6 +414,7 @@ Result<std::vector<RedisReply>> RedisConnection::exchange(
             }
             if (n > 0) {
                 any_byte = true;
+                received += static_cast<std::uint64_t>(n);
                 bytes_in_ += static_cast<std::uint64_t>(n);
                 auto fed =
                     reader_.feed(std::string_view(chunk.data(), static_cast<std::size_t>(n)));

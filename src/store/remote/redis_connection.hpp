@@ -24,6 +24,9 @@ struct Deadlines {
     std::chrono::milliseconds connect{100};      // connect, AUTH and SELECT together
     std::chrono::milliseconds first_byte{1000};  // a request sent to its reply's first byte
     std::chrono::milliseconds total{1000};       // a request sent to its reply's last byte
+    // Both grow with the bytes a request and its reply move (a slow link's time for them).
+    // After a request's last byte, its reply is waited for this long without sleeping first.
+    std::chrono::microseconds busy_poll{0};
 };
 
 // How a request failed, beyond its message: the breaker and the counters tell these apart.

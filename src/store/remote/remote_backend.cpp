@@ -38,6 +38,7 @@ RemoteBackend::RemoteBackend(RemoteBackendConfig config, RemoteCounters& counter
     deadlines.connect = config_.connect_timeout;
     deadlines.total = config_.timeout;
     deadlines.first_byte = config_.first_byte_timeout.value_or(config_.timeout);
+    deadlines.busy_poll = config_.busy_poll;
     // No value is larger than a disk entry may be (plus its signature); a reply holds at most one
     // value and a little framing.
     config_.max_value_bytes =

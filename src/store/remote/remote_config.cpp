@@ -21,6 +21,7 @@ constexpr std::string_view kHexDigits = "0123456789abcdefABCDEF";
 constexpr std::string_view kNameCharacters =
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._";
 constexpr milliseconds kLongestDuration{3'600'000};
+constexpr std::chrono::microseconds kLongestBusyPoll{10'000};
 // sun_path holds 108 bytes with the terminating NUL.
 constexpr std::size_t kLongestSocketPath = 107;
 constexpr std::string_view kMasked = "***";
@@ -63,6 +64,29 @@ Result<milliseconds> duration_of(std::string_view text) {
         return Error(Errc::kInvalidArgument, "more than an hour");
     }
     return milliseconds(static_cast<milliseconds::rep>(*value * scale));
+}
+
+// `busy-poll`: microseconds (us), or milliseconds (ms); 0 is off. Longer than a few milliseconds
+// would only burn a core.
+Result<std::chrono::microseconds> busy_poll_of(std::string_view text) {
+    std::string_view number = text;
+    std::uint64_t scale = 1;
+    if (number.ends_with("us")) {
+        number.remove_suffix(2);
+    } else if (number.ends_with("ms")) {
+        number.remove_suffix(2);
+        scale = 1000;
+    } else if (number != "0") {
+        return Error(Errc::kInvalidArgument, "expected a number with us or ms (50us), or 0");
+    }
+    const auto value = only(number, kDigits)
+                           ? decimal(number, static_cast<std::uint64_t>(kLongestBusyPoll.count()))
+                           : std::nullopt;
+    if (number.empty() || !value ||
+        *value * scale > static_cast<std::uint64_t>(kLongestBusyPoll.count())) {
+        return Error(Errc::kInvalidArgument, "expected 0 to 10ms, with us or ms (50us)");
+    }
+    return std::chrono::microseconds(static_cast<std::chrono::microseconds::rep>(*value * scale));
 }
 
 // `max-size`: a bare number is bytes here (one value's size), unlike a cache budget's gigabytes;
@@ -362,6 +386,14 @@ private:
             TRY_ASSIGN(config_.timeout, duration());
         } else if (key == "first-byte-timeout") {
             TRY_ASSIGN(config_.first_byte_timeout, duration());
+        } else if (key == "busy-poll") {
+            TRY(needs_value());
+            auto parsed = busy_poll_of(value);
+            if (!parsed) {
+                return fail("bad " + quote(key) + " " + quote(value) + ": " +
+                            parsed.error().message());
+            }
+            config_.busy_poll = *parsed;
         } else if (key == "read-only") {
             TRY_ASSIGN(config_.read_only, flag());
         } else if (key == "require-signature") {
@@ -575,6 +607,9 @@ std::string RemoteBackendConfig::redacted() const {
     }
     if (timeout != defaults.timeout) text += "|timeout=" + format_duration(timeout);
     if (first_byte_timeout) text += "|first-byte-timeout=" + format_duration(*first_byte_timeout);
+    if (busy_poll != defaults.busy_poll) {
+        text += "|busy-poll=" + std::to_string(busy_poll.count()) + "us";
+    }
     if (read_only) text += "|read-only";
     if (prefix != defaults.prefix) text += "|prefix=" + prefix;
     if (!password_file.empty()) text += "|password-file=" + password_file;

@@ -52,6 +52,9 @@ struct RemoteBackendConfig {
     std::chrono::milliseconds timeout{1000};         // `timeout`: one request, first byte to last
     // `first-byte-timeout`: from sending a request to the reply's first byte; defaults to timeout.
     std::optional<std::chrono::milliseconds> first_byte_timeout;
+    // `busy-poll` (50us, 0: off): after a request, its reply is awaited this long without
+    // sleeping, which a server on the same host or rack answers within.
+    std::chrono::microseconds busy_poll{0};
     bool read_only = false;         // `read-only`: never written to
     std::string prefix = "kcache";  // `prefix`: keys are "<prefix>:<fingerprint hex>"
     std::string password_file;      // `password-file`: read by whoever builds the backend
