@@ -84,6 +84,9 @@ int run_remote_child(const std::string& mode, const std::string& directory, cons
 // The 64 distinct PTX kernels of the issue-3 measurements, and the cache key of each.
 std::vector<std::string> ptx_kernel_set();
 std::string ptx_kernel_key(int i);
+// A kernel of `steps` rounds of 64 dependent FMAs (named large_kernel, softmax_rows's parameters),
+// its constants changed by `variant`: the compile time grows with `steps`.
+std::string fma_chain_ptx_kernel(int steps, int variant);
 // warm_up() items for `ptx` (which must outlive them): each by its ptx_kernel_key.
 std::vector<WarmUpItem> ptx_warm_up_items(const std::vector<std::string>& ptx);
 // Needs a GPU: the warm start of those kernels in new processes, and of one large kernel, each in

@@ -144,15 +144,10 @@ std::vector<WarmUpItem> ptx_warm_up_items(const std::vector<std::string>& ptx) {
     return items;
 }
 
-namespace {
-
-// One large kernel, for the comparison with the driver's ComputeCache that DESIGN.md makes on one
-// large kernel: `kLargeSteps` rounds of 64 dependent FMAs over 64 accumulators seeded from
-// memory, about 550 KB of PTX and a 210 KB cubin, 1.2 s in nvJitLink on the CPU machine. Its
-// parameters are softmax_rows's, and like it, it returns at once when n is 0.
-constexpr int kLargeSteps = 200;
-
-std::string large_ptx_kernel() {
+// `steps` rounds of 64 dependent FMAs over 64 accumulators seeded from memory; `variant` changes
+// the constants only, so that kernels of one size are distinct modules. Its parameters are
+// softmax_rows's, and like it, it returns at once when n is 0.
+std::string fma_chain_ptx_kernel(int steps, int variant) {
     std::string ptx =
         ".version 7.8\n.target sm_70\n.address_size 64\n\n"
         ".visible .entry large_kernel(.param .u64 out, .param .u64 in, .param .u32 n)\n{\n"
@@ -165,15 +160,17 @@ std::string large_ptx_kernel() {
         "  mul.wide.u32 %rd3, %t0, 4;\n  add.u64 %rd4, %rd1, %rd3;\n  add.u64 %rd5, %rd2, %rd3;\n"
         "  ld.global.f32 %x, [%rd4];\n";
     char line[128];
+    const auto shift = static_cast<unsigned>(variant) * 7u;
     for (unsigned j = 0; j < 64; ++j) {
         std::snprintf(line, sizeof line, "  add.f32 %%a%u, %%x, 0f%08X;\n", j,
-                      0x3f800000u + j * 4096u);
+                      0x3f800000u + (j + shift) * 4096u);
         ptx += line;
     }
-    for (unsigned step = 0; step < kLargeSteps; ++step) {
+    for (unsigned step = 0; step < static_cast<unsigned>(steps); ++step) {
         for (unsigned j = 0; j < 64; ++j) {
             std::snprintf(line, sizeof line, "  fma.rn.f32 %%a%u, %%a%u, %%a%u, 0f%08X;\n", j, j,
-                          (j + 1 + step) % 64, 0x3e800000u + ((step * 64 + j) % 997) * 512u);
+                          (j + 1 + step) % 64,
+                          0x3e800000u + ((step * 64 + j + shift) % 997) * 512u);
             ptx += line;
         }
     }
@@ -182,6 +179,17 @@ std::string large_ptx_kernel() {
         ptx += line;
     }
     return ptx + "  st.global.f32 [%rd5], %a0;\ndone:\n  ret;\n}\n";
+}
+
+namespace {
+
+// One large kernel, for the comparison with the driver's ComputeCache that DESIGN.md makes on one
+// large kernel: `kLargeSteps` rounds of 64 dependent FMAs over 64 accumulators seeded from
+// memory, about 550 KB of PTX and a 210 KB cubin, 1.2 s in nvJitLink on the CPU machine.
+constexpr int kLargeSteps = 200;
+
+std::string large_ptx_kernel() {
+    return fma_chain_ptx_kernel(kLargeSteps, 0);
 }
 
 // What a child loads: the 64 small kernels, or the one large kernel.

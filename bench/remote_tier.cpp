@@ -3,7 +3,8 @@
 // - warm start of the 64 distinct PTX kernels on a fresh node: from the local disk tier, from
 //   Redis on loopback (empty disk), and compiling them (empty disk, no remote), one kernel after
 //   another and all at once through a 16-thread warm_up; with a GPU each kernel is also
-//   launched once, so the kernels that came from Redis really run;
+//   launched once, so the kernels that came from Redis really run; Redis read with and without
+//   busy-poll; then the same with 64 kernels that take longer to compile;
 // - one lookup's worst case with the server dead, stopped and trickling: every remote read over a
 //   few seconds, timed, against the configured timeout and the breaker's period.
 // A redis-server is started here (tests/testing's harness); without one, or without nvJitLink,
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -43,22 +45,41 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 struct Node {
     double total_ms = 0;   // 64 kernels ready (handles in hand)
     double launch_ms = 0;  // then one launch of each and a synchronize (GPU only)
-    std::uint64_t compiles = 0, disk_hits = 0, remote_hits = 0;
+    std::uint64_t compiles = 0, disk_hits = 0, remote_hits = 0, disk_writes = 0;
+    double compile_ms = 0;  // the compiles' own time, summed over threads
 };
 
 std::optional<Node> node(const std::string& mode, const std::string& directory,
                          const std::string& url) {
     auto out = run_self({"--remote-child", mode, directory, url.empty() ? "-" : url});
     Node run;
-    unsigned long long compiles = 0, disk = 0, remote = 0;
-    if (!out || std::sscanf(out->c_str(), "%lf %lf %llu %llu %llu", &run.total_ms, &run.launch_ms,
-                            &compiles, &disk, &remote) != 5) {
+    unsigned long long compiles = 0, disk = 0, remote = 0, writes = 0;
+    if (!out ||
+        std::sscanf(out->c_str(), "%lf %lf %llu %llu %llu %llu %lf", &run.total_ms, &run.launch_ms,
+                    &compiles, &disk, &remote, &writes, &run.compile_ms) != 7) {
         return std::nullopt;
     }
     run.compiles = compiles;
     run.disk_hits = disk;
     run.remote_hits = remote;
+    run.disk_writes = writes;
     return run;
+}
+
+// The kernels a node asks for: the 64 softmax kernels, or (`fma:STEPS` after the mode) 64
+// distinct kernels of STEPS rounds of FMAs, whose compile takes longer the more steps.
+struct NodeKernels {
+    std::vector<std::string> ptx;
+    std::string name;
+};
+
+NodeKernels kernels_for(const std::string& mode) {
+    const std::size_t colon = mode.find(":fma=");
+    if (colon == std::string::npos) return {ptx_kernel_set(), "softmax_rows"};
+    const int steps = std::atoi(mode.c_str() + colon + 5);
+    NodeKernels kernels{{}, "large_kernel"};
+    for (int i = 0; i < 64; ++i) kernels.ptx.push_back(fma_chain_ptx_kernel(steps, i));
+    return kernels;
 }
 
 }  // namespace
@@ -73,14 +94,15 @@ int run_remote_child(const std::string& mode, const std::string& directory,
     } else {
         options.driver = std::make_shared<fakes::FakeDriver>();
     }
-    const std::vector<std::string> ptx = ptx_kernel_set();  // made before the clock starts
-    const std::vector<WarmUpItem> items = ptx_warm_up_items(ptx);
+    const NodeKernels kernels = kernels_for(mode);  // made before the clock starts
+    std::vector<WarmUpItem> items = ptx_warm_up_items(kernels.ptx);
+    for (auto& item : items) item.kernel_name = kernels.name;
     options.disk_directory = directory;
     if (url != "-") options.remote = url;
     const auto start = std::chrono::steady_clock::now();
     KernelCache cache(options);
     std::vector<KernelHandle> handles;
-    if (mode == "one") {
+    if (mode.starts_with("one")) {
         for (const auto& item : items) {
             auto kernel = cache.kernel(item.key, item.make_source, item.kernel_name);
             if (!kernel) return 4;
@@ -107,16 +129,22 @@ int run_remote_child(const std::string& mode, const std::string& directory,
     }
     cache.wait_for_uploads();
     const CacheStats stats = cache.stats();
-    std::printf("%.4f %.4f %llu %llu %llu\n", total_ms, launch_ms,
+    std::printf("%.4f %.4f %llu %llu %llu %llu %.3f\n", total_ms, launch_ms,
                 static_cast<unsigned long long>(stats.compiles),
                 static_cast<unsigned long long>(stats.disk_hits),
-                static_cast<unsigned long long>(stats.remote_hits));
+                static_cast<unsigned long long>(stats.remote_hits),
+                static_cast<unsigned long long>(stats.disk_writes),
+                static_cast<double>(stats.compile_ns) / 1e6);
     return 0;
 }
 
 namespace {
 
-std::string warm_start_table(const std::string& directory, int rounds, std::string& note) {
+// The warm start of 64 kernels on fresh nodes, every mode in turns. `set` is "" for the softmax
+// kernels or ":fma=STEPS"; `one_by_one` adds the modes that ask for one kernel after another.
+std::string warm_start_table(const std::string& directory, const std::string& set,
+                             const std::string& title, bool one_by_one, int rounds,
+                             std::string& note) {
     auto server = fakes::RedisServer::start();
     if (!server) {
         note = server.error().message();
@@ -125,61 +153,91 @@ std::string warm_start_table(const std::string& directory, int rounds, std::stri
     // The fleet's Redis and a node's warm disk, filled by one node's compile.
     const std::string warm = directory + "/warm-disk";
     std::filesystem::remove_all(directory);
-    if (!node("all", warm, (*server)->url())) {
+    if (!node("all" + set, warm, (*server)->url())) {
         note = "the first node could not fill the tiers";
         return {};
     }
+    enum class From { kDisk, kRemote, kCompile };
     struct Mode {
-        const char* label;
-        const char* how;
-        bool remote;
-        bool warm_disk;
+        std::string label;
+        std::string how;  // "one" or "all"
+        From from;
+        std::string attributes;  // of the remote setting
+        std::size_t baseline;    // the row it is compared with
     };
-    const Mode modes[] = {{"disk tier (warm disk)", "one", false, true},
-                          {"remote tier (empty disk, Redis)", "one", true, false},
-                          {"compile (empty disk, no remote)", "one", false, false},
-                          {"disk tier, warm_up x16", "all", false, true},
-                          {"remote tier, warm_up x16", "all", true, false},
-                          {"compile, warm_up x16 (cold warm-up)", "all", false, false}};
-    std::vector<std::vector<double>> totals(std::size(modes)), launches(std::size(modes));
+    const std::string busy = "|busy-poll=50us";
+    std::vector<Mode> modes;
+    if (one_by_one) {
+        modes.push_back({"disk tier (warm disk)", "one", From::kDisk, "", 0});
+        modes.push_back({"remote tier (empty disk, Redis)", "one", From::kRemote, "", 0});
+        modes.push_back({"remote tier, busy-poll=50us", "one", From::kRemote, busy, 0});
+        modes.push_back({"compile (empty disk, no remote)", "one", From::kCompile, "", 0});
+    }
+    const std::size_t all = modes.size();
+    modes.push_back({"disk tier, warm_up x16", "all", From::kDisk, "", all});
+    modes.push_back({"remote tier, warm_up x16", "all", From::kRemote, "", all});
+    modes.push_back({"remote tier, busy-poll=50us, warm_up x16", "all", From::kRemote, busy, all});
+    modes.push_back({"compile, warm_up x16 (cold warm-up)", "all", From::kCompile, "", all});
+    std::vector<std::vector<double>> totals(modes.size()), launches(modes.size()),
+        compile_ms(modes.size());
     for (int round = 0; round < rounds; ++round) {
-        for (std::size_t m = 0; m < std::size(modes); ++m) {  // in turns: no mode runs warmer
+        for (std::size_t m = 0; m < modes.size(); ++m) {  // in turns: no mode runs warmer
             const Mode& mode = modes[m];
-            const std::string dir = mode.warm_disk ? warm
-                                                   : directory + "/fresh-" + std::to_string(round) +
-                                                         "-" + std::to_string(m);
-            auto run = node(mode.how, dir, mode.remote ? (*server)->url() : "");
-            const std::uint64_t expected_compiles = !mode.warm_disk && !mode.remote ? 64 : 0;
-            if (!run || run->compiles != expected_compiles ||
-                (mode.remote && run->remote_hits != 64) ||
-                (mode.warm_disk && run->disk_hits != 64)) {
-                note = std::string("a node failed or did not find what it should: ") + mode.label;
+            const bool warm_disk = mode.from == From::kDisk;
+            const std::string dir =
+                warm_disk ? warm
+                          : directory + "/fresh-" + std::to_string(round) + "-" + std::to_string(m);
+            auto run = node(mode.how + set, dir,
+                            mode.from == From::kRemote ? (*server)->url() + mode.attributes : "");
+            // A compile must be nvJitLink's, stored on the disk: not the driver's JIT (and its
+            // own cache), which the tiers would not hold.
+            const bool as_expected =
+                run &&
+                (mode.from == From::kCompile
+                     ? run->compiles == 64 && run->disk_writes == 64
+                     : run->compiles == 0 &&
+                           (mode.from == From::kRemote ? run->remote_hits : run->disk_hits) == 64);
+            if (!as_expected) {
+                note = "a node failed or did not find what it should: " + mode.label;
                 return {};
             }
             totals[m].push_back(run->total_ms);
             launches[m].push_back(run->launch_ms);
+            compile_ms[m].push_back(run->compile_ms);
         }
     }
-    char line[256];
-    std::string table =
-        "## A fresh node's warm start: 64 distinct PTX kernels, a new process per "
-        "run, median of " +
-        std::to_string(rounds) +
-        " rounds in turns\n\n"
-        "| mode | ms to 64 handles | per kernel | vs disk | then 64 launches ms |\n"
-        "|---|---|---|---|---|\n";
-    for (std::size_t m = 0; m < std::size(modes); ++m) {
+    char line[320];
+    std::string table = "## " + title + ", a new process per run, median of " +
+                        std::to_string(rounds) +
+                        " rounds in turns\n\n"
+                        "| mode | ms to 64 handles | per kernel | vs disk | then 64 launches ms | "
+                        "compiling, summed over threads, ms |\n"
+                        "|---|---|---|---|---|---|\n";
+    for (std::size_t m = 0; m < modes.size(); ++m) {
         const double total = median(totals[m]);
-        const double disk = median(totals[m < 3 ? 0 : 3]);
-        std::snprintf(line, sizeof line, "| %s | %.3f | %.4f | %.2fx | %.3f |\n", modes[m].label,
-                      total, total / 64, total / disk, median(launches[m]));
+        const double disk = median(totals[modes[m].baseline]);
+        std::snprintf(line, sizeof line, "| %s | %.3f | %.4f | %.2fx | %.3f | %.1f |\n",
+                      modes[m].label.c_str(), total, total / 64, total / disk, median(launches[m]),
+                      median(compile_ms[m]));
+        table += line;
+    }
+    const auto ratio = [&](std::size_t a, std::size_t b) {
+        return median(totals[a]) / median(totals[b]);
+    };
+    if (one_by_one) {
+        std::snprintf(line, sizeof line,
+                      "\nremote / disk, one at a time: %.2fx (busy-poll: %.2fx); by warm_up: %.2fx "
+                      "(busy-poll: %.2fx) (target <= 2x)\n",
+                      ratio(1, 0), ratio(2, 0), ratio(all + 1, all), ratio(all + 2, all));
+        table += line;
+    } else {
+        std::snprintf(line, sizeof line, "\nremote / disk by warm_up: %.2fx (busy-poll: %.2fx)\n",
+                      ratio(all + 1, all), ratio(all + 2, all));
         table += line;
     }
     std::snprintf(line, sizeof line,
-                  "\nremote / disk: %.2fx one at a time, %.2fx by warm_up (target <= 2x); "
-                  "cold warm-up / remote warm_up: %.1fx (target >= 20x)\n",
-                  median(totals[1]) / median(totals[0]), median(totals[4]) / median(totals[3]),
-                  median(totals[5]) / median(totals[4]));
+                  "cold warm-up / remote warm_up: %.1fx (busy-poll: %.1fx) (target >= 20x)\n",
+                  ratio(all + 3, all + 1), ratio(all + 3, all + 2));
     table += line;
     return table;
 }
@@ -264,6 +322,8 @@ std::string worst_case_table(std::string& note) {
 
 }  // namespace
 
+constexpr int kHeavierSteps = 16;
+
 std::string run_remote_tier(const std::string& directory, int rounds, std::string& note) {
     if (!driver::nvjitlink_api()) {
         note = "no nvJitLink: " + driver::nvjitlink_api().error().message();
@@ -273,8 +333,17 @@ std::string run_remote_tier(const std::string& directory, int rounds, std::strin
         note = fakes::RedisServer::unavailable_reason();
         return {};
     }
-    std::string table = warm_start_table(directory, rounds, note);
+    std::string table = warm_start_table(
+        directory, "", "A fresh node's warm start: 64 distinct PTX kernels", true, rounds, note);
     if (table.empty()) return {};
+    // Kernels that take longer to compile: the remote tier's gain grows with the compile it saves.
+    std::string heavier =
+        warm_start_table(directory, ":fma=" + std::to_string(kHeavierSteps),
+                         "The same with 64 heavier kernels (" + std::to_string(kHeavierSteps) +
+                             " rounds of 64 FMAs each)",
+                         false, rounds, note);
+    if (heavier.empty()) return {};
+    table += "\n" + heavier;
     std::string worst = worst_case_table(note);
     if (worst.empty()) return {};
     return table + worst;
