@@ -66,13 +66,16 @@ void ArtifactStore::finish_refills() {
 }
 
 void ArtifactStore::keep(const util::Fingerprint& fingerprint, const Found& found) {
+    if (found.tier == Tier::kDisk && remote_ && remote_->reshares()) {
+        remote_->reshare(fingerprint, found.entry->encoded());
+    }
     if (found.tier != Tier::kRemote) return;
     if (!disk_) {
         memory_.put(fingerprint, found.entry);
         return;
     }
     if (disk_->read_only()) return;
-    refills_->push({fingerprint, std::string(found.entry->encoded()), {}});
+    refills_->push({fingerprint, std::string(found.entry->encoded()), false, {}});
 }
 
 void ArtifactStore::drain_refills() {

@@ -75,7 +75,8 @@ public:
     void count(Outcome outcome) noexcept;
     // A remote hit its finder accepted: written to the disk tier (or, without one, kept in
     // memory), so that the next lookup finds it here. The disk write is queued, off the caller's
-    // path: a durable write costs more than the remote read did.
+    // path: a durable write costs more than the remote read did. A disk hit goes to the remote
+    // backends that share disk hits again (`reshare`), off the caller's path too.
     void keep(const util::Fingerprint& fingerprint, const Found& found);
     // Waits until the remote hits queued for the disk are written (tests, `kcache pull`).
     void drain_refills();

@@ -172,6 +172,10 @@ TEST(RemoteConfig, EveryAttributeIsRead) {
 }
 
 TEST(RemoteConfig, FlagsMayAlsoBeWrittenAsBooleans) {
+    EXPECT_TRUE(backend_of("redis://cache|reshare").reshare);
+    EXPECT_FALSE(backend_of("redis://cache").reshare);
+    EXPECT_FALSE(backend_of("redis://cache|reshare=false").reshare);
+    EXPECT_EQ(backend_of("redis://cache|reshare").redacted(), "redis://cache:6379|reshare");
     EXPECT_TRUE(backend_of("redis://cache|read-only=true").read_only);
     EXPECT_FALSE(backend_of("redis://cache|read-only=false").read_only);
     EXPECT_TRUE(backend_of("redis://cache|require-signature=true").require_signature);

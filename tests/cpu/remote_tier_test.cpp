@@ -118,6 +118,77 @@ TEST_F(RemoteTierTest, AMissWritesOneKeyAndANodeWithAnEmptyDiskGetsItWithoutComp
     EXPECT_EQ(third.stats().remote_errors + third.stats().remote_timeouts, 0u);
 }
 
+TEST_F(RemoteTierTest, WithReshareADiskHitIsUploadedWhereTheServerLacksItAndOnlyThere) {
+    auto server = start();
+    ASSERT_TRUE(server);
+    // A node compiled two kernels before the fleet had a Redis: they are on its disk only.
+    CacheOptions local = node("");
+    {
+        KernelCache before(local);
+        ASSERT_TRUE(before.kernel("gelu:16", gelu, "gelu").ok());
+        ASSERT_TRUE(softmax(before, 1024).ok());
+    }
+    // Without reshare, its disk hits stay its own.
+    {
+        CacheOptions plain = local;
+        plain.remote = server->url();
+        KernelCache cache(plain);
+        ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+        cache.wait_for_uploads();
+        EXPECT_EQ(cache.stats().disk_hits, 1u);
+        EXPECT_EQ(cache.stats().remote_writes, 0u);
+    }
+    EXPECT_TRUE(value_keys(*server).empty());
+    // With it, each is uploaded once, as a compile would have.
+    CacheOptions sharing = local;
+    sharing.remote = server->url() + "|reshare";
+    {
+        KernelCache cache(sharing);
+        for (int i = 0; i < 3; ++i) {  // the same hit again is not sent again
+            cache.clear();
+            ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+        }
+        cache.wait_for_uploads();
+        const CacheStats stats = cache.stats();
+        EXPECT_EQ(stats.compiles, 0u);
+        EXPECT_EQ(stats.disk_hits, 3u);
+        EXPECT_EQ(stats.remote_writes, 1u);
+    }
+    ASSERT_EQ(value_keys(*server).size(), 1u);
+    // A value the server has already is asked about, not sent again.
+    {
+        KernelCache cache(sharing);
+        ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+        ASSERT_TRUE(softmax(cache, 1024).ok());
+        cache.wait_for_uploads();
+        EXPECT_EQ(cache.stats().remote_writes, 1u) << "only the softmax the server lacked";
+        EXPECT_EQ(cache.stats().remote_writes_exists, 0u) << "gelu was never sent";
+    }
+    EXPECT_EQ(value_keys(*server).size(), 2u);
+    // And a node with an empty disk now gets both from the server.
+    KernelCache fresh(node(server->url()));
+    ASSERT_TRUE(fresh.kernel("gelu:16", gelu, "gelu").ok());
+    ASSERT_TRUE(softmax(fresh, 1024).ok());
+    EXPECT_EQ(fresh.stats().remote_hits, 2u);
+    EXPECT_EQ(fresh.stats().compiles, 0u);
+}
+
+TEST_F(RemoteTierTest, AReadOnlyBackendIsNeverReshared) {
+    auto server = start();
+    ASSERT_TRUE(server);
+    CacheOptions local = node("");
+    {
+        KernelCache before(local);
+        ASSERT_TRUE(before.kernel("gelu:16", gelu, "gelu").ok());
+    }
+    local.remote = server->url() + "|reshare|read-only";
+    KernelCache cache(local);
+    ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    cache.wait_for_uploads();
+    EXPECT_EQ(cache.stats().remote_writes, 0u);
+    EXPECT_TRUE(value_keys(*server).empty());
+}
+
 TEST_F(RemoteTierTest, TheStoredValueIsExactlyTheDiskEntry) {
     auto server = start();
     ASSERT_TRUE(server);

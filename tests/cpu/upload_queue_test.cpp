@@ -16,7 +16,7 @@ namespace {
 using namespace std::chrono_literals;
 
 Upload upload_of(std::uint64_t n, std::size_t bytes = 10) {
-    return Upload{util::Fingerprint{n, n}, std::string(bytes, 'x'), {}};
+    return Upload{util::Fingerprint{n, n}, std::string(bytes, 'x'), false, {}};
 }
 
 // A sender that blocks until the test opens its gate.

@@ -396,6 +396,8 @@ private:
             config_.busy_poll = *parsed;
         } else if (key == "read-only") {
             TRY_ASSIGN(config_.read_only, flag());
+        } else if (key == "reshare") {
+            TRY_ASSIGN(config_.reshare, flag());
         } else if (key == "require-signature") {
             TRY_ASSIGN(config_.require_signature, flag());
         } else if (key == "prefix") {
@@ -611,6 +613,7 @@ std::string RemoteBackendConfig::redacted() const {
         text += "|busy-poll=" + std::to_string(busy_poll.count()) + "us";
     }
     if (read_only) text += "|read-only";
+    if (reshare) text += "|reshare";
     if (prefix != defaults.prefix) text += "|prefix=" + prefix;
     if (!password_file.empty()) text += "|password-file=" + password_file;
     if (!shards.empty() && shards.front().endpoint.transport == RedisEndpoint::Transport::kUnix &&

@@ -55,7 +55,10 @@ struct RemoteBackendConfig {
     // `busy-poll` (50us, 0: off): after a request, its reply is awaited this long without
     // sleeping, which a server on the same host or rack answers within.
     std::chrono::microseconds busy_poll{0};
-    bool read_only = false;         // `read-only`: never written to
+    bool read_only = false;  // `read-only`: never written to
+    // `reshare`: entries this process finds in its disk tier are uploaded too, where the backend
+    // lacks them (as ccache's reshare): a fleet fills a new server from nodes' disks.
+    bool reshare = false;
     std::string prefix = "kcache";  // `prefix`: keys are "<prefix>:<fingerprint hex>"
     std::string password_file;      // `password-file`: read by whoever builds the backend
     // (`user=NAME`: the ACL user, for a socket's URL, which has no place for one.)

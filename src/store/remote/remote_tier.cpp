@@ -35,6 +35,8 @@ constexpr std::string_view kRenewScript =
     "ARGV[2]) else return 0 end";
 
 constexpr std::size_t kMaxRejectionsRemembered = 4096;
+// Disk hits a process remembers having shared again (`reshare`).
+constexpr std::size_t kMaxReshared = 65536;
 
 // What a released lease without a value leaves under the lease's key.
 constexpr std::string_view kNoValueMarker = "no-value";
@@ -108,6 +110,7 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(RemoteOptions options) {
     for (const RemoteBackendConfig& config : tier->options_.backends) {
         TRY_ASSIGN(auto backend, RemoteBackend::open(config, tier->options_.environment_password,
                                                      tier->counters_));
+        tier->reshares_ = tier->reshares_ || backend->config().reshare;
         tier->backends_.push_back(std::move(backend));
     }
     RemoteTier* self = tier.get();
@@ -216,7 +219,7 @@ void RemoteTier::count_lookup(bool hit) noexcept {
 }
 
 void RemoteTier::put(const util::Fingerprint& fingerprint, std::string entry, Lease lease) {
-    Upload upload{fingerprint, std::move(entry), {}};
+    Upload upload{fingerprint, std::move(entry), false, {}};
     if (lease) {
         // The lease goes with the upload: released by the queue's thread once the value is sent.
         auto held = std::make_shared<Lease>(std::move(lease));
@@ -225,11 +228,30 @@ void RemoteTier::put(const util::Fingerprint& fingerprint, std::string entry, Le
     if (!uploads_->push(std::move(upload))) RemoteCounters::add(counters_.writes_dropped);
 }
 
+void RemoteTier::reshare(const util::Fingerprint& fingerprint, std::string_view entry) {
+    if (!reshares_) return;
+    {
+        std::lock_guard lock(reshared_mutex_);
+        // Bounded: forgetting only costs a backend an EXISTS it answers with "there".
+        if (reshared_.size() >= kMaxReshared) reshared_.clear();
+        if (!reshared_.insert({fingerprint.high, fingerprint.low}).second) return;
+    }
+    Upload upload{fingerprint, std::string(entry), true, {}};
+    if (!uploads_->push(std::move(upload))) RemoteCounters::add(counters_.writes_dropped);
+}
+
 bool RemoteTier::send(const Upload& upload) {
     bool there = false;
     for (auto& backend : backends_) {
         if (!backend->writable()) continue;
+        if (upload.reshare && !backend->config().reshare) continue;
         const std::string key = backend->value_key(upload.fingerprint);
+        if (upload.reshare) {
+            // Most disk hits are of values the fleet shares already: asked first, so that their
+            // bytes are not sent for nothing.
+            auto exists = backend->server_for(key).command({"EXISTS", key});
+            if (!exists || exists->is_error() || exists->integer != 0) continue;
+        }
         const std::string value = value_for(*backend, upload.fingerprint, upload.entry);
         if (value.size() > backend->config().max_value_bytes) {
             RemoteCounters::add(counters_.too_large);

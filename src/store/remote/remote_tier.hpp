@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -100,6 +101,11 @@ public:
     // Queues the upload of an entry's bytes to every writable backend (signed where a backend has
     // a signing key); `lease`, if held, is released once it is sent. Never blocks.
     void put(const util::Fingerprint& fingerprint, std::string entry, Lease lease = {});
+    // Whether any backend shares disk hits again (`reshare`).
+    bool reshares() const noexcept { return reshares_; }
+    // Queues a disk hit's bytes for the backends with `reshare` that lack them, once per
+    // fingerprint and process. Never blocks.
+    void reshare(const util::Fingerprint& fingerprint, std::string_view entry);
 
     enum class LeaseState : std::uint8_t {
         kWon,      // this process holds it: compile, then put() with it
@@ -158,7 +164,10 @@ private:
     };
     std::map<std::uint64_t, HeldLease> leases_;  // guarded by leases_mutex_
     std::uint64_t next_lease_id_ = 1;            // guarded by leases_mutex_
-    bool stopping_ = false;                      // guarded by leases_mutex_
+    bool reshares_ = false;
+    std::mutex reshared_mutex_;
+    std::set<std::pair<std::uint64_t, std::uint64_t>> reshared_;  // guarded by reshared_mutex_
+    bool stopping_ = false;                                       // guarded by leases_mutex_
     std::thread renewer_;
 
     std::unique_ptr<UploadQueue> uploads_;  // last: its thread calls send()

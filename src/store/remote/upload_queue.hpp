@@ -22,6 +22,9 @@ namespace kcache::store::remote {
 struct Upload {
     util::Fingerprint fingerprint;
     std::string entry;  // the disk entry's bytes
+    // A disk hit shared again (`reshare`): only to backends that ask for it, and only where the
+    // value is missing.
+    bool reshare = false;
     // Runs after the upload was sent (or dropped), told whether the value is now there to be
     // found: a lease is released only then, so that nodes waiting on it do not compile it
     // themselves, and says whether they will find it.
