@@ -52,9 +52,9 @@ struct RemoteBackendConfig {
     std::chrono::milliseconds timeout{1000};         // `timeout`: one request, first byte to last
     // `first-byte-timeout`: from sending a request to the reply's first byte; defaults to timeout.
     std::optional<std::chrono::milliseconds> first_byte_timeout;
-    // `busy-poll` (50us, 0: off): after a request, its reply is awaited this long without
+    // `busy-poll` (0: off): after a request, its reply is awaited this long without
     // sleeping, which a server on the same host or rack answers within.
-    std::chrono::microseconds busy_poll{0};
+    std::chrono::microseconds busy_poll{50};
     bool read_only = false;  // `read-only`: never written to
     // `reshare`: entries this process finds in its disk tier are uploaded too, where the backend
     // lacks them (as ccache's reshare): a fleet fills a new server from nodes' disks.
