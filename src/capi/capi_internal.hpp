@@ -46,8 +46,10 @@ namespace kcache::capi {
 // run the C API over a fake driver. Owned by the caller: kcache_cache_destroy.
 kcache_cache* wrap(CacheOptions options);
 
-// The status of an Errc: one C code per C++ code, checked in errors.cpp.
+// The C value of an Errc and of a Provenance: one each, mapped by switches that the compiler
+// holds to every enumerator.
 kcache_status status_of(Errc code) noexcept;
+kcache_provenance provenance_of(Provenance provenance) noexcept;
 
 // Record the calling thread's last error, and return its status. Never throw: where even the
 // message cannot be kept, a fixed text stands in for it.

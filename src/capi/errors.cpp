@@ -10,33 +10,6 @@
 namespace kcache::capi {
 namespace {
 
-// The C codes follow Errc one for one, shifted by KCACHE_OK: a new Errc needs a new status.
-constexpr kcache_status shifted(Errc code) {
-    return static_cast<kcache_status>(static_cast<int>(code) + 1);
-}
-static_assert(shifted(Errc::kNoDriver) == KCACHE_NO_DRIVER);
-static_assert(shifted(Errc::kNoContext) == KCACHE_NO_CONTEXT);
-static_assert(shifted(Errc::kCompileFailed) == KCACHE_COMPILE_FAILED);
-static_assert(shifted(Errc::kSourceFailed) == KCACHE_SOURCE_FAILED);
-static_assert(shifted(Errc::kKeyConflict) == KCACHE_KEY_CONFLICT);
-static_assert(shifted(Errc::kArgumentMismatch) == KCACHE_ARGUMENT_MISMATCH);
-static_assert(shifted(Errc::kKernelNotFound) == KCACHE_KERNEL_NOT_FOUND);
-static_assert(shifted(Errc::kInvalidArgument) == KCACHE_INVALID_ARGUMENT);
-static_assert(shifted(Errc::kDriverError) == KCACHE_DRIVER_ERROR);
-static_assert(shifted(Errc::kUnsupported) == KCACHE_UNSUPPORTED);
-static_assert(shifted(Errc::kCorruptEntry) == KCACHE_CORRUPT_ENTRY);
-static_assert(shifted(Errc::kIoError) == KCACHE_IO_ERROR);
-static_assert(shifted(Errc::kArtifactGone) == KCACHE_ARTIFACT_GONE);
-constexpr Errc kLastErrc = Errc::kArtifactGone;  // the one above KCACHE_OUT_OF_MEMORY
-static_assert(shifted(kLastErrc) + 1 == KCACHE_OUT_OF_MEMORY);
-
-static_assert(static_cast<int>(Provenance::kCompiled) == KCACHE_PROVENANCE_COMPILED);
-static_assert(static_cast<int>(Provenance::kDriverJit) == KCACHE_PROVENANCE_DRIVER_JIT);
-static_assert(static_cast<int>(Provenance::kMemoryTier) == KCACHE_PROVENANCE_MEMORY_TIER);
-static_assert(static_cast<int>(Provenance::kDiskTier) == KCACHE_PROVENANCE_DISK_TIER);
-static_assert(static_cast<int>(Provenance::kBinary) == KCACHE_PROVENANCE_BINARY);
-static_assert(static_cast<int>(Provenance::kRemoteTier) == KCACHE_PROVENANCE_REMOTE_TIER);
-
 struct LastError {
     kcache_status status = KCACHE_OK;
     std::string message;
@@ -68,8 +41,56 @@ kcache_status record(kcache_status status, std::string_view message,
 
 }  // namespace
 
+// Switches without a default, here and in kcache_status_name: a new Errc or status is a
+// compiler warning (an error under KCACHE_WERROR) until it is mapped both ways.
 kcache_status status_of(Errc code) noexcept {
-    return shifted(code);
+    switch (code) {
+        case Errc::kNoDriver:
+            return KCACHE_NO_DRIVER;
+        case Errc::kNoContext:
+            return KCACHE_NO_CONTEXT;
+        case Errc::kCompileFailed:
+            return KCACHE_COMPILE_FAILED;
+        case Errc::kSourceFailed:
+            return KCACHE_SOURCE_FAILED;
+        case Errc::kKeyConflict:
+            return KCACHE_KEY_CONFLICT;
+        case Errc::kArgumentMismatch:
+            return KCACHE_ARGUMENT_MISMATCH;
+        case Errc::kKernelNotFound:
+            return KCACHE_KERNEL_NOT_FOUND;
+        case Errc::kInvalidArgument:
+            return KCACHE_INVALID_ARGUMENT;
+        case Errc::kDriverError:
+            return KCACHE_DRIVER_ERROR;
+        case Errc::kUnsupported:
+            return KCACHE_UNSUPPORTED;
+        case Errc::kCorruptEntry:
+            return KCACHE_CORRUPT_ENTRY;
+        case Errc::kIoError:
+            return KCACHE_IO_ERROR;
+        case Errc::kArtifactGone:
+            return KCACHE_ARTIFACT_GONE;
+    }
+    return KCACHE_INTERNAL_ERROR;  // not an Errc at all
+}
+
+kcache_provenance provenance_of(Provenance provenance) noexcept {
+    switch (provenance) {
+        case Provenance::kCompiled:
+            return KCACHE_PROVENANCE_COMPILED;
+        case Provenance::kDriverJit:
+            return KCACHE_PROVENANCE_DRIVER_JIT;
+        case Provenance::kMemoryTier:
+            return KCACHE_PROVENANCE_MEMORY_TIER;
+        case Provenance::kDiskTier:
+            return KCACHE_PROVENANCE_DISK_TIER;
+        case Provenance::kBinary:
+            return KCACHE_PROVENANCE_BINARY;
+        case Provenance::kRemoteTier:
+            return KCACHE_PROVENANCE_REMOTE_TIER;
+    }
+    return KCACHE_PROVENANCE_COMPILED;  // not a Provenance at all
 }
 
 kcache_status fail(const Error& error) noexcept {
@@ -106,19 +127,41 @@ const char* kcache_version(void) {
 }
 
 const char* kcache_status_name(kcache_status status) {
+    using kcache::Errc;
+    using kcache::errc_name;
     switch (status) {
         case KCACHE_OK:
             return "ok";
+        case KCACHE_NO_DRIVER:
+            return errc_name(Errc::kNoDriver);
+        case KCACHE_NO_CONTEXT:
+            return errc_name(Errc::kNoContext);
+        case KCACHE_COMPILE_FAILED:
+            return errc_name(Errc::kCompileFailed);
+        case KCACHE_SOURCE_FAILED:
+            return errc_name(Errc::kSourceFailed);
+        case KCACHE_KEY_CONFLICT:
+            return errc_name(Errc::kKeyConflict);
+        case KCACHE_ARGUMENT_MISMATCH:
+            return errc_name(Errc::kArgumentMismatch);
+        case KCACHE_KERNEL_NOT_FOUND:
+            return errc_name(Errc::kKernelNotFound);
+        case KCACHE_INVALID_ARGUMENT:
+            return errc_name(Errc::kInvalidArgument);
+        case KCACHE_DRIVER_ERROR:
+            return errc_name(Errc::kDriverError);
+        case KCACHE_UNSUPPORTED:
+            return errc_name(Errc::kUnsupported);
+        case KCACHE_CORRUPT_ENTRY:
+            return errc_name(Errc::kCorruptEntry);
+        case KCACHE_IO_ERROR:
+            return errc_name(Errc::kIoError);
+        case KCACHE_ARTIFACT_GONE:
+            return errc_name(Errc::kArtifactGone);
         case KCACHE_OUT_OF_MEMORY:
             return "out-of-memory";
         case KCACHE_INTERNAL_ERROR:
             return "internal-error";
-        default:
-            break;
-    }
-    const int value = static_cast<int>(status);
-    if (value > KCACHE_OK && value < KCACHE_OUT_OF_MEMORY) {
-        return kcache::errc_name(static_cast<kcache::Errc>(value - 1));
     }
     return "unknown";
 }
@@ -137,11 +180,22 @@ const char* kcache_last_error_log(void) {
 }
 
 const char* kcache_provenance_name(kcache_provenance provenance) {
-    const int value = static_cast<int>(provenance);
-    if (value < KCACHE_PROVENANCE_COMPILED || value > KCACHE_PROVENANCE_REMOTE_TIER) {
-        return "unknown";
+    using kcache::Provenance;
+    switch (provenance) {
+        case KCACHE_PROVENANCE_COMPILED:
+            return kcache::provenance_name(Provenance::kCompiled);
+        case KCACHE_PROVENANCE_DRIVER_JIT:
+            return kcache::provenance_name(Provenance::kDriverJit);
+        case KCACHE_PROVENANCE_MEMORY_TIER:
+            return kcache::provenance_name(Provenance::kMemoryTier);
+        case KCACHE_PROVENANCE_DISK_TIER:
+            return kcache::provenance_name(Provenance::kDiskTier);
+        case KCACHE_PROVENANCE_BINARY:
+            return kcache::provenance_name(Provenance::kBinary);
+        case KCACHE_PROVENANCE_REMOTE_TIER:
+            return kcache::provenance_name(Provenance::kRemoteTier);
     }
-    return kcache::provenance_name(static_cast<kcache::Provenance>(provenance));
+    return "unknown";
 }
 
 }  // extern "C"

@@ -213,7 +213,7 @@ kcache_status kcache_cache_prebuild(kcache_cache* cache, const char* key, kcache
         auto generate = [&] { return kcache::capi::call_generator(make, user_data); };
         auto built = cache->cache->prebuild(key, generate, arch);
         if (!built) return fail(built.error());
-        if (provenance != nullptr) *provenance = static_cast<kcache_provenance>(*built);
+        if (provenance != nullptr) *provenance = kcache::capi::provenance_of(*built);
         return KCACHE_OK;
     });
 }
