@@ -11,7 +11,7 @@
 # of the build waits for that check.
 
 # Top to bottom; a layer calls only the layers after it. A folder that does not exist is skipped.
-set(KCACHE_LAYERS cache build compile store driver util)
+set(KCACHE_LAYERS capi cache build compile store driver util)
 
 find_package(Threads REQUIRED)
 # Only cuda.h is used, to build kcache; libcuda, NVRTC and nvJitLink are loaded at run time

@@ -18,6 +18,29 @@ target_compile_definitions(kcache_cpu_tests PRIVATE KCACHE_SOURCE_DIR="${CMAKE_C
 add_dependencies(kcache_cpu_tests kcache_tool)
 gtest_discover_tests(kcache_cpu_tests DISCOVERY_TIMEOUT 60)
 
+# The C API's suite (tests/c): strict C99 programs linking the shared library, as a C user's
+# would; one ctest test (CApi.<name>) per `static int Name(void)` of each file. Not in fuzz builds:
+# clang links the C++ sanitizer runtimes that libkcache.so then needs into C++ programs only.
+enable_language(C)
+set(KCACHE_C_TEST_SOURCES "")
+if(NOT KCACHE_FUZZ)
+  file(GLOB KCACHE_C_TEST_SOURCES CONFIGURE_DEPENDS tests/c/*_test.c)
+endif()
+foreach(source ${KCACHE_C_TEST_SOURCES})
+  get_filename_component(suite ${source} NAME_WE)
+  add_executable(kcache_c_${suite} ${source} tests/c/check.c)
+  target_link_libraries(kcache_c_${suite} PRIVATE kcache Threads::Threads)
+  set_target_properties(kcache_c_${suite} PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+  target_compile_options(kcache_c_${suite} PRIVATE -Wall -Wextra -pedantic -Werror)
+  target_compile_definitions(kcache_c_${suite} PRIVATE KCACHE_EXPECTED_VERSION="${PROJECT_VERSION}")
+  file(STRINGS ${source} c_tests REGEX "^static int [A-Z][A-Za-z0-9]*\\(void\\)")
+  foreach(c_test ${c_tests})
+    string(REGEX REPLACE "^static int ([A-Za-z0-9]+).*" "\\1" c_test "${c_test}")
+    add_test(NAME CApi.${c_test} COMMAND kcache_c_${suite} ${c_test})
+    set_tests_properties(CApi.${c_test} PROPERTIES SKIP_RETURN_CODE 77)
+  endforeach()
+endforeach()
+
 add_executable(kcache_gpu_tests tests/gpu/gpu_test.cpp)
 target_link_libraries(kcache_gpu_tests PRIVATE kcache_testing kcache_examples GTest::gtest_main)
 gtest_discover_tests(kcache_gpu_tests DISCOVERY_TIMEOUT 60)

@@ -256,6 +256,12 @@ public:
     // Checks the argument count against the kernel's parameters, then launches.
     Result<void> launch(const LaunchConfig& config, std::span<void* const> args) const;
 
+    // Also checks each argument's size (bytes, sizes[i] for args[i]) against the parameter's: for
+    // callers that know the sizes only at run time (the C API). kInvalidArgument when the two
+    // spans differ in length.
+    Result<void> launch(const LaunchConfig& config, std::span<void* const> args,
+                        std::span<const std::size_t> sizes) const;
+
     // Typed launch: also checks each argument's size against the parameter's size.
     template <class... Args>
     Result<void> launch_with(const LaunchConfig& config, const Args&... args) const {

@@ -116,4 +116,16 @@ Result<void> KernelHandle::launch_sized(const LaunchConfig& config, void** args,
     return checked(kernel_->driver->launch(kernel_->id, config, args));
 }
 
+Result<void> KernelHandle::launch(const LaunchConfig& config, std::span<void* const> args,
+                                  std::span<const std::size_t> sizes) const {
+    if (args.size() != sizes.size()) {
+        return Error(Errc::kInvalidArgument, "launch of kernel '" + std::string(name()) +
+                                                 "' with " + std::to_string(args.size()) +
+                                                 " arguments and " + std::to_string(sizes.size()) +
+                                                 " sizes");
+    }
+    // The driver does not write through the argument array; its C signature is just not const.
+    return launch_sized(config, const_cast<void**>(args.data()), sizes.data(), args.size());
+}
+
 }  // namespace kcache
