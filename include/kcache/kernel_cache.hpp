@@ -214,6 +214,11 @@ public:
     std::string source_digest() const;
 
     Result<KernelHandle> kernel(std::string_view name) const;
+    // A __device__ or __constant__ variable of the module, as the calling thread's current
+    // context holds it (each context has its own copy): its address and size, for the caller to
+    // read or write (a table of constants, say) before launching. kInvalidArgument when the module
+    // has no variable of that name.
+    Result<DeviceGlobal> global(std::string_view name) const;
 
 private:
     friend class KernelCache;
@@ -253,6 +258,19 @@ public:
     int param_count() const noexcept;
     const ModuleHandle& module() const noexcept { return module_; }
 
+    // The kernel as CUDA names it, for the calls kcache does not make (cuFuncGetAttribute,
+    // cuOccupancyMaxActiveBlocksPerMultiprocessor...): its CUfunction for the calling thread's
+    // current context, and its CUkernel, which serves every context. Valid while a handle to the
+    // module lives.
+    Result<void*> native_function() const;
+    Result<void*> native_kernel() const;
+    // Sets an attribute, or the L1/shared memory preference, of the kernel (every handle to it
+    // shares them) in every context it launches in, those it reaches later included: dynamic
+    // shared memory above 48 KiB, a required cluster shape... A value the device refuses is
+    // kInvalidArgument, and is not kept.
+    Result<void> set_attribute(KernelAttribute attribute, int value) const;
+    Result<void> set_cache_config(CacheConfig config) const;
+
     // Checks the argument count against the kernel's parameters, then launches.
     Result<void> launch(const LaunchConfig& config, std::span<void* const> args) const;
 
@@ -278,7 +296,14 @@ private:
         : module_(std::move(module)), kernel_(kernel) {}
     Result<void> launch_sized(const LaunchConfig& config, void** args, const std::size_t* sizes,
                               std::size_t count) const;
-    Result<void> checked(Result<void> launched) const;  // a launch's result, seen by the entry
+    // A driver call's result, seen by the entry: code that cannot reach this context any more
+    // breaks it.
+    template <class T>
+    Result<T> checked(Result<T> result) const {
+        if (!result) noticed(result.error());
+        return result;
+    }
+    void noticed(const Error& error) const;
 
     ModuleHandle module_;
     const cache::ResolvedKernel* kernel_ = nullptr;  // owned by the entry module_ keeps alive

@@ -55,6 +55,13 @@ Result<KernelHandle> ModuleHandle::kernel(std::string_view name) const {
     return KernelHandle(*this, *kernel);
 }
 
+Result<DeviceGlobal> ModuleHandle::global(std::string_view name) const {
+    if (entry_ == nullptr) return Error(Errc::kInvalidArgument, "empty ModuleHandle");
+    auto found = entry_->global(std::string(name));
+    if (!found) return cache::with_key(entry_->key, found.error());
+    return *found;
+}
+
 std::string_view KernelHandle::name() const noexcept {
     return kernel_ != nullptr ? std::string_view(kernel_->name) : std::string_view();
 }
@@ -90,12 +97,29 @@ Result<void> KernelHandle::launch(const LaunchConfig& config, std::span<void* co
     return checked(kernel_->driver->launch(kernel_->id, config, const_cast<void**>(args.data())));
 }
 
-Result<void> KernelHandle::checked(Result<void> launched) const {
+Result<void*> KernelHandle::native_function() const {
+    if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "an empty KernelHandle");
+    return checked(kernel_->driver->native_function(kernel_->id));
+}
+
+Result<void*> KernelHandle::native_kernel() const {
+    if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "an empty KernelHandle");
+    return checked(kernel_->driver->native_kernel(kernel_->id));
+}
+
+Result<void> KernelHandle::set_attribute(KernelAttribute attribute, int value) const {
+    if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "an empty KernelHandle");
+    return checked(kernel_->driver->set_kernel_attribute(kernel_->id, attribute, value));
+}
+
+Result<void> KernelHandle::set_cache_config(CacheConfig config) const {
+    if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "an empty KernelHandle");
+    return checked(kernel_->driver->set_cache_config(kernel_->id, config));
+}
+
+void KernelHandle::noticed(const Error& error) const {
     // Code that cannot reach this context any more: the next lookup of its key builds it again.
-    if (!launched && launched.error().code() == Errc::kArtifactGone) {
-        module_.entry_->mark_broken(Errc::kArtifactGone);
-    }
-    return launched;
+    if (error.code() == Errc::kArtifactGone) module_.entry_->mark_broken(Errc::kArtifactGone);
 }
 
 Result<void> KernelHandle::launch_sized(const LaunchConfig& config, void** args,

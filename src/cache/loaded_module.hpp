@@ -101,6 +101,11 @@ public:
     void retire() noexcept;  // the module is no longer reachable from the map
     bool referenced() const noexcept;
 
+    // A __device__ or __constant__ variable of the module in the current context.
+    Result<DeviceGlobal> global(const std::string& name) const {
+        return driver_->module_global(module_, name);
+    }
+
     // Finds a resolved kernel without locking; resolve() asks the driver on first use.
     const ResolvedKernel* find_kernel(std::string_view name) const noexcept;
     Result<const ResolvedKernel*> resolve(std::string_view name);

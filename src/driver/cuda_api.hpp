@@ -42,6 +42,13 @@ namespace kcache::driver {
     X(cuModuleGetFunction)       \
     X(cuFuncGetParamInfo)        \
     X(cuLaunchKernel)            \
+    X(cuLaunchKernelEx)          \
+    X(cuFuncSetAttribute)        \
+    X(cuFuncSetCacheConfig)      \
+    X(cuKernelSetAttribute)      \
+    X(cuKernelSetCacheConfig)    \
+    X(cuModuleGetGlobal)         \
+    X(cuLibraryGetGlobal)        \
     X(cuMemAlloc)                \
     X(cuMemFree)                 \
     X(cuMemcpyHtoD)              \

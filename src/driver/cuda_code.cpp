@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "driver/cuda_code.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -246,6 +247,11 @@ Result<CUkernel> CudaCode::library_kernel(CudaKernel& kernel) {
         return with_logs(
             api_.error(Errc::kDriverError, "cuLibraryGetKernel(" + kernel.name + ")", rc));
     }
+    {
+        // What the kernel was told goes with it before any launch can use it.
+        std::lock_guard lock(mutex_);
+        TRY(apply_settings(kernel.name, kernel.settings, nullptr, found));
+    }
     kernel.kernel.store(found, std::memory_order_release);
     return found;
 }
@@ -261,6 +267,10 @@ Result<CUfunction> CudaCode::home_function(CudaKernel& kernel) {
     CUresult rc = api_.cuModuleGetFunction(&found, module_, kernel.name.c_str());
     if (rc != CUDA_SUCCESS) {
         return api_.error(Errc::kDriverError, "cuModuleGetFunction(" + kernel.name + ")", rc);
+    }
+    {
+        std::lock_guard lock(mutex_);
+        TRY(apply_settings(kernel.name, kernel.settings, found, nullptr));
     }
     kernel.home_function.store(found, std::memory_order_release);
     return found;
@@ -303,6 +313,118 @@ Result<std::vector<KernelParam>> CudaCode::params(CudaKernel& kernel) {
         params.push_back(param);
     }
     return params;
+}
+
+Result<CUfunction> CudaCode::function_here(CudaKernel& kernel) {
+    TRY_ASSIGN(const bool home, at_home());
+    if (home) return home_function(kernel);
+    TRY_ASSIGN(CUkernel found, library_kernel(kernel));
+    CUfunction function = nullptr;
+    CUresult rc = api_.cuKernelGetFunction(&function, found);
+    if (rc != CUDA_SUCCESS) {
+        return api_.error(Errc::kDriverError, "cuKernelGetFunction(" + kernel.name + ")", rc);
+    }
+    return function;
+}
+
+Result<DeviceGlobal> CudaCode::global(const std::string& name) {
+    TRY_ASSIGN(const bool home, at_home());
+    CUdeviceptr address = 0;
+    std::size_t size = 0;
+    CUresult rc = CUDA_SUCCESS;
+    if (home) {
+        rc = api_.cuModuleGetGlobal(&address, &size, module_, name.c_str());
+    } else {
+        TRY(current_context(api_));
+        TRY_ASSIGN(CUlibrary library, this->library());
+        rc = api_.cuLibraryGetGlobal(&address, &size, library, name.c_str());
+    }
+    if (rc == CUDA_ERROR_NOT_FOUND) {
+        return Error(Errc::kInvalidArgument,
+                     "no __device__ or __constant__ variable named '" + name + "' in the module");
+    }
+    if (rc != CUDA_SUCCESS) {
+        return api_.error(Errc::kDriverError, "getting the module's global '" + name + "'", rc);
+    }
+    return DeviceGlobal{static_cast<std::uint64_t>(address), size};
+}
+
+Result<void> CudaCode::set_attribute(CudaKernel& kernel, CUfunction_attribute attribute,
+                                     int value) {
+    std::lock_guard lock(mutex_);
+    KernelSettings told;
+    told.attributes.emplace_back(attribute, value);
+    TRY(apply_settings(kernel.name, told, kernel.home_function.load(std::memory_order_acquire),
+                       kernel.kernel.load(std::memory_order_acquire)));
+    auto& kept = kernel.settings.attributes;
+    const auto same = std::find_if(kept.begin(), kept.end(),
+                                   [&](const auto& set) { return set.first == attribute; });
+    if (same != kept.end()) {
+        same->second = value;
+    } else {
+        kept.emplace_back(attribute, value);
+    }
+    return ok();
+}
+
+Result<void> CudaCode::set_cache_config(CudaKernel& kernel, CUfunc_cache config) {
+    std::lock_guard lock(mutex_);
+    KernelSettings told;
+    told.cache_config = config;
+    TRY(apply_settings(kernel.name, told, kernel.home_function.load(std::memory_order_acquire),
+                       kernel.kernel.load(std::memory_order_acquire)));
+    kernel.settings.cache_config = config;
+    return ok();
+}
+
+Result<void> CudaCode::apply_settings(const std::string& name, const KernelSettings& settings,
+                                      CUfunction home, CUkernel library) {
+    if (settings.attributes.empty() && !settings.cache_config) return ok();
+    const auto failed = [&](const char* call, CUresult rc) {
+        return api_.error(
+            rc == CUDA_ERROR_INVALID_VALUE ? Errc::kInvalidArgument : Errc::kDriverError,
+            std::string(call) + " for kernel '" + name + "'", rc);
+    };
+    if (home != nullptr) {
+        for (const auto& [attribute, value] : settings.attributes) {
+            if (CUresult rc = api_.cuFuncSetAttribute(home, attribute, value); rc != CUDA_SUCCESS) {
+                return failed("cuFuncSetAttribute", rc);
+            }
+        }
+        if (settings.cache_config) {
+            if (CUresult rc = api_.cuFuncSetCacheConfig(home, *settings.cache_config);
+                rc != CUDA_SUCCESS) {
+                return failed("cuFuncSetCacheConfig", rc);
+            }
+        }
+    }
+    if (library != nullptr) {
+        // A library's kernel is set per device: on every one, since any context may launch it.
+        int devices = 0;
+        if (CUresult rc = api_.cuDeviceGetCount(&devices); rc != CUDA_SUCCESS) {
+            return failed("cuDeviceGetCount", rc);
+        }
+        for (int ordinal = 0; ordinal < devices; ++ordinal) {
+            CUdevice device = 0;
+            if (CUresult rc = api_.cuDeviceGet(&device, ordinal); rc != CUDA_SUCCESS) {
+                return failed("cuDeviceGet", rc);
+            }
+            for (const auto& [attribute, value] : settings.attributes) {
+                if (CUresult rc = api_.cuKernelSetAttribute(attribute, value, library, device);
+                    rc != CUDA_SUCCESS) {
+                    return failed("cuKernelSetAttribute", rc);
+                }
+            }
+            if (settings.cache_config) {
+                if (CUresult rc =
+                        api_.cuKernelSetCacheConfig(library, *settings.cache_config, device);
+                    rc != CUDA_SUCCESS) {
+                    return failed("cuKernelSetCacheConfig", rc);
+                }
+            }
+        }
+    }
+    return ok();
 }
 
 Error CudaCode::with_logs(const Error& base) const {

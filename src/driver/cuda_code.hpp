@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "driver/cuda_api.hpp"
@@ -29,6 +30,12 @@
 namespace kcache::driver {
 
 class CudaCode;
+
+// What a caller set on a kernel (KernelAttribute, CacheConfig).
+struct KernelSettings {
+    std::vector<std::pair<CUfunction_attribute, int>> attributes;
+    std::optional<CUfunc_cache> cache_config;
+};
 
 // One kernel of a CudaCode, as the cache holds it (a KernelId). Lives as long as its code.
 struct CudaKernel {
@@ -40,6 +47,8 @@ struct CudaKernel {
     std::atomic<CUfunction> home_function{nullptr};
     // For every other context: the library's kernel, made on first need.
     std::atomic<CUkernel> kernel{nullptr};
+    // Applied to each of its handles above as it is made; under the code's mutex_.
+    KernelSettings settings;
 };
 
 class CudaCode {
@@ -70,15 +79,30 @@ public:
     // (before 12.4), kDriverError for a failed query.
     Result<std::vector<KernelParam>> params(CudaKernel& kernel);
 
+    // The kernel's CUfunction for the current context (the module's at home, the library's
+    // kernel's function elsewhere), and its CUkernel (making the library if need be).
+    Result<CUfunction> function_here(CudaKernel& kernel);
+    Result<CUkernel> library_kernel(CudaKernel& kernel);
+    // A __device__ or __constant__ variable in the current context: the module's at home, the
+    // library's elsewhere (as the kernels launched there see it).
+    Result<DeviceGlobal> global(const std::string& name);
+    // Set now on the kernel's handles that exist (the library's kernel on every device), and on
+    // each one made later. An error leaves nothing recorded.
+    Result<void> set_attribute(CudaKernel& kernel, CUfunction_attribute attribute, int value);
+    Result<void> set_cache_config(CudaKernel& kernel, CUfunc_cache config);
+
 private:
     explicit CudaCode(const CudaApi& api) : api_(api) {}
 
     // Whether the calling thread's current context is this code's home. kNoContext without a
     // current context; the driver's error when it cannot be identified.
     Result<bool> at_home() const;
-    Result<CUlibrary> library();  // made on first need, under mutex_
-    Result<CUkernel> library_kernel(CudaKernel& kernel);
+    Result<CUlibrary> library();                           // made on first need, under mutex_
     Result<CUfunction> home_function(CudaKernel& kernel);  // resolved on first need
+    // `settings` applied to a kernel's home function and its library kernel, either of which
+    // may be null; under mutex_.
+    Result<void> apply_settings(const std::string& name, const KernelSettings& settings,
+                                CUfunction home, CUkernel library);
     Error with_logs(const Error& base) const;
 
     const CudaApi& api_;

@@ -10,6 +10,45 @@
 namespace kcache::driver {
 namespace {
 
+CUfunction_attribute to_cuda(KernelAttribute attribute) {
+    switch (attribute) {
+        case KernelAttribute::kMaxDynamicSharedBytes:
+            return CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        case KernelAttribute::kPreferredSharedCarveout:
+            return CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
+        case KernelAttribute::kRequiredClusterWidth:
+            return CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH;
+        case KernelAttribute::kRequiredClusterHeight:
+            return CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT;
+        case KernelAttribute::kRequiredClusterDepth:
+            return CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH;
+        case KernelAttribute::kNonPortableClusterSizeAllowed:
+            return CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED;
+        case KernelAttribute::kClusterSchedulingPolicyPreference:
+            return CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+    }
+    return CU_FUNC_ATTRIBUTE_MAX;
+}
+
+CUfunc_cache to_cuda(CacheConfig config) {
+    switch (config) {
+        case CacheConfig::kPreferNone:
+            return CU_FUNC_CACHE_PREFER_NONE;
+        case CacheConfig::kPreferShared:
+            return CU_FUNC_CACHE_PREFER_SHARED;
+        case CacheConfig::kPreferL1:
+            return CU_FUNC_CACHE_PREFER_L1;
+        case CacheConfig::kPreferEqual:
+            return CU_FUNC_CACHE_PREFER_EQUAL;
+    }
+    return CU_FUNC_CACHE_PREFER_NONE;
+}
+
+bool extended(const LaunchConfig& c) {
+    return c.cluster.x != 0 || c.cluster.y != 0 || c.cluster.z != 0 || c.cooperative ||
+           c.programmatic_dependent_launch;
+}
+
 class CudaDriver final : public Driver {
 public:
     explicit CudaDriver(const CudaApi& api)
@@ -93,6 +132,7 @@ public:
     Result<void> launch(KernelId id, const LaunchConfig& c, void** args) override {
         auto* kernel = id.as<CudaKernel>();
         TRY_ASSIGN(CUfunction function, kernel->code->launchable(*kernel));
+        if (extended(c)) return launch_extended(function, c, args);
         CUresult rc = api_.cuLaunchKernel(function, c.grid.x, c.grid.y, c.grid.z, c.block.x,
                                           c.block.y, c.block.z, c.shared_bytes,
                                           static_cast<CUstream>(c.stream), args, nullptr);
@@ -100,7 +140,68 @@ public:
         return ok();
     }
 
+    Result<void*> native_function(KernelId id) override {
+        auto* kernel = id.as<CudaKernel>();
+        TRY_ASSIGN(CUfunction function, kernel->code->function_here(*kernel));
+        return static_cast<void*>(function);
+    }
+
+    Result<void*> native_kernel(KernelId id) override {
+        auto* kernel = id.as<CudaKernel>();
+        TRY_ASSIGN(CUkernel found, kernel->code->library_kernel(*kernel));
+        return static_cast<void*>(found);
+    }
+
+    Result<DeviceGlobal> module_global(ModuleId id, const std::string& name) override {
+        return id.as<CudaCode>()->global(name);
+    }
+
+    Result<void> set_kernel_attribute(KernelId id, KernelAttribute attribute, int value) override {
+        auto* kernel = id.as<CudaKernel>();
+        return kernel->code->set_attribute(*kernel, to_cuda(attribute), value);
+    }
+
+    Result<void> set_cache_config(KernelId id, CacheConfig config) override {
+        auto* kernel = id.as<CudaKernel>();
+        return kernel->code->set_cache_config(*kernel, to_cuda(config));
+    }
+
 private:
+    Result<void> launch_extended(CUfunction function, const LaunchConfig& c, void** args) {
+        CUlaunchAttribute attributes[3] = {};
+        unsigned count = 0;
+        if (c.cluster.x != 0 || c.cluster.y != 0 || c.cluster.z != 0) {
+            CUlaunchAttribute& cluster = attributes[count++];
+            cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            // An unset dimension of a cluster is one block wide.
+            cluster.value.clusterDim.x = c.cluster.x != 0 ? c.cluster.x : 1;
+            cluster.value.clusterDim.y = c.cluster.y != 0 ? c.cluster.y : 1;
+            cluster.value.clusterDim.z = c.cluster.z != 0 ? c.cluster.z : 1;
+        }
+        if (c.cooperative) {
+            attributes[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+            attributes[count++].value.cooperative = 1;
+        }
+        if (c.programmatic_dependent_launch) {
+            attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attributes[count++].value.programmaticStreamSerializationAllowed = 1;
+        }
+        CUlaunchConfig config = {};
+        config.gridDimX = c.grid.x;
+        config.gridDimY = c.grid.y;
+        config.gridDimZ = c.grid.z;
+        config.blockDimX = c.block.x;
+        config.blockDimY = c.block.y;
+        config.blockDimZ = c.block.z;
+        config.sharedMemBytes = c.shared_bytes;
+        config.hStream = static_cast<CUstream>(c.stream);
+        config.attrs = attributes;
+        config.numAttrs = count;
+        CUresult rc = api_.cuLaunchKernelEx(&config, function, args, nullptr);
+        if (rc != CUDA_SUCCESS) return api_.error(Errc::kDriverError, "cuLaunchKernelEx", rc);
+        return ok();
+    }
+
     // Visible devices are fixed once the driver is initialised (CUDA_VISIBLE_DEVICES is read at
     // cuInit), so this is decided once.
     static std::optional<int> find_uniform_arch(const CudaApi& api) {
@@ -146,6 +247,11 @@ public:
     Result<KernelId> get_kernel(ModuleId, const std::string&) override { return why_; }
     Result<std::vector<KernelParam>> kernel_params(KernelId) override { return why_; }
     Result<void> launch(KernelId, const LaunchConfig&, void**) override { return why_; }
+    Result<void*> native_function(KernelId) override { return why_; }
+    Result<void*> native_kernel(KernelId) override { return why_; }
+    Result<DeviceGlobal> module_global(ModuleId, const std::string&) override { return why_; }
+    Result<void> set_kernel_attribute(KernelId, KernelAttribute, int) override { return why_; }
+    Result<void> set_cache_config(KernelId, CacheConfig) override { return why_; }
 
 private:
     Error why_;

@@ -90,8 +90,21 @@ public:
     // The kernel's parameter layout; kUnsupported where the driver cannot tell.
     virtual Result<std::vector<KernelParam>> kernel_params(KernelId kernel) = 0;
 
-    // Launches in the calling thread's current context.
+    // Launches in the calling thread's current context, with the config's extended options
+    // (clusters, cooperative, programmatic dependent launch) where it asks for any.
     virtual Result<void> launch(KernelId kernel, const LaunchConfig& config, void** args) = 0;
+
+    // What a caller may reach beyond a launch; kUnsupported from a driver that has none of it.
+    // The kernel's CUfunction for the current context.
+    virtual Result<void*> native_function(KernelId kernel);
+    // The kernel's CUkernel (the library's, valid in every context).
+    virtual Result<void*> native_kernel(KernelId kernel);
+    // A module's __device__ or __constant__ variable in the current context.
+    virtual Result<DeviceGlobal> module_global(ModuleId module, const std::string& name);
+    // Applies to the kernel in every context, those it launches in later included.
+    virtual Result<void> set_kernel_attribute(KernelId kernel, KernelAttribute attribute,
+                                              int value);
+    virtual Result<void> set_cache_config(KernelId kernel, CacheConfig config);
 };
 
 // The process's CUDA driver if libcuda.so.1 loads and initialises; otherwise a driver whose every

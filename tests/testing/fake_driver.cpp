@@ -2,10 +2,16 @@
 #include "testing/fake_driver.hpp"
 
 #include <cctype>
+#include <cstdlib>
+#include <iterator>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
+
+#include "util/try.hpp"
 
 namespace kcache::fakes {
 
@@ -14,6 +20,9 @@ struct FakeDriver::FakeKernel {
     std::vector<KernelParam> params;
     bool params_unknown = false;  // a real cubin's kernel: layout not parsed
     const FakeLibrary* library = nullptr;
+    // What was set on it; under the driver's mutex_.
+    std::map<KernelAttribute, int> attributes;
+    std::optional<CacheConfig> cache_config;
 };
 
 struct FakeDriver::FakeLibrary {
@@ -21,19 +30,65 @@ struct FakeDriver::FakeLibrary {
     std::atomic<bool> unloaded{false};
     bool lazy_jit_error =
         false;  // the JIT "fails" at the first kernel lookup, as lazy loading does
-    std::shared_ptr<const void> image_owner;  // an in-place load's bytes, held until unload
-    ImageSource again;                        // a binary's way back to its bytes, if given
+    std::shared_ptr<const void> image_owner;     // an in-place load's bytes, held until unload
+    ImageSource again;                           // a binary's way back to its bytes, if given
+    std::map<std::string, std::size_t> globals;  // PTX's .global and .const variables: sizes
 };
 
 namespace {
 
 thread_local int t_scoped_arch = -1;  // -1: no ScopedContext on this thread
 
+// The most dynamic shared memory an H200 block may have, as the real driver would refuse more.
+constexpr int kMaxSharedPerBlock = 227 * 1024;
+constexpr std::uint32_t kDefaultSharedLimit = 48 * 1024;
+
 std::size_t param_type_size(std::string_view type) {
     if (type.ends_with("64")) return 8;
     if (type.ends_with("32")) return 4;
     if (type.ends_with("16")) return 2;
     return 1;  // .b8/.u8/.s8
+}
+
+// PTX's module-scope variables, `.global .align 4 .f32 table[256];` or `.const .u32 n;`: their
+// sizes by name.
+std::map<std::string, std::size_t> parse_globals(std::string_view text) {
+    std::map<std::string, std::size_t> globals;
+    std::size_t line_start = 0;
+    while (line_start < text.size()) {
+        std::size_t line_end = text.find('\n', line_start);
+        if (line_end == std::string_view::npos) line_end = text.size();
+        std::string_view line = text.substr(line_start, line_end - line_start);
+        line_start = line_end + 1;
+        const std::size_t first = line.find_first_not_of(" \t");
+        if (first == std::string_view::npos) continue;
+        line.remove_prefix(first);
+        if (!line.starts_with(".global") && !line.starts_with(".const") &&
+            !line.starts_with(".visible .global") && !line.starts_with(".visible .const")) {
+            continue;
+        }
+        const std::size_t semicolon = line.find(';');
+        if (semicolon == std::string_view::npos) continue;
+        line = line.substr(0, semicolon);
+        const std::size_t last_space = line.find_last_of(" \t");
+        std::string_view declarator = line.substr(last_space + 1);
+        std::size_t count = 1;
+        if (const std::size_t bracket = declarator.find('['); bracket != std::string_view::npos) {
+            count = std::strtoul(std::string(declarator.substr(bracket + 1)).c_str(), nullptr, 10);
+            declarator = declarator.substr(0, bracket);
+        }
+        std::size_t element = 4;
+        for (std::string_view type :
+             {".f64", ".u64", ".s64", ".b64", ".f32", ".u32", ".s32", ".b32", ".f16", ".u16",
+              ".s16", ".b16", ".u8", ".s8", ".b8"}) {
+            if (line.find(std::string(type) + " ") != std::string_view::npos) {
+                element = param_type_size(type);
+                break;
+            }
+        }
+        globals[std::string(declarator)] = element * count;
+    }
+    return globals;
 }
 
 // Parses ".param .u64 name" / ".param .align 8 .b8 name[16]" declarations between parentheses.
@@ -150,6 +205,7 @@ Result<ModuleId> FakeDriver::load_module(const Source& source) {
         library->kernels.push_back(std::move(kernel));
         pos = name_end;
     }
+    library->globals = parse_globals(text);
     // A real cubin (from nvJitLink or NVRTC) names each kernel's code section ".text.<name>";
     // its parameter layout is not parsed, so those kernels report none.
     if (library->kernels.empty() && source.kind != SourceKind::kPtx) {
@@ -292,6 +348,20 @@ Result<void> FakeDriver::launch(KernelId id, const LaunchConfig& config, void** 
     if (config.grid.x == 0 || config.block.x == 0) {
         return Error(Errc::kDriverError, "CUDA_ERROR_INVALID_VALUE (fake): zero grid or block");
     }
+    {
+        std::lock_guard lock(mutex_);
+        last_launch_ = config;
+        // As the real driver: above 48 KiB of dynamic shared memory only where allowed.
+        const auto allowed = kernel->attributes.find(KernelAttribute::kMaxDynamicSharedBytes);
+        const std::uint32_t limit = allowed == kernel->attributes.end()
+                                        ? kDefaultSharedLimit
+                                        : static_cast<std::uint32_t>(allowed->second);
+        if (config.shared_bytes > limit) {
+            return Error(Errc::kDriverError,
+                         "CUDA_ERROR_INVALID_VALUE (fake): more dynamic shared memory than the "
+                         "kernel is allowed");
+        }
+    }
     for (int lose = lose_images_.load(); lose > 0;) {
         if (lose_images_.compare_exchange_weak(lose, lose - 1)) {
             return Error(Errc::kArtifactGone, "the code's bytes are gone (fake)");
@@ -301,6 +371,64 @@ Result<void> FakeDriver::launch(KernelId id, const LaunchConfig& config, void** 
     std::lock_guard lock(mutex_);
     ++launch_counts_[kernel->name];
     return ok();
+}
+
+Result<void*> FakeDriver::native_function(KernelId id) {
+    TRY(current_arch());
+    return static_cast<void*>(id.as<FakeKernel>());
+}
+
+Result<void*> FakeDriver::native_kernel(KernelId id) {
+    return static_cast<void*>(id.as<FakeKernel>());
+}
+
+Result<DeviceGlobal> FakeDriver::module_global(ModuleId id, const std::string& name) {
+    TRY(current_arch());
+    auto* library = id.as<FakeLibrary>();
+    const auto found = library->globals.find(name);
+    if (found == library->globals.end()) {
+        return Error(Errc::kInvalidArgument,
+                     "no __device__ or __constant__ variable named '" + name + "' (fake)");
+    }
+    // A made-up address, distinct per library and variable.
+    const auto address =
+        reinterpret_cast<std::uintptr_t>(library) +
+        static_cast<std::uintptr_t>(std::distance(library->globals.begin(), found) * 4096);
+    return DeviceGlobal{address, found->second};
+}
+
+Result<void> FakeDriver::set_kernel_attribute(KernelId id, KernelAttribute attribute, int value) {
+    if (attribute == KernelAttribute::kMaxDynamicSharedBytes &&
+        (value < 0 || value > kMaxSharedPerBlock)) {
+        return Error(Errc::kInvalidArgument,
+                     "CUDA_ERROR_INVALID_VALUE (fake): more shared memory than a block may have");
+    }
+    std::lock_guard lock(mutex_);
+    id.as<FakeKernel>()->attributes[attribute] = value;
+    return ok();
+}
+
+Result<void> FakeDriver::set_cache_config(KernelId id, CacheConfig config) {
+    std::lock_guard lock(mutex_);
+    id.as<FakeKernel>()->cache_config = config;
+    return ok();
+}
+
+std::optional<int> FakeDriver::attribute_of(KernelId id, KernelAttribute attribute) const {
+    std::lock_guard lock(mutex_);
+    const auto& set = id.as<FakeKernel>()->attributes;
+    const auto found = set.find(attribute);
+    return found == set.end() ? std::nullopt : std::optional<int>(found->second);
+}
+
+std::optional<CacheConfig> FakeDriver::cache_config_of(KernelId id) const {
+    std::lock_guard lock(mutex_);
+    return id.as<FakeKernel>()->cache_config;
+}
+
+LaunchConfig FakeDriver::last_launch() const {
+    std::lock_guard lock(mutex_);
+    return last_launch_;
 }
 
 int FakeDriver::launches_of(const std::string& kernel_name) const {

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -53,7 +54,18 @@ public:
     void unload_module(ModuleId library) noexcept override;
     Result<KernelId> get_kernel(ModuleId library, const std::string& name) override;
     Result<std::vector<KernelParam>> kernel_params(KernelId kernel) override;
+    // Refuses more than 48 KiB of dynamic shared memory unless the kernel was allowed more, as
+    // the real driver does.
     Result<void> launch(KernelId kernel, const LaunchConfig& config, void** args) override;
+    // The kernel's own address for both; a PTX source's .global and .const variables at made-up
+    // addresses.
+    Result<void*> native_function(KernelId kernel) override;
+    Result<void*> native_kernel(KernelId kernel) override;
+    Result<DeviceGlobal> module_global(ModuleId module, const std::string& name) override;
+    // Recorded; more shared memory than an H200 block may have is refused.
+    Result<void> set_kernel_attribute(KernelId kernel, KernelAttribute attribute,
+                                      int value) override;
+    Result<void> set_cache_config(KernelId kernel, CacheConfig config) override;
 
     // Fault injection. A source containing "FAKE_JIT_ERROR" always fails to load; one containing
     // "FAKE_LAZY_JIT_ERROR" loads, then fails at its first kernel lookup (a deferred JIT).
@@ -88,6 +100,10 @@ public:
     // would: the bytes each got back, or why it could not.
     std::vector<Result<std::string>> load_again();
     int launches_of(const std::string& kernel_name) const;
+    // What was set on a kernel (by the id a handle's native_kernel() gives); the last launch.
+    std::optional<int> attribute_of(KernelId kernel, KernelAttribute attribute) const;
+    std::optional<CacheConfig> cache_config_of(KernelId kernel) const;
+    LaunchConfig last_launch() const;
     // Launches or lookups that reached a library after it was unloaded: must stay 0.
     int use_after_unload() const { return use_after_unload_.load(); }
 
@@ -116,6 +132,7 @@ private:
     // counted rather than undefined.
     std::vector<std::unique_ptr<FakeLibrary>> all_;
     std::map<std::string, int> launch_counts_;  // by kernel name
+    LaunchConfig last_launch_;
 };
 
 }  // namespace kcache::fakes
