@@ -44,6 +44,7 @@ namespace kcache::driver {
     X(cuLaunchKernel)            \
     X(cuLaunchKernelEx)          \
     X(cuFuncSetAttribute)        \
+    X(cuFuncGetAttribute)        \
     X(cuFuncSetCacheConfig)      \
     X(cuKernelSetAttribute)      \
     X(cuKernelSetCacheConfig)    \

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <latch>
 #include <random>
@@ -13,6 +14,7 @@
 #include "compile/compiler.hpp"
 #include "compile/ptx_params.hpp"
 #include "driver/compiler_api.hpp"
+#include "driver/cuda_api.hpp"
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "ptx_kernels.hpp"
@@ -778,6 +780,230 @@ TEST_F(GpuTest, CubBlockReduceMatchesCpuReferenceWithEitherRecipe) {
 }
 
 // PTX linked to a cubin by nvJitLink on the host, then loaded: no driver JIT involved.
+// ---- What real generators' kernels need beyond a plain launch (issue 18) ----
+
+// CUDA C++ for the current device's arch, compiled by NVRTC through the cache.
+Result<KernelHandle> cuda_kernel(KernelCache& cache, const std::string& key, std::string code,
+                                 const std::string& name,
+                                 std::vector<std::string> options = {"-std=c++17"}) {
+    return cache.kernel(
+        key, [code, options] { return Source::cuda(code, options); }, name);
+}
+
+std::vector<std::uint32_t> download_words(const driver::DeviceBuffer& buffer) {
+    auto floats = buffer.download_floats();
+    std::vector<std::uint32_t> words(floats ? floats->size() : 0);
+    if (floats) std::memcpy(words.data(), floats->data(), words.size() * 4);
+    return words;
+}
+
+Result<void> write_global(const DeviceGlobal& global, const std::vector<float>& data) {
+    const auto& api = driver::cuda_api();
+    if (!api) return api.error();
+    if (data.size() * sizeof(float) > global.size) {
+        return Error(Errc::kInvalidArgument, "more data than the global holds");
+    }
+    CUresult rc = (*api)->cuMemcpyHtoD(static_cast<CUdeviceptr>(global.address), data.data(),
+                                       data.size() * sizeof(float));
+    if (rc != CUDA_SUCCESS) return (*api)->error(Errc::kDriverError, "cuMemcpyHtoD", rc);
+    return ok();
+}
+
+TEST_F(GpuTest, AKernelWith200KiBOfDynamicSharedMemoryLaunchesOnceAllowedInEveryContext) {
+    if (!driver::nvrtc_identity().ok()) GTEST_SKIP() << driver::nvrtc_identity().error().describe();
+    KernelCache cache;
+    auto kernel = cuda_kernel(cache, "smem_reverse",
+                              "extern \"C\" __global__ void smem_reverse(float* out, const float* "
+                              "in, unsigned n) {\n"
+                              "    extern __shared__ float s[];\n"
+                              "    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) s[i] = "
+                              "in[i];\n"
+                              "    __syncthreads();\n"
+                              "    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) out[i] = "
+                              "s[n - 1 - i];\n"
+                              "}\n",
+                              "smem_reverse");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    const std::uint32_t bytes = 200 * 1024, n = bytes / 4;
+    const auto data = random_floats(n, 5);
+    std::vector<float> reversed(data.rbegin(), data.rend());
+    auto in = upload(data);
+    auto out = poisoned(n);
+    LaunchConfig config{{1, 1, 1}, {256, 1, 1}, bytes, nullptr};
+    EXPECT_FALSE(kernel->launch_with(config, out.address(), in.address(), n).ok())
+        << "above 48 KiB, the driver refuses the launch until the kernel is allowed it";
+    ASSERT_TRUE(kernel->set_attribute(KernelAttribute::kMaxDynamicSharedBytes, bytes).ok());
+    auto launched = kernel->launch_with(config, out.address(), in.address(), n);
+    ASSERT_TRUE(launched.ok()) << launched.error().describe();
+    ASSERT_TRUE(context_->synchronize().ok());
+    expect_close(*out.download_floats(), reversed, 0);
+    // The native handle says what the driver now holds for the kernel here.
+    auto function = kernel->native_function();
+    ASSERT_TRUE(function.ok()) << function.error().describe();
+    int allowed = 0;
+    ASSERT_EQ((*driver::cuda_api())
+                  ->cuFuncGetAttribute(&allowed, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       static_cast<CUfunction>(*function)),
+              CUDA_SUCCESS);
+    EXPECT_EQ(allowed, static_cast<int>(bytes));
+    // Another context: the same handle launches as big without being told again.
+    auto other = driver::OwnedContext::create(0);
+    ASSERT_TRUE(other.ok()) << other.error().describe();
+    auto in2 = upload(data);
+    auto out2 = poisoned(n);
+    launched = kernel->launch_with(config, out2.address(), in2.address(), n);
+    ASSERT_TRUE(launched.ok()) << launched.error().describe();
+    ASSERT_EQ((*driver::cuda_api())->cuCtxSynchronize(), CUDA_SUCCESS);
+    expect_close(*out2.download_floats(), reversed, 0);
+    ASSERT_TRUE(context_->make_current().ok());
+}
+
+TEST_F(GpuTest, AClusterLaunchGivesEachBlockItsRankInItsCluster) {
+    if (!driver::nvrtc_identity().ok()) GTEST_SKIP() << driver::nvrtc_identity().error().describe();
+    if (context_->info().arch < 90) GTEST_SKIP() << "clusters need sm_90";
+    KernelCache cache;
+    auto kernel =
+        cuda_kernel(cache, "cluster_rank",
+                    "extern \"C\" __global__ void cluster_rank(unsigned* out) {\n"
+                    "    unsigned rank, size;\n"
+                    "    asm volatile(\"mov.u32 %0, %%cluster_ctarank;\" : \"=r\"(rank));\n"
+                    "    asm volatile(\"mov.u32 %0, %%cluster_nctarank;\" : \"=r\"(size));\n"
+                    "    if (threadIdx.x == 0) out[blockIdx.x] = rank | (size << 16);\n"
+                    "}\n",
+                    "cluster_rank");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    const std::uint32_t blocks = 8;
+    auto out = poisoned(blocks);
+    LaunchConfig config{{blocks, 1, 1}, {32, 1, 1}, 0, nullptr};
+    ASSERT_TRUE(kernel->launch_with(config, out.address()).ok());
+    ASSERT_TRUE(context_->synchronize().ok());
+    auto words = download_words(out);
+    for (std::uint32_t b = 0; b < blocks; ++b) EXPECT_EQ(words[b], 0u | (1u << 16)) << b;
+    config.cluster = {2, 1, 1};
+    auto launched = kernel->launch_with(config, out.address());
+    ASSERT_TRUE(launched.ok()) << launched.error().describe();
+    ASSERT_TRUE(context_->synchronize().ok());
+    words = download_words(out);
+    for (std::uint32_t b = 0; b < blocks; ++b) {
+        EXPECT_EQ(words[b], (b % 2) | (2u << 16)) << "block " << b << " in clusters of 2";
+    }
+}
+
+TEST_F(GpuTest, ACooperativeLaunchLetsTheWholeGridSynchronise) {
+    if (!driver::nvrtc_identity().ok()) GTEST_SKIP() << driver::nvrtc_identity().error().describe();
+    KernelCache cache;
+    // Each thread doubles its element, the grid meets at a barrier, then each reads the element
+    // another block doubled: right only if every block finished the first phase first. A barrier
+    // over the whole grid is sound only where every block is resident at once, which a
+    // cooperative launch guarantees (and refuses when the grid cannot fit).
+    auto kernel = cuda_kernel(cache, "grid_mirror",
+                              "extern \"C\" __global__ void grid_mirror(float* data, float* out, "
+                              "unsigned n, unsigned* arrived) {\n"
+                              "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                              "    if (i < n) data[i] = data[i] * 2.0f;\n"
+                              "    __threadfence();\n"
+                              "    __syncthreads();\n"
+                              "    if (threadIdx.x == 0) {\n"
+                              "        atomicAdd(arrived, 1u);\n"
+                              "        while (atomicAdd(arrived, 0u) < gridDim.x) {}\n"
+                              "    }\n"
+                              "    __syncthreads();\n"
+                              "    if (i < n) out[i] = __ldcg(&data[n - 1 - i]);\n"
+                              "}\n",
+                              "grid_mirror");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    const std::uint32_t blocks = 64, threads = 128, n = blocks * threads;
+    const auto data = random_floats(n, 9);
+    std::vector<float> want(n);
+    for (std::uint32_t i = 0; i < n; ++i) want[i] = data[n - 1 - i] * 2.0f;
+    auto arrived = upload({0.0f});  // all bits zero
+    auto in = upload(data);
+    auto out = poisoned(n);
+    LaunchConfig config{{blocks, 1, 1}, {threads, 1, 1}, 0, nullptr};
+    config.cooperative = true;
+    auto launched = kernel->launch_with(config, in.address(), out.address(), n, arrived.address());
+    ASSERT_TRUE(launched.ok()) << launched.error().describe();
+    ASSERT_TRUE(context_->synchronize().ok());
+    expect_close(*out.download_floats(), want, 0);
+    // The driver took it as cooperative: a grid that cannot be resident at once is refused.
+    config.grid.x = 1u << 20;
+    auto refused = kernel->launch_with(config, in.address(), out.address(), n, arrived.address());
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message().find("COOPERATIVE_LAUNCH_TOO_LARGE"), std::string::npos)
+        << refused.error().message();
+}
+
+TEST_F(GpuTest, AConstantTableWrittenThroughTheModuleGlobalIsWhatTheKernelReadsPerContext) {
+    if (!driver::nvrtc_identity().ok()) GTEST_SKIP() << driver::nvrtc_identity().error().describe();
+    KernelCache cache;
+    auto kernel = cuda_kernel(cache, "scale_by_table",
+                              "__constant__ float table[256];\n"
+                              "extern \"C\" __global__ void scale_by_table(float* out, const "
+                              "float* in, unsigned n) {\n"
+                              "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                              "    if (i < n) out[i] = in[i] * table[i % 256];\n"
+                              "}\n",
+                              "scale_by_table");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    const std::uint32_t n = 4096;
+    const auto data = random_floats(n, 11);
+    const auto check = [&](const std::vector<float>& table) {
+        auto global = kernel->module().global("table");
+        ASSERT_TRUE(global.ok()) << global.error().describe();
+        EXPECT_EQ(global->size, 256u * sizeof(float));
+        ASSERT_TRUE(write_global(*global, table).ok());
+        auto in = upload(data);
+        auto out = poisoned(n);
+        ASSERT_TRUE(kernel->launch_with(linear(n), out.address(), in.address(), n).ok());
+        ASSERT_EQ((*driver::cuda_api())->cuCtxSynchronize(), CUDA_SUCCESS);
+        std::vector<float> want(n);
+        for (std::uint32_t i = 0; i < n; ++i) want[i] = data[i] * table[i % 256];
+        expect_close(*out.download_floats(), want, 1e-6);
+    };
+    check(random_floats(256, 12));
+    // Another context has its own copy of the table, written and read there.
+    auto other = driver::OwnedContext::create(0);
+    ASSERT_TRUE(other.ok()) << other.error().describe();
+    check(random_floats(256, 13));
+    ASSERT_TRUE(context_->make_current().ok());
+    EXPECT_FALSE(kernel->module().global("no_such_table").ok());
+}
+
+TEST_F(GpuTest, AProgrammaticDependentLaunchWaitsWhereItSaysAndGetsTheRightResult) {
+    if (!driver::nvrtc_identity().ok()) GTEST_SKIP() << driver::nvrtc_identity().error().describe();
+    if (context_->info().arch < 90) GTEST_SKIP() << "programmatic dependent launch needs sm_90";
+    KernelCache cache;
+    const std::string code =
+        "extern \"C\" __global__ void produce(float* data, unsigned n) {\n"
+        "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) data[i] = data[i] + 1.0f;\n"
+        "    asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"
+        "}\n"
+        "extern \"C\" __global__ void consume(float* out, const float* data, unsigned n) {\n"
+        "    asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+        "    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) out[i] = data[i] * 3.0f;\n"
+        "}\n";
+    auto module = cache.module("pdl", [code] { return Source::cuda(code, {"-std=c++17"}); });
+    ASSERT_TRUE(module.ok()) << module.error().describe();
+    auto produce = module->kernel("produce");
+    auto consume = module->kernel("consume");
+    ASSERT_TRUE(produce.ok() && consume.ok());
+    const std::uint32_t n = 1 << 16;
+    const auto data = random_floats(n, 17);
+    std::vector<float> want(n);
+    for (std::uint32_t i = 0; i < n; ++i) want[i] = (data[i] + 1.0f) * 3.0f;
+    auto buffer = upload(data);
+    auto out = poisoned(n);
+    ASSERT_TRUE(produce->launch_with(linear(n), buffer.address(), n).ok());
+    LaunchConfig dependent = linear(n);
+    dependent.programmatic_dependent_launch = true;
+    auto launched = consume->launch_with(dependent, out.address(), buffer.address(), n);
+    ASSERT_TRUE(launched.ok()) << launched.error().describe();
+    ASSERT_TRUE(context_->synchronize().ok());
+    expect_close(*out.download_floats(), want, 1e-6);
+}
+
 TEST_F(GpuTest, NvJitLinkCubinOfPtxLoadsAndMatchesCpuReference) {
     if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << driver::nvjitlink_api().error().describe();
     auto linked = compile::link_ptx(examples::gelu_ptx(), compile::Target{context_->info().arch});
