@@ -27,7 +27,10 @@ fn main() {
         return;
     }
 
-    match Command::new("pkg-config").args(["--libs", "kcache"]).output() {
+    match Command::new("pkg-config")
+        .args(["--libs", "kcache"])
+        .output()
+    {
         Ok(output) if output.status.success() => {
             let libs = String::from_utf8_lossy(&output.stdout).into_owned();
             let mut linked = false;

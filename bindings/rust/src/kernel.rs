@@ -142,7 +142,9 @@ impl Module {
     /// `raw` is a module handle kcache handed out, whose reference this value now owns.
     pub(crate) unsafe fn from_raw(raw: *mut sys::kcache_module) -> Module {
         Module {
-            raw: Arc::new(RawModule(NonNull::new(raw).expect("kcache gave a NULL module"))),
+            raw: Arc::new(RawModule(
+                NonNull::new(raw).expect("kcache gave a NULL module"),
+            )),
         }
     }
 

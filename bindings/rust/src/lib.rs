@@ -26,7 +26,7 @@ pub mod sys;
 
 pub use cache::{Cache, Exclusive, Options, Provenance, Stats, WarmUp, WarmUpItem};
 pub use error::{Error, Result, Status};
-pub use kernel::{Dim3, DevicePtr, Kernel, KernelArg, Module};
+pub use kernel::{DevicePtr, Dim3, Kernel, KernelArg, Module};
 pub use source::{Made, Source};
 pub use sys::CUstream;
 

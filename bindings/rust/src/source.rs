@@ -175,7 +175,10 @@ unsafe fn with_c_string(
 ) -> sys::kcache_status {
     match CString::new(text) {
         Ok(text) => set(text.as_ptr()),
-        Err(_) => refuse(builder, &format!("{} contains a NUL byte: {:?}", what, text)),
+        Err(_) => refuse(
+            builder,
+            &format!("{} contains a NUL byte: {:?}", what, text),
+        ),
     }
 }
 

@@ -43,7 +43,10 @@ pub const KCACHE_NUL_TERMINATED: usize = usize::MAX;
 
 /// `kcache_make_source`. The C type is a non-NULL function pointer here: pass `None` for NULL.
 pub type kcache_make_source = Option<
-    unsafe extern "C" fn(user_data: *mut c_void, source: *mut kcache_source_builder) -> kcache_status,
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        source: *mut kcache_source_builder,
+    ) -> kcache_status,
 >;
 
 // ---- Caches ----------------------------------------------------------------------------------

@@ -18,7 +18,11 @@ fn the_library_is_the_version_this_crate_was_written_for() {
     ))
     .expect("include/kcache/version.hpp");
     let line = format!("#define KCACHE_VERSION \"{}\"", kcache::version());
-    assert!(header.lines().any(|l| l == line), "{} not in version.hpp", line);
+    assert!(
+        header.lines().any(|l| l == line),
+        "{} not in version.hpp",
+        line
+    );
     assert_eq!(kcache::version(), kcache::CRATE_VERSION);
 }
 
@@ -126,7 +130,11 @@ fn a_cubin_is_taken_as_it_is() {
     // Prebuilding a binary compiles nothing: it is stored as given.
     let cache = memory_cache();
     let provenance = cache
-        .prebuild("blob", || Ok(Source::cubin(vec![0x7f, b'E', b'L', b'F'])), 90)
+        .prebuild(
+            "blob",
+            || Ok(Source::cubin(vec![0x7f, b'E', b'L', b'F'])),
+            90,
+        )
         .unwrap();
     assert_eq!(provenance, Provenance::Binary);
     assert_eq!(cache.stats().unwrap().compiles, 0);
@@ -164,7 +172,10 @@ fn the_exclusive_guard_holds_off_another_threads_clear() {
     guard.clear().unwrap();
     drop(guard);
     clearer.join().unwrap().unwrap();
-    assert!(!cleared_while_held, "a clear landed while the guard was held");
+    assert!(
+        !cleared_while_held,
+        "a clear landed while the guard was held"
+    );
     assert!(cleared.load(Ordering::SeqCst));
 }
 
@@ -192,6 +203,10 @@ fn a_key_with_a_nul_byte_is_refused_before_kcache_sees_it() {
         )
         .unwrap_err();
     assert_eq!(error.status(), Status::InvalidArgument);
-    assert!(error.message().starts_with("invalid-argument: the key"), "{}", error);
+    assert!(
+        error.message().starts_with("invalid-argument: the key"),
+        "{}",
+        error
+    );
     assert!(!ran);
 }
