@@ -118,7 +118,7 @@ fn a_nul_byte_in_an_option_fails_the_lookup_naming_it() {
     let error = cache
         .prebuild(
             "nul",
-            || Ok(Source::cuda("extern \"C\" __global__ void k() {}").option("-DN=\01")),
+            || Ok(Source::cuda("extern \"C\" __global__ void k() {}").option("-DN=\0x")),
             90,
         )
         .unwrap_err();
