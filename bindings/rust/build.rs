@@ -15,12 +15,12 @@ fn main() {
     if let Some(dir) = env::var_os("KCACHE_LIB_DIR") {
         let dir = Path::new(&dir);
         if !dir.join("libkcache.so").exists() {
-            panic!(
+            fail(&format!(
                 "KCACHE_LIB_DIR={} holds no libkcache.so: build it first \
                  (cmake --build build --target kcache) or point KCACHE_LIB_DIR at the folder \
                  that has it",
                 dir.display()
-            );
+            ));
         }
         link_from(&dir.display().to_string());
         println!("cargo:rustc-link-lib=dylib=kcache");
@@ -51,15 +51,21 @@ fn main() {
                 Ok(output) => String::from_utf8_lossy(&output.stderr).trim().to_string(),
                 Err(error) => format!("pkg-config could not be run: {}", error),
             };
-            panic!(
+            fail(&format!(
                 "libkcache was not found.\n  pkg-config --libs kcache: {}\n  Set \
                  KCACHE_LIB_DIR to the folder that holds libkcache.so (the CMake build folder, \
                  e.g. KCACHE_LIB_DIR=$PWD/build), or install kcache and let pkg-config find \
                  kcache.pc (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig).",
                 why
-            );
+            ));
         }
     }
+}
+
+/// Stops the build with `message` (cargo shows a build script's stderr), without a backtrace.
+fn fail(message: &str) -> ! {
+    eprintln!("error: {}", message);
+    std::process::exit(1);
 }
 
 /// Searches `dir` at link time and, through the rpath, at run time.
