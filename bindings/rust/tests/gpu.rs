@@ -55,8 +55,12 @@ fn check(result: CuResult, what: &str) {
     assert_eq!(result, 0, "{} failed with CUresult {}", what, result);
 }
 
-/// Skips (returns None) without a driver or a device, unless KCACHE_REQUIRE_GPU=1.
+/// Skips (returns None) without a driver or a device, unless KCACHE_REQUIRE_GPU=1. Every test
+/// calls it first: it keeps the global cache off the user's disk cache before any kcache or
+/// driver call can read the environment.
 fn cuda() -> Option<Cuda> {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::env::set_var("KCACHE_DISK", "0"));
     let skip = |why: &str| {
         if std::env::var("KCACHE_REQUIRE_GPU").map_or(false, |v| v == "1") {
             panic!("KCACHE_REQUIRE_GPU=1 but {}", why);
