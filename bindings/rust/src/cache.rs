@@ -141,6 +141,7 @@ impl<'a> WarmUpItem<'a> {
 /// What [`Cache::warm_up`] answered: each item's kernel or error, in the items' order, and the
 /// call's own error, whose message lists every failed item's key and full error (each item's
 /// error has its status and key only).
+#[derive(Debug)]
 pub struct WarmUp {
     pub kernels: Vec<Result<Kernel>>,
     pub error: Option<Error>,
@@ -148,6 +149,7 @@ pub struct WarmUp {
 
 /// A kernel cache. Any number of threads may use one at once. A cache made by [`Cache::new`] or
 /// [`Cache::from_env`] is destroyed when dropped; its modules and kernels stay usable.
+#[derive(Debug)]
 pub struct Cache {
     raw: *mut sys::kcache_cache,
 }
@@ -409,6 +411,7 @@ impl Cache {
 
 /// The exclusive guard of one cache (the seed's `kernel_cache_exclusive`): released when dropped,
 /// on the thread that took it (it is not `Send`).
+#[derive(Debug)]
 pub struct Exclusive<'a> {
     raw: *mut sys::kcache_exclusive,
     // Borrows the cache, and the raw pointer keeps the guard on its thread.

@@ -217,6 +217,24 @@ impl Clone for Kernel {
     }
 }
 
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel")
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Module")
+            .field("key", &self.key())
+            .field("arch", &self.arch())
+            .field("fingerprint", &self.fingerprint())
+            .finish()
+    }
+}
+
 /// Launch arguments up to this count are gathered on the stack.
 const INLINE_ARGS: usize = 16;
 

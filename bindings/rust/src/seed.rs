@@ -143,6 +143,7 @@ pub fn clear_kernel_cache() {
 
 /// Exclusive access to the shared kernel cache: while it lives no `clear_kernel_cache()`
 /// anywhere in the process takes effect. Dropping it releases it; it stays on its thread.
+#[derive(Debug)]
 pub struct KernelCacheExclusive {
     // A raw pointer: not Send, as kcache wants the guard released on the thread that took it.
     raw: *mut sys::kcache_exclusive,

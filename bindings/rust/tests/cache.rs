@@ -46,8 +46,7 @@ fn options_beyond_their_limits_are_refused_naming_them() {
         compile_workers: 100_000,
         ..Options::default()
     })
-    .err()
-    .expect("refused");
+    .expect_err("refused");
     assert_eq!(error.status(), Status::InvalidArgument);
     assert!(error.message().contains("compile_workers"), "{}", error);
 }

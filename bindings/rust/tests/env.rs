@@ -21,7 +21,7 @@ fn a_cache_from_the_environment_uses_kcache_dir_and_names_a_bad_setting() {
 
     std::env::set_var("KCACHE_DISK", "0");
     std::env::set_var("KCACHE_COMPILE_WORKERS", "several");
-    let error = Cache::from_env().err().expect("a bad setting");
+    let error = Cache::from_env().expect_err("a bad setting");
     assert_eq!(error.status(), Status::InvalidArgument);
     assert!(
         error.message().starts_with("invalid-argument: "),

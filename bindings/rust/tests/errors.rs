@@ -60,7 +60,7 @@ fn a_lookup_without_a_gpu_says_why_and_runs_no_generator() {
         calls.set(calls.get() + 1);
         Ok(Source::ptx(NOOP_PTX))
     };
-    let error = cache.kernel("noop", make, "noop").err().expect("no GPU");
+    let error = cache.kernel("noop", make, "noop").expect_err("no GPU");
     assert!(error.status().is_no_gpu(), "{}", error);
     assert!(
         error.message().starts_with(error.status().name()),
@@ -70,7 +70,7 @@ fn a_lookup_without_a_gpu_says_why_and_runs_no_generator() {
     if error.status() == Status::NoDriver {
         assert!(error.message().contains("no CUDA driver"), "{}", error);
     }
-    let error = cache.module("noop", make).err().expect("no GPU");
+    let error = cache.module("noop", make).expect_err("no GPU");
     assert!(error.status().is_no_gpu(), "{}", error);
     assert_eq!(calls.get(), 0);
     assert_eq!(cache.len(), 0);
@@ -148,7 +148,7 @@ fn warm_up_without_a_gpu_gives_each_item_its_status() {
     assert!(error.message().contains("2 of 2 items failed"), "{}", error);
     assert_eq!(outcome.kernels.len(), 2);
     for (kernel, key) in outcome.kernels.iter().zip(["noop:a", "noop:b"]) {
-        let item_error = kernel.as_ref().err().expect("failed");
+        let item_error = kernel.as_ref().expect_err("failed");
         assert_eq!(item_error.status(), error.status());
         assert!(item_error.message().contains(key), "{}", item_error);
     }

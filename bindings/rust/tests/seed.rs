@@ -49,9 +49,7 @@ fn stats_start_at_zero_and_reset_and_clear_are_idempotent() {
 #[test]
 fn a_lookup_without_a_gpu_says_why() {
     setup();
-    let error = get_or_compile_kernel(&(), "noop", NOOP_PTX)
-        .err()
-        .expect("no GPU");
+    let error = get_or_compile_kernel(&(), "noop", NOOP_PTX).expect_err("no GPU");
     assert!(error.status().is_no_gpu(), "{}", error);
     let config = LaunchConfig::linear(1, 32);
     let stream: kcache::CUstream = std::ptr::null_mut();
@@ -65,9 +63,7 @@ fn a_lookup_without_a_gpu_says_why() {
 #[test]
 fn a_ptx_with_a_nul_byte_is_an_invalid_argument() {
     setup();
-    let error = get_or_compile_kernel(&(), "nul", "\0")
-        .err()
-        .expect("refused");
+    let error = get_or_compile_kernel(&(), "nul", "\0").expect_err("refused");
     assert_eq!(error.status(), kcache::Status::InvalidArgument);
 }
 
