@@ -41,6 +41,19 @@ foreach(source ${KCACHE_C_TEST_SOURCES})
   endforeach()
 endforeach()
 
+# The Rust crate's tests (bindings/rust, docs/rust.md) against the libkcache.so built here; its
+# GPU tests skip without a driver. Not in sanitizer or fuzz builds, as for the C suite.
+find_program(KCACHE_CARGO cargo HINTS $ENV{HOME}/.cargo/bin)
+if(KCACHE_CARGO AND KCACHE_SANITIZE STREQUAL "" AND NOT KCACHE_FUZZ)
+  add_test(NAME kcache_rust COMMAND ${CMAKE_COMMAND} -E env KCACHE_LIB_DIR=$<TARGET_FILE_DIR:kcache>
+    CARGO_TARGET_DIR=${CMAKE_CURRENT_BINARY_DIR}/cargo ${KCACHE_CARGO} test --offline
+    --manifest-path ${CMAKE_CURRENT_SOURCE_DIR}/bindings/rust/Cargo.toml)
+  set_tests_properties(kcache_rust PROPERTIES TIMEOUT 600)
+elseif(NOT KCACHE_CARGO)
+  add_test(NAME kcache_rust COMMAND sh -c "echo 'skipped: no cargo (scripts/install-deps.sh installs it)'; exit 77")
+  set_tests_properties(kcache_rust PROPERTIES SKIP_RETURN_CODE 77)
+endif()
+
 add_executable(kcache_gpu_tests tests/gpu/gpu_test.cpp)
 target_link_libraries(kcache_gpu_tests PRIVATE kcache_testing kcache_examples GTest::gtest_main)
 gtest_discover_tests(kcache_gpu_tests DISCOVERY_TIMEOUT 60)

@@ -13,6 +13,8 @@ set -euo pipefail
 packages=(cmake g++ make libgtest-dev libxxhash-dev libcli11-dev libzstd-dev clang-14
   libclang-rt-14-dev pkg-config nlohmann-json3-dev clang-format-14 clang-tidy-14
   libhiredis-dev libssl-dev redis-server redis-tools)
+# cargo runs the Rust crate's tests (bindings/rust); Debian's when none is on PATH.
+command -v cargo >/dev/null || packages+=(cargo)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
