@@ -237,6 +237,72 @@ kcache_status kcache_launch_sized(const kcache_kernel* kernel, const uint32_t gr
                                   const uint32_t block[3], uint32_t shared_bytes, void* stream,
                                   void** args, const size_t* sizes, size_t arg_count);
 
+/* ---- Launching with everything a generator's kernels use -------------------------------- */
+
+/* A launch with cuLaunchKernelEx's options. Fill it with kcache_launch_config_init (which sets
+ * struct_size, grid and block to {1, 1, 1} and the rest to zero), then change fields: a later
+ * version adds fields at the end only and reads just the first struct_size bytes. */
+typedef struct kcache_launch_config {
+    size_t struct_size;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t shared_bytes; /* dynamic shared memory; above 48 KiB see
+                              KCACHE_ATTRIBUTE_MAX_DYNAMIC_SHARED_BYTES */
+    void* stream;          /* a CUstream; NULL: the context's default stream */
+    uint32_t cluster[3];   /* blocks per thread block cluster (sm_90); all 0: none */
+    int cooperative;       /* non-zero: every block resident at once (a grid-wide sync) */
+    int programmatic_dependent_launch; /* non-zero: may start before the stream's previous
+                                          kernel ends (griddepcontrol.wait) */
+} kcache_launch_config;
+
+void kcache_launch_config_init(kcache_launch_config* config);
+
+/* Launches as kcache_launch does, with the config's options. `sizes` (arg_count of them, each
+ * argument's size in bytes) is checked as kcache_launch_sized checks it; NULL checks the count
+ * only. KCACHE_INVALID_ARGUMENT for a NULL config or a struct_size too small for the fields up to
+ * the stream. */
+kcache_status kcache_launch_ex(const kcache_kernel* kernel, const kcache_launch_config* config,
+                               void** args, const size_t* sizes, size_t arg_count);
+
+/* Settings of a kernel its launches depend on (kcache::KernelAttribute). Fixed values. */
+typedef enum kcache_kernel_attribute {
+    KCACHE_ATTRIBUTE_MAX_DYNAMIC_SHARED_BYTES = 0,
+    KCACHE_ATTRIBUTE_PREFERRED_SHARED_CARVEOUT = 1,
+    KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH = 2,
+    KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT = 3,
+    KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH = 4,
+    KCACHE_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 5,
+    KCACHE_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 6
+} kcache_kernel_attribute;
+
+/* The kernel's preference between L1 and shared memory (cuFuncSetCacheConfig). */
+typedef enum kcache_cache_config {
+    KCACHE_PREFER_NONE = 0,
+    KCACHE_PREFER_SHARED = 1,
+    KCACHE_PREFER_L1 = 2,
+    KCACHE_PREFER_EQUAL = 3
+} kcache_cache_config;
+
+/* Sets an attribute or the cache preference of the kernel (shared by every handle to it) in every
+ * context it launches in, later ones included. A value the device refuses is
+ * KCACHE_INVALID_ARGUMENT and is not kept; an unknown enumerator too. */
+kcache_status kcache_kernel_set_attribute(const kcache_kernel* kernel,
+                                          kcache_kernel_attribute attribute, int value);
+kcache_status kcache_kernel_set_cache_config(const kcache_kernel* kernel,
+                                             kcache_cache_config config);
+
+/* The kernel as CUDA names it, for calls kcache does not make: its CUfunction for the calling
+ * thread's current context, and its CUkernel (every context). Valid while a handle to its module
+ * lives. */
+kcache_status kcache_kernel_native_function(const kcache_kernel* kernel, void** function);
+kcache_status kcache_kernel_native_kernel(const kcache_kernel* kernel, void** cu_kernel);
+
+/* A __device__ or __constant__ variable of the module in the calling thread's current context
+ * (each context has its own copy): its device address (a CUdeviceptr) and size in bytes, for the
+ * caller to write or read. KCACHE_INVALID_ARGUMENT when the module has none of that name. */
+kcache_status kcache_module_global(const kcache_module* module, const char* name, uint64_t* address,
+                                   size_t* size);
+
 /* ---- Building ahead --------------------------------------------------------------------- */
 
 /* How a module's code was had (kcache::Provenance). Fixed values; new ones added at the end. */

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <new>
 #include <stdexcept>
@@ -311,6 +312,117 @@ TEST(CApiGuard, EachErrcHasTheStatusOfItsName) {
         EXPECT_EQ(capi::fail(Error(errc, "why")), capi::status_of(errc));
         EXPECT_EQ(std::string(kcache_last_error_message()), std::string(errc_name(errc)) + ": why");
     }
+}
+
+}  // namespace
+}  // namespace kcache
+
+namespace kcache {
+namespace {
+
+// The extended launch, attributes, native handles and globals through the C API.
+class CApiLaunchFeatures : public ::testing::Test {
+protected:
+    void SetUp() override {
+        cache_ = capi::wrap(test::fake_options(fake_));
+        ASSERT_NE(cache_, nullptr);
+        generator_.ptx =
+            ".version 8.0\n.target sm_90\n.address_size 64\n"
+            ".const .align 4 .f32 table[64];\n"
+            ".visible .entry k(.param .u64 out, .param .u32 n)\n{\n  ret;\n}\n";
+        ASSERT_EQ(kcache_cache_get_module(cache_, "table", make_from, &generator_, &module_),
+                  KCACHE_OK)
+            << kcache_last_error_message();
+        ASSERT_EQ(kcache_module_get_kernel(module_, "k", &kernel_), KCACHE_OK);
+    }
+    void TearDown() override {
+        kcache_kernel_release(kernel_);
+        kcache_module_release(module_);
+        kcache_cache_destroy(cache_);
+    }
+
+    std::shared_ptr<fakes::FakeDriver> fake_ = std::make_shared<fakes::FakeDriver>();
+    kcache_cache* cache_ = nullptr;
+    Generator generator_;
+    kcache_module* module_ = nullptr;
+    kcache_kernel* kernel_ = nullptr;
+    std::uint64_t out_ = 0;
+    std::uint32_t n_ = 0;
+    void* args_[2] = {&out_, &n_};
+    const std::size_t sizes_[2] = {sizeof out_, sizeof n_};
+};
+
+TEST_F(CApiLaunchFeatures, TheExtendedLaunchPassesEveryOptionAndKeepsTheChecks) {
+    kcache_launch_config config;
+    kcache_launch_config_init(&config);
+    EXPECT_EQ(config.grid[0], 1u);
+    EXPECT_EQ(config.cluster[0], 0u);
+    config.grid[0] = 8;
+    config.block[0] = 64;
+    config.cluster[0] = 2;
+    config.cooperative = 1;
+    config.programmatic_dependent_launch = 1;
+    ASSERT_EQ(kcache_launch_ex(kernel_, &config, args_, sizes_, 2), KCACHE_OK)
+        << kcache_last_error_message();
+    const LaunchConfig seen = fake_->last_launch();
+    EXPECT_EQ(seen.grid.x, 8u);
+    EXPECT_EQ(seen.cluster.x, 2u);
+    EXPECT_TRUE(seen.cooperative);
+    EXPECT_TRUE(seen.programmatic_dependent_launch);
+    const std::size_t wrong[2] = {4, 4};
+    EXPECT_EQ(kcache_launch_ex(kernel_, &config, args_, wrong, 2), KCACHE_ARGUMENT_MISMATCH);
+    EXPECT_EQ(kcache_launch_ex(kernel_, &config, args_, nullptr, 1), KCACHE_ARGUMENT_MISMATCH);
+    EXPECT_EQ(kcache_launch_ex(kernel_, nullptr, args_, nullptr, 2), KCACHE_INVALID_ARGUMENT);
+}
+
+TEST_F(CApiLaunchFeatures, AnOlderSmallerLaunchConfigIsReadOnlyAsFarAsItReaches) {
+    kcache_launch_config config;
+    kcache_launch_config_init(&config);
+    config.cluster[0] = 2;  // beyond what the caller's struct is said to hold
+    config.cooperative = 1;
+    config.struct_size = offsetof(kcache_launch_config, cluster);
+    ASSERT_EQ(kcache_launch_ex(kernel_, &config, args_, nullptr, 2), KCACHE_OK);
+    EXPECT_EQ(fake_->last_launch().cluster.x, 0u);
+    EXPECT_FALSE(fake_->last_launch().cooperative);
+    config.struct_size = sizeof(std::size_t);
+    EXPECT_EQ(kcache_launch_ex(kernel_, &config, args_, nullptr, 2), KCACHE_INVALID_ARGUMENT);
+}
+
+TEST_F(CApiLaunchFeatures, SharedMemoryAbove48KiBNeedsTheAttribute) {
+    kcache_launch_config config;
+    kcache_launch_config_init(&config);
+    config.shared_bytes = 100 * 1024;
+    EXPECT_EQ(kcache_launch_ex(kernel_, &config, args_, sizes_, 2), KCACHE_DRIVER_ERROR);
+    ASSERT_EQ(
+        kcache_kernel_set_attribute(kernel_, KCACHE_ATTRIBUTE_MAX_DYNAMIC_SHARED_BYTES, 100 * 1024),
+        KCACHE_OK);
+    EXPECT_EQ(kcache_launch_ex(kernel_, &config, args_, sizes_, 2), KCACHE_OK)
+        << kcache_last_error_message();
+    EXPECT_EQ(kcache_kernel_set_attribute(kernel_, static_cast<kcache_kernel_attribute>(99), 1),
+              KCACHE_INVALID_ARGUMENT);
+    EXPECT_EQ(
+        kcache_kernel_set_attribute(kernel_, KCACHE_ATTRIBUTE_MAX_DYNAMIC_SHARED_BYTES, 1 << 30),
+        KCACHE_INVALID_ARGUMENT);
+    EXPECT_EQ(kcache_kernel_set_cache_config(kernel_, KCACHE_PREFER_L1), KCACHE_OK);
+    void* native = nullptr;
+    ASSERT_EQ(kcache_kernel_native_kernel(kernel_, &native), KCACHE_OK);
+    EXPECT_EQ(fake_->cache_config_of(driver::KernelId(native)), CacheConfig::kPreferL1);
+}
+
+TEST_F(CApiLaunchFeatures, NativeHandlesAndGlobalsComeOutAndMissingOnesAreErrors) {
+    void* function = nullptr;
+    ASSERT_EQ(kcache_kernel_native_function(kernel_, &function), KCACHE_OK);
+    EXPECT_NE(function, nullptr);
+    EXPECT_EQ(kcache_kernel_native_function(nullptr, &function), KCACHE_INVALID_ARGUMENT);
+    EXPECT_EQ(function, nullptr) << "an out parameter is cleared when the call fails";
+    std::uint64_t address = 0;
+    std::size_t size = 0;
+    ASSERT_EQ(kcache_module_global(module_, "table", &address, &size), KCACHE_OK);
+    EXPECT_NE(address, 0u);
+    EXPECT_EQ(size, 64u * 4u);
+    EXPECT_EQ(kcache_module_global(module_, "nothing", &address, &size), KCACHE_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kcache_last_error_message()).find("nothing"), std::string::npos);
+    EXPECT_EQ(address, 0u);
 }
 
 }  // namespace
