@@ -28,7 +28,7 @@ pub struct Dim3 {
 }
 
 impl Dim3 {
-    fn array(self) -> [u32; 3] {
+    pub(crate) fn array(self) -> [u32; 3] {
         [self.x, self.y, self.z]
     }
 }
@@ -238,6 +238,32 @@ impl std::fmt::Debug for Module {
 /// Launch arguments up to this count are gathered on the stack.
 const INLINE_ARGS: usize = 16;
 
+/// Calls `launch` with `args` as the C API takes them: one pointer to each value, and each
+/// one's size from its Rust type.
+pub(crate) fn with_args<R>(
+    args: &[&dyn KernelArg],
+    launch: impl FnOnce(*mut *mut c_void, *const usize) -> R,
+) -> R {
+    let fill = |pointers: &mut [*mut c_void], sizes: &mut [usize]| {
+        for (i, arg) in args.iter().enumerate() {
+            // The driver only reads through these: it copies each value.
+            pointers[i] = arg.arg_ptr() as *mut c_void;
+            sizes[i] = arg.arg_size();
+        }
+        launch(pointers.as_mut_ptr(), sizes.as_ptr())
+    };
+    if args.len() <= INLINE_ARGS {
+        let mut pointers = [ptr::null_mut(); INLINE_ARGS];
+        let mut sizes = [0usize; INLINE_ARGS];
+        fill(&mut pointers, &mut sizes)
+    } else {
+        fill(
+            &mut vec![ptr::null_mut(); args.len()],
+            &mut vec![0usize; args.len()],
+        )
+    }
+}
+
 impl Kernel {
     /// # Safety
     /// `raw` is a kernel handle kcache handed out, whose reference this value now owns.
@@ -294,33 +320,18 @@ impl Kernel {
         args: &[&dyn KernelArg],
     ) -> Result<()> {
         let (grid, block) = (grid.into().array(), block.into().array());
-        let launch = |pointers: &mut [*mut c_void], sizes: &mut [usize]| {
-            for (i, arg) in args.iter().enumerate() {
-                // The driver only reads through these: it copies each value.
-                pointers[i] = arg.arg_ptr() as *mut c_void;
-                sizes[i] = arg.arg_size();
-            }
+        with_args(args, |pointers, sizes| {
             check(sys::kcache_launch_sized(
                 self.raw.as_ptr(),
                 grid.as_ptr(),
                 block.as_ptr(),
                 shared_bytes,
                 stream,
-                pointers.as_mut_ptr(),
-                sizes.as_ptr(),
+                pointers,
+                sizes,
                 args.len(),
             ))
-        };
-        if args.len() <= INLINE_ARGS {
-            let mut pointers = [ptr::null_mut(); INLINE_ARGS];
-            let mut sizes = [0usize; INLINE_ARGS];
-            launch(&mut pointers, &mut sizes)
-        } else {
-            launch(
-                &mut vec![ptr::null_mut(); args.len()],
-                &mut vec![0usize; args.len()],
-            )
-        }
+        })
     }
 
     /// Launches as `cuLaunchKernel` takes arguments, one pointer to each value; only their count

@@ -20,6 +20,7 @@
 mod cache;
 mod error;
 mod kernel;
+mod launch;
 pub mod seed;
 mod source;
 pub mod sys;
@@ -27,6 +28,7 @@ pub mod sys;
 pub use cache::{Cache, Exclusive, Options, Provenance, Stats, WarmUp, WarmUpItem};
 pub use error::{Error, Result, Status};
 pub use kernel::{DevicePtr, Dim3, Kernel, KernelArg, Module};
+pub use launch::{CacheConfig, DeviceGlobal, KernelAttribute, LaunchConfig};
 pub use source::{Made, Source};
 pub use sys::CUstream;
 

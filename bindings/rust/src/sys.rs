@@ -85,6 +85,40 @@ pub struct kcache_kernel {
     _private: [u8; 0],
 }
 
+// ---- Launching with everything a generator's kernels use ------------------------------------
+
+/// `kcache_launch_config`: `kcache_launch_config_init` fills it (grid and block `{1, 1, 1}`, the
+/// rest zero); kcache reads only its first `struct_size` bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct kcache_launch_config {
+    pub struct_size: usize,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+    pub stream: CUstream,
+    pub cluster: [u32; 3],
+    pub cooperative: c_int,
+    pub programmatic_dependent_launch: c_int,
+}
+
+/// `enum kcache_kernel_attribute`.
+pub type kcache_kernel_attribute = c_uint;
+pub const KCACHE_ATTRIBUTE_MAX_DYNAMIC_SHARED_BYTES: kcache_kernel_attribute = 0;
+pub const KCACHE_ATTRIBUTE_PREFERRED_SHARED_CARVEOUT: kcache_kernel_attribute = 1;
+pub const KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH: kcache_kernel_attribute = 2;
+pub const KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT: kcache_kernel_attribute = 3;
+pub const KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: kcache_kernel_attribute = 4;
+pub const KCACHE_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: kcache_kernel_attribute = 5;
+pub const KCACHE_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: kcache_kernel_attribute = 6;
+
+/// `enum kcache_cache_config`.
+pub type kcache_cache_config = c_uint;
+pub const KCACHE_PREFER_NONE: kcache_cache_config = 0;
+pub const KCACHE_PREFER_SHARED: kcache_cache_config = 1;
+pub const KCACHE_PREFER_L1: kcache_cache_config = 2;
+pub const KCACHE_PREFER_EQUAL: kcache_cache_config = 3;
+
 // ---- Building ahead --------------------------------------------------------------------------
 
 /// `enum kcache_provenance`.
@@ -308,6 +342,39 @@ extern "C" {
         args: *mut *mut c_void,
         sizes: *const usize,
         arg_count: usize,
+    ) -> kcache_status;
+
+    // Launching with everything a generator's kernels use
+    pub fn kcache_launch_config_init(config: *mut kcache_launch_config);
+    pub fn kcache_launch_ex(
+        kernel: *const kcache_kernel,
+        config: *const kcache_launch_config,
+        args: *mut *mut c_void,
+        sizes: *const usize,
+        arg_count: usize,
+    ) -> kcache_status;
+    pub fn kcache_kernel_set_attribute(
+        kernel: *const kcache_kernel,
+        attribute: kcache_kernel_attribute,
+        value: c_int,
+    ) -> kcache_status;
+    pub fn kcache_kernel_set_cache_config(
+        kernel: *const kcache_kernel,
+        config: kcache_cache_config,
+    ) -> kcache_status;
+    pub fn kcache_kernel_native_function(
+        kernel: *const kcache_kernel,
+        function: *mut *mut c_void,
+    ) -> kcache_status;
+    pub fn kcache_kernel_native_kernel(
+        kernel: *const kcache_kernel,
+        cu_kernel: *mut *mut c_void,
+    ) -> kcache_status;
+    pub fn kcache_module_global(
+        module: *const kcache_module,
+        name: *const c_char,
+        address: *mut u64,
+        size: *mut usize,
     ) -> kcache_status;
 
     // Building ahead

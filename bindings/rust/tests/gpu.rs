@@ -12,7 +12,8 @@ use std::os::raw::{c_char, c_int, c_uint, c_void};
 
 use common::*;
 use kcache::seed::*;
-use kcache::{Cache, DevicePtr, Source, Status};
+// kcache::LaunchConfig goes by its full name here: the seed's has the same one.
+use kcache::{Cache, CacheConfig, DevicePtr, Kernel, KernelAttribute, Source, Status};
 
 extern "C" {
     fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
@@ -34,7 +35,12 @@ struct Cuda {
     mem_free: unsafe extern "C" fn(u64) -> CuResult,
     memcpy_htod: unsafe extern "C" fn(u64, *const c_void, usize) -> CuResult,
     memcpy_dtoh: unsafe extern "C" fn(*mut c_void, u64, usize) -> CuResult,
+    device_get_attribute: unsafe extern "C" fn(*mut c_int, c_int, c_int) -> CuResult,
+    func_get_attribute: unsafe extern "C" fn(*mut c_int, c_int, *mut c_void) -> CuResult,
 }
+
+const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: c_int = 75;
+const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: c_int = 8;
 
 unsafe fn symbol<T: Copy>(library: *mut c_void, name: &CStr) -> Option<T> {
     let address = dlsym(library, name.as_ptr());
@@ -55,19 +61,21 @@ fn check(result: CuResult, what: &str) {
     assert_eq!(result, 0, "{} failed with CUresult {}", what, result);
 }
 
+/// Says why a test did nothing and returns None, or fails it under KCACHE_REQUIRE_GPU=1.
+fn skip<T>(why: &str) -> Option<T> {
+    if std::env::var("KCACHE_REQUIRE_GPU").map_or(false, |v| v == "1") {
+        panic!("KCACHE_REQUIRE_GPU=1 but {}", why);
+    }
+    eprintln!("skipped: {}", why);
+    None
+}
+
 /// Skips (returns None) without a driver or a device, unless KCACHE_REQUIRE_GPU=1. Every test
 /// calls it first: it keeps the global cache off the user's disk cache before any kcache or
 /// driver call can read the environment.
 fn cuda() -> Option<Cuda> {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| std::env::set_var("KCACHE_DISK", "0"));
-    let skip = |why: &str| {
-        if std::env::var("KCACHE_REQUIRE_GPU").map_or(false, |v| v == "1") {
-            panic!("KCACHE_REQUIRE_GPU=1 but {}", why);
-        }
-        eprintln!("skipped: {}", why);
-        None
-    };
     // SAFETY: dlopen and dlsym with NUL-terminated names; each symbol gets its documented type.
     unsafe {
         let library = dlopen(c!("libcuda.so.1").as_ptr(), RTLD_NOW);
@@ -86,6 +94,8 @@ fn cuda() -> Option<Cuda> {
                 mem_free: symbol(library, c!("cuMemFree_v2"))?,
                 memcpy_htod: symbol(library, c!("cuMemcpyHtoD_v2"))?,
                 memcpy_dtoh: symbol(library, c!("cuMemcpyDtoH_v2"))?,
+                device_get_attribute: symbol(library, c!("cuDeviceGetAttribute"))?,
+                func_get_attribute: symbol(library, c!("cuFuncGetAttribute"))?,
             })
         })();
         let cuda = match loaded {
@@ -147,6 +157,17 @@ impl Cuda {
             );
         }
         out
+    }
+
+    /// The compute capability's major number of device 0 (9 for sm_90).
+    fn arch_major(&self) -> i32 {
+        let mut major = 0;
+        // SAFETY: an out parameter; device 0 exists (cuda() checked the count).
+        let rc = unsafe {
+            (self.device_get_attribute)(&mut major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0)
+        };
+        check(rc, "cuDeviceGetAttribute");
+        major
     }
 
     fn free(&self, pointer: DevicePtr<f32>) {
@@ -349,6 +370,217 @@ fn warm_up_gives_kernels_that_launch() {
         "one source, compiled once"
     );
     for pointer in [da, db, dout] {
+        cuda.free(pointer);
+    }
+}
+
+// ---- What real generators' kernels need beyond a plain launch --------------------------------
+
+/// A lookup of CUDA C++, which NVRTC compiles: skipped (None) where there is no NVRTC.
+fn nvrtc<T>(found: kcache::Result<T>) -> Option<T> {
+    match found {
+        Ok(value) => Some(value),
+        Err(error) if error.status() == Status::Unsupported => skip(&error.to_string()),
+        Err(error) => panic!("{}", error),
+    }
+}
+
+fn cuda_source(code: &str) -> Source {
+    Source::cuda(code).option("-std=c++17")
+}
+
+fn cuda_kernel(cache: &Cache, key: &str, code: &str, name: &str) -> Option<Kernel> {
+    nvrtc(cache.kernel(key, || Ok(cuda_source(code)), name))
+}
+
+/// A buffer of `count` words no kernel writes by chance.
+fn poisoned(cuda: &Cuda, count: usize) -> DevicePtr<f32> {
+    cuda.upload(&vec![f32::from_bits(0xdead_beef); count])
+}
+
+fn words(floats: Vec<f32>) -> Vec<u32> {
+    floats.into_iter().map(f32::to_bits).collect()
+}
+
+const SMEM_REVERSE: &str =
+    "extern \"C\" __global__ void smem_reverse(float* out, const float* in, unsigned n) {
+    extern __shared__ float s[];
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) s[i] = in[i];
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) out[i] = s[n - 1 - i];
+}
+";
+
+#[test]
+fn a_kernel_given_100_kib_of_dynamic_shared_memory_launches_once_allowed() {
+    let cuda = match cuda() {
+        Some(cuda) => cuda,
+        None => return,
+    };
+    cuda.make_current();
+    let cache = memory_cache();
+    let kernel = match cuda_kernel(&cache, "smem_reverse", SMEM_REVERSE, "smem_reverse") {
+        Some(kernel) => kernel,
+        None => return,
+    };
+    let bytes = 100 * 1024u32;
+    let n = bytes / 4;
+    let (data, _) = inputs(n as usize);
+    let reversed: Vec<f32> = data.iter().rev().copied().collect();
+    let (din, dout) = (cuda.upload(&data), poisoned(&cuda, n as usize));
+    let config = kcache::LaunchConfig::new(1, 256).shared_bytes(bytes);
+
+    // SAFETY: in and out hold n floats; the launch is refused, above 48 KiB, until allowed.
+    let refused = unsafe { kernel.launch_ex(&config, &[&dout, &din, &n]) };
+    assert!(
+        refused.is_err(),
+        "100 KiB of dynamic shared memory launched without the attribute"
+    );
+    kernel
+        .set_attribute(KernelAttribute::MaxDynamicSharedBytes, bytes as i32)
+        .unwrap();
+    // SAFETY: as above.
+    unsafe { kernel.launch_ex(&config, &[&dout, &din, &n]) }.unwrap();
+    assert_eq!(cuda.download(dout, n as usize), reversed);
+
+    // The sizes are checked as in a plain launch: a u64 count is refused before the driver.
+    let wide = n as u64;
+    // SAFETY: refused before launching.
+    let error = unsafe { kernel.launch_ex(&config, &[&dout, &din, &wide]) }.unwrap_err();
+    assert_eq!(error.status(), Status::ArgumentMismatch, "{}", error);
+
+    // The native function says what the driver now holds for the kernel in this context.
+    let function = kernel.native_function().unwrap();
+    assert!(!function.is_null());
+    let mut allowed = 0;
+    // SAFETY: a CUfunction of the current context; an out parameter.
+    check(
+        unsafe {
+            (cuda.func_get_attribute)(
+                &mut allowed,
+                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                function,
+            )
+        },
+        "cuFuncGetAttribute",
+    );
+    assert_eq!(allowed, bytes as i32);
+    assert!(!kernel.native_kernel().unwrap().is_null());
+    kernel.set_cache_config(CacheConfig::PreferShared).unwrap();
+    // More than any device has is refused and not kept: the allowed size stays.
+    let error = kernel
+        .set_attribute(KernelAttribute::MaxDynamicSharedBytes, 1 << 30)
+        .unwrap_err();
+    assert_eq!(error.status(), Status::InvalidArgument, "{}", error);
+    // SAFETY: as above.
+    unsafe { kernel.launch_ex(&config, &[&dout, &din, &n]) }.unwrap();
+    assert_eq!(cuda.download(dout, n as usize), reversed);
+    for pointer in [din, dout] {
+        cuda.free(pointer);
+    }
+}
+
+#[test]
+fn a_cluster_launch_gives_each_block_its_rank_in_its_cluster() {
+    let cuda = match cuda() {
+        Some(cuda) => cuda,
+        None => return,
+    };
+    if cuda.arch_major() < 9 {
+        eprintln!("skipped: clusters need sm_90");
+        return;
+    }
+    cuda.make_current();
+    let cache = memory_cache();
+    let code = "extern \"C\" __global__ void cluster_rank(unsigned* out) {
+    unsigned rank, size;
+    asm volatile(\"mov.u32 %0, %%cluster_ctarank;\" : \"=r\"(rank));
+    asm volatile(\"mov.u32 %0, %%cluster_nctarank;\" : \"=r\"(size));
+    if (threadIdx.x == 0) out[blockIdx.x] = rank | (size << 16);
+}
+";
+    let kernel = match cuda_kernel(&cache, "cluster_rank", code, "cluster_rank") {
+        Some(kernel) => kernel,
+        None => return,
+    };
+    let blocks = 8u32;
+    let out = poisoned(&cuda, blocks as usize);
+    // SAFETY: out holds a word per block.
+    unsafe { kernel.launch_ex(&kcache::LaunchConfig::new(blocks, 32), &[&out]) }.unwrap();
+    let alone: Vec<u32> = (0..blocks).map(|_| 1 << 16).collect();
+    assert_eq!(
+        words(cuda.download(out, blocks as usize)),
+        alone,
+        "without a cluster, each block is rank 0 of a cluster of one"
+    );
+    let config = kcache::LaunchConfig::new(blocks, 32).cluster(2);
+    // SAFETY: as above.
+    unsafe { kernel.launch_ex(&config, &[&out]) }.unwrap();
+    let paired: Vec<u32> = (0..blocks).map(|b| (b % 2) | (2 << 16)).collect();
+    assert_eq!(words(cuda.download(out, blocks as usize)), paired);
+    cuda.free(out);
+}
+
+#[test]
+fn a_constant_table_written_through_the_module_global_is_what_the_kernel_reads() {
+    let cuda = match cuda() {
+        Some(cuda) => cuda,
+        None => return,
+    };
+    cuda.make_current();
+    let cache = memory_cache();
+    let code = "__constant__ float table[256];
+extern \"C\" __global__ void scale_by_table(float* out, const float* in, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] * table[i % 256];
+}
+";
+    let module = match nvrtc(cache.module("scale_by_table", || Ok(cuda_source(code)))) {
+        Some(module) => module,
+        None => return,
+    };
+    let kernel = module.kernel("scale_by_table").unwrap();
+    let global = module.global("table").unwrap();
+    assert_eq!(global.size, 256 * std::mem::size_of::<f32>());
+    assert_ne!(global.address, 0);
+    let n = 4096u32;
+    let (data, _) = inputs(n as usize);
+    let (din, dout) = (cuda.upload(&data), poisoned(&cuda, n as usize));
+    for round in 0..2 {
+        let table: Vec<f32> = (0..256)
+            .map(|i| 1.0 + (i * (round + 1)) as f32 / 256.0)
+            .collect();
+        // SAFETY: the global holds 256 floats (its size, checked above).
+        check(
+            unsafe {
+                (cuda.memcpy_htod)(global.address, table.as_ptr() as *const c_void, global.size)
+            },
+            "cuMemcpyHtoD",
+        );
+        // SAFETY: in and out hold n floats.
+        unsafe {
+            kernel.launch_ex(
+                &kcache::LaunchConfig::new((n + 255) / 256, 256),
+                &[&dout, &din, &n],
+            )
+        }
+        .unwrap();
+        let got = cuda.download(dout, n as usize);
+        for (i, (value, x)) in got.iter().zip(&data).enumerate() {
+            let want = x * table[i % 256];
+            assert!(
+                (value - want).abs() <= want.abs() * 1e-6,
+                "round {}, element {}: {} where {} was expected",
+                round,
+                i,
+                value,
+                want
+            );
+        }
+    }
+    let error = module.global("no_such_table").unwrap_err();
+    assert_eq!(error.status(), Status::InvalidArgument, "{}", error);
+    for pointer in [din, dout] {
         cuda.free(pointer);
     }
 }

@@ -106,6 +106,27 @@ fn the_rust_declarations_have_the_headers_layout_and_values() {
             remote_enabled,
         }
     );
+    layout!(
+        expected,
+        kcache_launch_config {
+            struct_size,
+            grid,
+            block,
+            shared_bytes,
+            stream,
+            cluster,
+            cooperative,
+            programmatic_dependent_launch,
+        }
+    );
+    expected.push((
+        "sizeof(kcache_kernel_attribute)".into(),
+        std::mem::size_of::<sys::kcache_kernel_attribute>(),
+    ));
+    expected.push((
+        "sizeof(kcache_cache_config)".into(),
+        std::mem::size_of::<sys::kcache_cache_config>(),
+    ));
     expected.push((
         "sizeof(kcache_status)".into(),
         std::mem::size_of::<sys::kcache_status>(),
@@ -153,6 +174,38 @@ fn the_rust_declarations_have_the_headers_layout_and_values() {
             "KCACHE_PROVENANCE_REMOTE_TIER",
             sys::KCACHE_PROVENANCE_REMOTE_TIER,
         ),
+        (
+            "KCACHE_ATTRIBUTE_MAX_DYNAMIC_SHARED_BYTES",
+            sys::KCACHE_ATTRIBUTE_MAX_DYNAMIC_SHARED_BYTES,
+        ),
+        (
+            "KCACHE_ATTRIBUTE_PREFERRED_SHARED_CARVEOUT",
+            sys::KCACHE_ATTRIBUTE_PREFERRED_SHARED_CARVEOUT,
+        ),
+        (
+            "KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH",
+            sys::KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
+        ),
+        (
+            "KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT",
+            sys::KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
+        ),
+        (
+            "KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH",
+            sys::KCACHE_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH,
+        ),
+        (
+            "KCACHE_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED",
+            sys::KCACHE_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+        ),
+        (
+            "KCACHE_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE",
+            sys::KCACHE_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
+        ),
+        ("KCACHE_PREFER_NONE", sys::KCACHE_PREFER_NONE),
+        ("KCACHE_PREFER_SHARED", sys::KCACHE_PREFER_SHARED),
+        ("KCACHE_PREFER_L1", sys::KCACHE_PREFER_L1),
+        ("KCACHE_PREFER_EQUAL", sys::KCACHE_PREFER_EQUAL),
     ] {
         expected.push((name.to_string(), value as usize));
     }
