@@ -12,9 +12,23 @@ if [ "${PROFILE:-0}" = 1 ]; then
   build=build-gpu-profile flags=(-DCMAKE_CXX_FLAGS=-fno-omit-frame-pointer)
 fi
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${flags[@]}" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target kcache_tool kcache_bench kcache_gpu_tests kcache_cpu_tests kcache_fleet
+cmake --build "$build" -j"$(nproc)" --target kcache kcache_tool kcache_bench kcache_gpu_tests kcache_cpu_tests kcache_fleet
 rm -rf .gpu-bin && mkdir -p .gpu-bin
 cp "$build"/kcache "$build"/kcache_bench "$build"/kcache_gpu_tests "$build"/kcache_cpu_tests "$build"/kcache_fleet .gpu-bin/
+# The bindings' GPU tests, built here (the GPU machine has no Rust toolchain): the Rust crate's
+# test programs and the shared library they load.
+mkdir -p .gpu-bin/lib .gpu-bin/rust
+cp -P "$build"/libkcache.so* .gpu-bin/lib/
+if command -v cargo >/dev/null; then
+  KCACHE_LIB_DIR="$PWD/$build" CARGO_TARGET_DIR="$PWD/$build/cargo" \
+    cargo test --offline --release --no-run --manifest-path bindings/rust/Cargo.toml \
+    --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["executable"])' | xargs -r -I{} cp {} .gpu-bin/rust/
+fi
 # What the GPU machine lacks for the remote tier: hiredis (linked by kcache), and a redis-server
 # (with redis-cli) for its tests and benchmarks, from Debian's packages, unpacked beside the
 # binaries; scripts/gpu-check.sh puts them on the paths.

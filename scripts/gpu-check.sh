@@ -64,6 +64,17 @@ run() {  # run NAME CMD...: log to $LOGS/NAME.txt, record pass/fail
 
 run gpu_tests "$BIN/kcache_gpu_tests"
 run cpu_tests "$BIN/kcache_cpu_tests"
+# The Rust crate's tests (built by scripts/build-for-gpu.sh), its GPU ones required to run.
+rust_tests() {
+  local rc=0
+  for test in "$BIN"/rust/*; do
+    [ -x "$test" ] || continue
+    echo "== $(basename "$test")"
+    KCACHE_REQUIRE_GPU=1 LD_LIBRARY_PATH="$BIN/lib:${LD_LIBRARY_PATH:-}" "$test" --test-threads=1 || rc=1
+  done
+  return $rc
+}
+run rust_tests rust_tests
 # A fresh cache directory: the first demo compiles (nvJitLink) and fills it, the second (JSON)
 # must compile nothing and read the disk, as a new process would.
 export KCACHE_DIR="$(mktemp -d)/kcache"
