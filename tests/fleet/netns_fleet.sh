@@ -72,30 +72,29 @@ for out in "$WORK"/h*.out; do
 done
 echo "fleet over namespaces: $HOSTS hosts x $PER_HOST nodes, $DELAY, $KERNELS kernels: $compiles compiles across the fleet, $ms ms"
 [ "$compiles" -eq $KERNELS ] || { echo "FAIL: $compiles compiles, expected exactly $KERNELS"; failed=1; }
+# `kcache remote ping` of URL from host 1 must fail (exit 1) within 3 s, saying SAYS: a 200 ms
+# connect timeout bounds it. LABEL names the case.
+ping_gives_up() {
+  local label=$1 url=$2 says=$3 start out rc ms
+  start=$(date +%s%N)
+  out=$(ip netns exec "$TAG-1" env KCACHE_DIR="$WORK/ping" \
+    KCACHE_REMOTE="$url|connect-timeout=200ms" "$KCACHE" remote ping 2>&1)
+  rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  echo "$label: ping exit $rc after $ms ms: $out"
+  [ $rc -eq 1 ] || { echo "FAIL: $label: ping exited $rc, expected 1"; failed=1; }
+  [ $ms -lt 3000 ] || { echo "FAIL: $label: a 200 ms connect timeout took $ms ms"; failed=1; }
+  grep -q "$says" <<<"$out" || { echo "FAIL: $label: the ping does not say '$says'"; failed=1; }
+}
 # The blackhole: 10.78.0.1 is routed into host 1's link, where nothing has that address.
 ip -n "$TAG-1" route add 10.78.0.0/24 dev "$TAG-n1"
-start=$(date +%s%N)
-out=$(ip netns exec "$TAG-1" env KCACHE_DIR="$WORK/ping" \
-  KCACHE_REMOTE="redis://10.78.0.1:6379|connect-timeout=200ms" "$KCACHE" remote ping 2>&1)
-rc=$?
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "blackholed address: ping exit $rc after $ms ms: $out"
-[ $rc -eq 1 ] || { echo "FAIL: ping of a blackholed address exited $rc, expected 1"; failed=1; }
-[ $ms -lt 3000 ] || { echo "FAIL: a 200 ms connect timeout took $ms ms"; failed=1; }
-grep -q "timed out" <<<"$out" || { echo "FAIL: the ping does not say it timed out"; failed=1; }
+ping_gives_up "blackholed address" "redis://10.78.0.1:6379" "timed out"
 # A name whose name server is blackholed: getaddrinfo alone would wait seconds for it (5 s a try),
 # so the connect timeout bounds the name's resolution too. `ip netns exec` puts the namespace's own
 # resolv.conf in place of the host's.
 mkdir -p "/etc/netns/$TAG-1"
 printf 'nameserver 10.78.0.53\noptions timeout:5 attempts:2\n' >"/etc/netns/$TAG-1/resolv.conf"
-start=$(date +%s%N)
-out=$(ip netns exec "$TAG-1" env KCACHE_DIR="$WORK/ping" \
-  KCACHE_REMOTE="redis://redis.kcache-test.invalid:6379|connect-timeout=200ms" "$KCACHE" remote ping 2>&1)
-rc=$?
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "name server blackholed: ping exit $rc after $ms ms: $out"
-[ $rc -eq 1 ] || { echo "FAIL: ping of a name nobody resolves exited $rc, expected 1"; failed=1; }
-[ $ms -lt 3000 ] || { echo "FAIL: a 200 ms connect timeout took $ms ms to resolve a name"; failed=1; }
-grep -q "resolving the host timed out" <<<"$out" || { echo "FAIL: the ping does not say resolving timed out"; failed=1; }
+ping_gives_up "name server blackholed" "redis://redis.kcache-test.invalid:6379" \
+  "resolving the host timed out"
 [ $failed -eq 0 ] && echo PASS
 exit $failed
