@@ -106,6 +106,22 @@ TypeKind classify(nb::handle object) {
         kind.kind = ArgKind::kPythonInt;
     } else if (PyFloat_CheckExact(object.ptr())) {  // numpy.float64 is a subclass: not here
         kind.kind = ArgKind::kPythonFloat;
+    } else if (is_subclass(type_object, loaded_class("numpy", "generic"))) {
+        // A numpy scalar (numpy.float32(1.0), ...) gives a zero-dimensional buffer that points
+        // into the object itself, at an offset its type fixes: read there from now on.
+        Py_buffer view;
+        if (PyObject_GetBuffer(object.ptr(), &view, PyBUF_SIMPLE) == 0) {
+            const auto offset = static_cast<const char*>(view.buf) -
+                                reinterpret_cast<const char*>(object.ptr());
+            if (offset > 0 && offset < 256 && view.len > 0 && view.len <= 8) {
+                kind.kind = ArgKind::kNumpyScalar;
+                kind.offset = static_cast<std::uint16_t>(offset);
+                kind.size = static_cast<std::uint8_t>(view.len);
+            }
+            PyBuffer_Release(&view);
+        } else {
+            PyErr_Clear();
+        }
     } else if (is_subclass(type_object, loaded_class("torch", "Tensor"))) {
         kind.kind = ArgKind::kTorch;
     } else if (is_subclass(type_object, loaded_class("cupy", "ndarray"))) {
@@ -117,26 +133,6 @@ TypeKind classify(nb::handle object) {
         kind.kind = ArgKind::kDlpack;
     } else if (PyBytes_CheckExact(object.ptr())) {
         kind.kind = ArgKind::kBytes;
-    } else {
-        // A numpy scalar (numpy.float32(1.0), ...) gives a zero-dimensional buffer that points
-        // into the object itself, at an offset its type fixes: read there from now on.
-        nb::object module = nb::getattr(type_object, "__module__", nb::none());
-        if (nb::isinstance<nb::str>(module) && nb::cast<std::string>(module) == "numpy" &&
-            PyObject_CheckBuffer(object.ptr())) {
-            Py_buffer view;
-            if (PyObject_GetBuffer(object.ptr(), &view, PyBUF_SIMPLE) == 0) {
-                const auto offset = static_cast<const char*>(view.buf) -
-                                    reinterpret_cast<const char*>(object.ptr());
-                if (offset > 0 && offset < 256 && view.len > 0 && view.len <= 8) {
-                    kind.kind = ArgKind::kNumpyScalar;
-                    kind.offset = static_cast<std::uint16_t>(offset);
-                    kind.size = static_cast<std::uint8_t>(view.len);
-                }
-                PyBuffer_Release(&view);
-            } else {
-                PyErr_Clear();
-            }
-        }
     }
     return kind;
 }
@@ -192,15 +188,16 @@ const Names& names() {
     return *interned;
 }
 
-std::uint64_t dlpack_pointer(nb::handle object) {
+std::uint64_t dlpack_pointer(nb::handle object, const char* what) {
     nb::object device = call_method(object, names().dlpack_device);
     if (!nb::isinstance<nb::tuple>(device) || nb::len(device) < 1) {
-        type_error(describe_type(object) + ".__dlpack_device__() did not return a tuple");
+        type_error(std::string(what) + ": " + describe_type(object) +
+                   ".__dlpack_device__() did not return a tuple");
     }
     const int device_type = nb::cast<int>(device[0]);
     if (device_type != kDLCUDA && device_type != kDLCUDAHost && device_type != kDLCUDAManaged) {
-        type_error("a DLPack tensor on device type " + std::to_string(device_type) +
-                   " (not CUDA) cannot be a kernel argument");
+        type_error(std::string(what) + " (" + describe_type(object) + ") is not in device memory "
+                   "(DLPack device type " + std::to_string(device_type) + ", not CUDA)");
     }
     // stream=-1: the producer synchronizes nothing; the launch's stream is the caller's to order.
     nb::object capsule;
@@ -213,7 +210,8 @@ std::uint64_t dlpack_pointer(nb::handle object) {
         static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
     if (managed == nullptr) {
         PyErr_Clear();
-        type_error(describe_type(object) + ".__dlpack__() did not return a \"dltensor\" capsule");
+        type_error(std::string(what) + ": " + describe_type(object) +
+                   ".__dlpack__() did not return a \"dltensor\" capsule");
     }
     // The capsule is dropped unconsumed, so it calls the deleter; the object keeps the memory.
     return reinterpret_cast<std::uint64_t>(managed->dl_tensor.data) +
@@ -252,7 +250,7 @@ std::uint64_t buffer_pointer(nb::handle object, ArgKind kind, const char* what) 
             return address_of(PyTuple_GetItem(data, 0), what);
         }
         case ArgKind::kDlpack:
-            return dlpack_pointer(object);
+            return dlpack_pointer(object, what);
         default:
             return 0;
     }
@@ -269,7 +267,7 @@ std::uint64_t buffer_pointer(nb::handle object, ArgKind kind, const char* what) 
         type_error(which + " is a Python float, which has no C type: say which, e.g. kcache.f32(" +
                    nb::cast<std::string>(nb::str(object)) + ") or numpy.float64(...)");
     }
-    type_error(which + " is a " + describe_type(object) +
+    type_error(which + " has type " + describe_type(object) +
                ", which kcache cannot pass: give a typed scalar (kcache.f32, kcache.i32, ..., "
                "a numpy scalar), a device buffer (torch CUDA tensor, CuPy array, an object with "
                "__cuda_array_interface__ or __dlpack__), kcache.ptr(address) or bytes (a struct "
@@ -419,6 +417,25 @@ std::uint64_t device_pointer(nb::handle object) {
     }
 }
 
+nb::list packed_arguments(nb::handle args) {
+    if (!PyTuple_Check(args.ptr())) type_error("args must be a tuple");
+    const auto count = static_cast<std::size_t>(PyTuple_Size(args.ptr()));
+    ArgumentList list;
+    list.reserve(count);
+    nb::list out;
+    for (std::size_t i = 0; i < count; ++i) {
+        convert(PyTuple_GetItem(args.ptr(), static_cast<Py_ssize_t>(i)), i, list);
+        out.append(nb::bytes(list.pointers[i], list.sizes[i]));
+    }
+    return out;
+}
+
+nb::tuple launch_shape(nb::handle grid, nb::handle block, nb::handle stream) {
+    const Dim3 g = dims(grid, "grid"), b = dims(block, "block");
+    return nb::make_tuple(nb::make_tuple(g.x, g.y, g.z), nb::make_tuple(b.x, b.y, b.z),
+                          reinterpret_cast<std::uintptr_t>(stream_handle(stream)));
+}
+
 void launch(const Kernel& kernel, nb::handle grid, nb::handle block, nb::handle args,
             std::uint32_t shared_mem, nb::handle stream) {
     LaunchConfig config;
@@ -553,6 +570,10 @@ void bind_scalars(nb::module_& m) {
         [](nb::handle v) { return make_scalar(device_pointer(v), "ptr"); }, nb::arg("value"),
         "A device pointer argument (8 bytes): from an int address or any device buffer kcache "
         "takes (torch CUDA tensor, CuPy array, __cuda_array_interface__, DLPack).");
+    // For the tests: what a launch would pass, without a GPU.
+    m.def("_packed_arguments", &packed_arguments, "Each argument's bytes as a launch passes them.");
+    m.def("_launch_shape", &launch_shape, nb::arg("grid"), nb::arg("block"),
+          nb::arg("stream").none(), "(grid, block, stream address) as a launch reads them.");
 }
 
 }  // namespace kcache::python

@@ -312,7 +312,7 @@ NB_MODULE(_kcache, m) {
                      "The artifact's fingerprint (hex), as `kcache ls` names it; empty for code "
                      "no tier holds.")
         .def("launch", &launch, "grid"_a, "block"_a, "args"_a = nb::tuple(), "shared_mem"_a = 0,
-             "stream"_a = nb::none(),
+             "stream"_a.none() = nb::none(),
              "Launches in the calling thread's current CUDA context.\n\n"
              "grid, block: an int or a tuple of 1 to 3 ints.\n"
              "args: a tuple (or list) of kernel arguments, each a typed scalar (kcache.f32(1.0),\n"
@@ -324,7 +324,7 @@ NB_MODULE(_kcache, m) {
              "stream: None (the default stream), an int CUstream, a torch.cuda.Stream, a CuPy\n"
              "    stream, or an object with __cuda_stream__.")
         .def("__call__", &launch, "grid"_a, "block"_a, "args"_a = nb::tuple(), "shared_mem"_a = 0,
-             "stream"_a = nb::none(), "The same as launch() (CuPy's RawKernel spelling).")
+             "stream"_a.none() = nb::none(), "The same as launch() (CuPy's RawKernel spelling).")
         .def("__repr__", [](const Kernel& k) {
             return "kcache.Kernel(" + std::string(k.handle.name()) + ", key=" +
                    k.handle.module().key() + ", sm_" + std::to_string(k.handle.module().arch()) +
@@ -405,7 +405,7 @@ NB_MODULE(_kcache, m) {
         .def("prebuild", &prebuild, "key"_a, "make"_a, "arch"_a,
              "Compiles key's source for `arch` (e.g. 90) into the tiers without loading it: no "
              "GPU needed. Returns the Provenance (COMPILED, DISK_TIER, ...).")
-        .def("warm_up", &warm_up, "items"_a, "threads"_a = 16, "progress"_a = nb::none(),
+        .def("warm_up", &warm_up, "items"_a, "threads"_a = 16, "progress"_a.none() = nb::none(),
              "Builds many kernels at once: items are (key, make, kernel_name) tuples; sources\n"
              "are made and compiled on `threads` worker threads (make is then called from\n"
              "them, with the GIL) and loaded on this thread, which needs a current context.\n"
