@@ -126,10 +126,10 @@ TypeKind classify(nb::handle object) {
         kind.kind = ArgKind::kTorch;
     } else if (is_subclass(type_object, loaded_class("cupy", "ndarray"))) {
         kind.kind = ArgKind::kCupy;
-    } else if (nb::hasattr(type_object, "__cuda_array_interface__")) {
+    } else if (nb::hasattr(object, "__cuda_array_interface__")) {
+        // Asked of the object: the interface may be an instance attribute.
         kind.kind = ArgKind::kArrayInterface;
-    } else if (nb::hasattr(type_object, "__dlpack__") &&
-               nb::hasattr(type_object, "__dlpack_device__")) {
+    } else if (nb::hasattr(object, "__dlpack__") && nb::hasattr(object, "__dlpack_device__")) {
         kind.kind = ArgKind::kDlpack;
     } else if (PyBytes_CheckExact(object.ptr())) {
         kind.kind = ArgKind::kBytes;
