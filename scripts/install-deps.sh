@@ -9,10 +9,11 @@ set -euo pipefail
 # pkg-config builds the install test's consumer (tests/install/); nlohmann-json writes the
 # command's JSON; clang-format-14 and clang-tidy-14 (with run-clang-tidy-14) run scripts/lint.sh.
 # libhiredis-dev (the RESP protocol) and libssl-dev (signatures) build the remote tier;
-# redis-server and redis-tools are what its tests start and break.
+# redis-server and redis-tools are what its tests start and break. python3-dev and python3-venv
+# build and test the Python package (scripts/test-python.sh).
 packages=(cmake g++ make libgtest-dev libxxhash-dev libcli11-dev libzstd-dev clang-14
   libclang-rt-14-dev pkg-config nlohmann-json3-dev clang-format-14 clang-tidy-14
-  libhiredis-dev libssl-dev redis-server redis-tools)
+  libhiredis-dev libssl-dev redis-server redis-tools python3-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
