@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings.hpp"
@@ -157,13 +158,28 @@ const TypeKind& kind_of(nb::handle object) {
     throw nb::python_error();
 }
 
-std::uint64_t address_of(nb::handle value, const char* what) {
+// Which argument, for messages: built on error paths only, so that a launch allocates nothing.
+struct Which {
+    std::size_t index = static_cast<std::size_t>(-1);  // none: kcache.ptr()'s own argument
+    const char* text = nullptr;                         // else this
+    std::string name() const {
+        if (text != nullptr) return text;
+        if (index == static_cast<std::size_t>(-1)) return "the buffer";
+        return "launch argument " + std::to_string(index);
+    }
+};
+
+std::uint64_t address_of(nb::handle value, Which which) {
     unsigned long long address = PyLong_AsUnsignedLongLong(value.ptr());
     if (address == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
         PyErr_Clear();
-        type_error(std::string(what) + " is not an address (a non-negative int)");
+        type_error(which.name() + " is not an address (a non-negative int)");
     }
     return address;
+}
+
+std::uint64_t address_of(nb::handle value, const char* what) {
+    return address_of(value, Which{static_cast<std::size_t>(-1), what});
 }
 
 nb::object call_method(nb::handle object, PyObject* name) {
@@ -188,15 +204,15 @@ const Names& names() {
     return *interned;
 }
 
-std::uint64_t dlpack_pointer(nb::handle object, const char* what) {
+std::uint64_t dlpack_pointer(nb::handle object, Which what) {
     nb::object device = call_method(object, names().dlpack_device);
     if (!nb::isinstance<nb::tuple>(device) || nb::len(device) < 1) {
-        type_error(std::string(what) + ": " + describe_type(object) +
+        type_error(what.name() + ": " + describe_type(object) +
                    ".__dlpack_device__() did not return a tuple");
     }
     const int device_type = nb::cast<int>(device[0]);
     if (device_type != kDLCUDA && device_type != kDLCUDAHost && device_type != kDLCUDAManaged) {
-        type_error(std::string(what) + " (" + describe_type(object) + ") is not in device memory "
+        type_error(what.name() + " (" + describe_type(object) + ") is not in device memory "
                    "(DLPack device type " + std::to_string(device_type) + ", not CUDA)");
     }
     // stream=-1: the producer synchronizes nothing; the launch's stream is the caller's to order.
@@ -210,7 +226,7 @@ std::uint64_t dlpack_pointer(nb::handle object, const char* what) {
         static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
     if (managed == nullptr) {
         PyErr_Clear();
-        type_error(std::string(what) + ": " + describe_type(object) +
+        type_error(what.name() + ": " + describe_type(object) +
                    ".__dlpack__() did not return a \"dltensor\" capsule");
     }
     // The capsule is dropped unconsumed, so it calls the deleter; the object keeps the memory.
@@ -219,13 +235,13 @@ std::uint64_t dlpack_pointer(nb::handle object, const char* what) {
 }
 
 // A device buffer's address, for the kinds that are one.
-std::uint64_t buffer_pointer(nb::handle object, ArgKind kind, const char* what) {
+std::uint64_t buffer_pointer(nb::handle object, ArgKind kind, Which what) {
     switch (kind) {
         case ArgKind::kTorch: {
             nb::object is_cuda = nb::steal(PyObject_GetAttr(object.ptr(), names().is_cuda));
             if (!is_cuda.is_valid()) throw nb::python_error();
             if (is_cuda.ptr() != Py_True) {
-                type_error(std::string(what) + " is a torch tensor on the CPU; a kernel needs "
+                type_error(what.name() + " is a torch tensor on the CPU; a kernel needs "
                            "device memory (tensor.cuda())");
             }
             return address_of(call_method(object, names().data_ptr), what);
@@ -245,7 +261,7 @@ std::uint64_t buffer_pointer(nb::handle object, ArgKind kind, const char* what) 
                                  ? PyDict_GetItemString(interface.ptr(), "data")
                                  : nullptr;  // borrowed
             if (data == nullptr || !PyTuple_Check(data) || PyTuple_Size(data) < 1) {
-                type_error(std::string(what) + ": __cuda_array_interface__ has no \"data\" tuple");
+                type_error(what.name() + ": __cuda_array_interface__ has no \"data\" tuple");
             }
             return address_of(PyTuple_GetItem(data, 0), what);
         }
@@ -327,8 +343,7 @@ void convert(nb::handle object, std::size_t i, ArgumentList& list) {
         case ArgKind::kCupy:
         case ArgKind::kArrayInterface:
         case ArgKind::kDlpack: {
-            const std::string what = "launch argument " + std::to_string(i);
-            list.values[i] = buffer_pointer(object, kind.kind, what.c_str());
+            list.values[i] = buffer_pointer(object, kind.kind, Which{i});
             list.pointers[i] = &list.values[i];
             list.sizes[i] = sizeof(std::uint64_t);
             return;
@@ -373,30 +388,59 @@ Dim3 dims(nb::handle value, const char* what) {
     throw nb::python_error();
 }
 
+enum class StreamKind : std::uint8_t { kTorch, kProtocol, kCupy, kUnsupported };
+
+StreamKind classify_stream(nb::handle stream) {
+    // torch.cuda.Stream: cuda_stream; the CUDA stream protocol; CuPy's Stream: ptr.
+    if (nb::hasattr(stream, "cuda_stream")) return StreamKind::kTorch;
+    if (nb::hasattr(stream, "__cuda_stream__")) return StreamKind::kProtocol;
+    if (nb::hasattr(stream, "ptr")) return StreamKind::kCupy;
+    return StreamKind::kUnsupported;
+}
+
+// Kept per type, as the arguments' kinds, so that a stream costs one attribute read.
+std::array<std::pair<PyTypeObject*, StreamKind>, 8> g_stream_kinds;
+std::size_t g_stream_kind_count = 0;
+
+StreamKind stream_kind(nb::handle stream) {
+    PyTypeObject* type = Py_TYPE(stream.ptr());
+    for (std::size_t i = 0; i < g_stream_kind_count; ++i) {
+        if (g_stream_kinds[i].first == type) return g_stream_kinds[i].second;
+    }
+    const StreamKind kind = classify_stream(stream);
+    if (kind != StreamKind::kUnsupported && g_stream_kind_count < g_stream_kinds.size()) {
+        Py_INCREF(reinterpret_cast<PyObject*>(type));
+        g_stream_kinds[g_stream_kind_count++] = {type, kind};
+    }
+    return kind;
+}
+
 void* stream_handle(nb::handle stream) {
     PyObject* object = stream.ptr();
     if (object == Py_None) return nullptr;
     if (PyLong_Check(object)) return reinterpret_cast<void*>(address_of(stream, "stream"));
-    // torch.cuda.Stream: cuda_stream; CuPy's Stream: ptr; the CUDA stream protocol.
-    if (PyObject* handle = PyObject_GetAttr(object, names().cuda_stream)) {
-        nb::object owned = nb::steal(handle);
-        return reinterpret_cast<void*>(address_of(owned, "stream.cuda_stream"));
-    }
-    PyErr_Clear();
-    if (nb::hasattr(stream, "__cuda_stream__")) {
-        nb::object pair = call_method(stream, names().cuda_stream_protocol);
-        if (!nb::isinstance<nb::tuple>(pair) || nb::len(pair) != 2) {
-            type_error("stream.__cuda_stream__() did not return (version, handle)");
+    switch (stream_kind(stream)) {
+        case StreamKind::kTorch: {
+            nb::object handle = nb::steal(PyObject_GetAttr(object, names().cuda_stream));
+            if (!handle.is_valid()) throw nb::python_error();
+            return reinterpret_cast<void*>(address_of(handle, "stream.cuda_stream"));
         }
-        return reinterpret_cast<void*>(address_of(pair[1], "stream.__cuda_stream__()[1]"));
+        case StreamKind::kProtocol: {
+            nb::object pair = call_method(stream, names().cuda_stream_protocol);
+            if (!nb::isinstance<nb::tuple>(pair) || nb::len(pair) != 2) {
+                type_error("stream.__cuda_stream__() did not return (version, handle)");
+            }
+            return reinterpret_cast<void*>(address_of(pair[1], "stream.__cuda_stream__()[1]"));
+        }
+        case StreamKind::kCupy: {
+            nb::object handle = nb::steal(PyObject_GetAttr(object, names().ptr));
+            if (!handle.is_valid()) throw nb::python_error();
+            return reinterpret_cast<void*>(address_of(handle, "stream.ptr"));
+        }
+        default:
+            type_error("stream must be None, an int (a CUstream), a torch.cuda.Stream, a CuPy "
+                       "stream or an object with __cuda_stream__; got " + describe_type(stream));
     }
-    if (PyObject* handle = PyObject_GetAttr(object, names().ptr)) {
-        nb::object owned = nb::steal(handle);
-        return reinterpret_cast<void*>(address_of(owned, "stream.ptr"));
-    }
-    PyErr_Clear();
-    type_error("stream must be None, an int (a CUstream), a torch.cuda.Stream, a CuPy stream or "
-               "an object with __cuda_stream__; got " + describe_type(stream));
 }
 
 }  // namespace
@@ -409,7 +453,7 @@ std::uint64_t device_pointer(nb::handle object) {
         case ArgKind::kCupy:
         case ArgKind::kArrayInterface:
         case ArgKind::kDlpack:
-            return buffer_pointer(object, kind.kind, "the buffer");
+            return buffer_pointer(object, kind.kind, Which{});
         default:
             type_error("kcache.ptr() takes an int address or a device buffer (torch CUDA tensor, "
                        "CuPy array, __cuda_array_interface__, DLPack), not a " +
