@@ -46,15 +46,15 @@ struct DLManagedTensor {
 constexpr std::int32_t kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
 
 enum class ArgKind : std::uint8_t {
-    kScalar,         // kcache.f32(...) and friends
-    kNumpyScalar,    // numpy.float32(...): its value at a fixed offset in the object
-    kTorch,          // torch.Tensor: is_cuda, data_ptr()
-    kCupy,           // cupy.ndarray: data.ptr
-    kArrayInterface, // __cuda_array_interface__["data"][0]
-    kDlpack,         // __dlpack_device__(), __dlpack__()
-    kBytes,          // bytes: passed by value, as a struct
-    kPythonInt,      // refused: no C type
-    kPythonFloat,    // refused: no C type
+    kScalar,          // kcache.f32(...) and friends
+    kNumpyScalar,     // numpy.float32(...): its value at a fixed offset in the object
+    kTorch,           // torch.Tensor: is_cuda, data_ptr()
+    kCupy,            // cupy.ndarray: data.ptr
+    kArrayInterface,  // __cuda_array_interface__["data"][0]
+    kDlpack,          // __dlpack_device__(), __dlpack__()
+    kBytes,           // bytes: passed by value, as a struct
+    kPythonInt,       // refused: no C type
+    kPythonFloat,     // refused: no C type
     kUnsupported,
 };
 
@@ -107,13 +107,15 @@ TypeKind classify(nb::handle object) {
         kind.kind = ArgKind::kPythonInt;
     } else if (PyFloat_CheckExact(object.ptr())) {  // numpy.float64 is a subclass: not here
         kind.kind = ArgKind::kPythonFloat;
-    } else if (is_subclass(type_object, loaded_class("numpy", "generic"))) {
+    } else if (is_subclass(type_object, loaded_class("numpy", "number")) ||
+               is_subclass(type_object, loaded_class("numpy", "bool_"))) {
+        // Numbers and bools only: a numpy.void's value lives outside the object.
         // A numpy scalar (numpy.float32(1.0), ...) gives a zero-dimensional buffer that points
         // into the object itself, at an offset its type fixes: read there from now on.
         Py_buffer view;
         if (PyObject_GetBuffer(object.ptr(), &view, PyBUF_SIMPLE) == 0) {
-            const auto offset = static_cast<const char*>(view.buf) -
-                                reinterpret_cast<const char*>(object.ptr());
+            const auto offset =
+                static_cast<const char*>(view.buf) - reinterpret_cast<const char*>(object.ptr());
             if (offset > 0 && offset < 256 && view.len > 0 && view.len <= 8) {
                 kind.kind = ArgKind::kNumpyScalar;
                 kind.offset = static_cast<std::uint16_t>(offset);
@@ -161,7 +163,7 @@ const TypeKind& kind_of(nb::handle object) {
 // Which argument, for messages: built on error paths only, so that a launch allocates nothing.
 struct Which {
     std::size_t index = static_cast<std::size_t>(-1);  // none: kcache.ptr()'s own argument
-    const char* text = nullptr;                         // else this
+    const char* text = nullptr;                        // else this
     std::string name() const {
         if (text != nullptr) return text;
         if (index == static_cast<std::size_t>(-1)) return "the buffer";
@@ -212,8 +214,10 @@ std::uint64_t dlpack_pointer(nb::handle object, Which what) {
     }
     const int device_type = nb::cast<int>(device[0]);
     if (device_type != kDLCUDA && device_type != kDLCUDAHost && device_type != kDLCUDAManaged) {
-        type_error(what.name() + " (" + describe_type(object) + ") is not in device memory "
-                   "(DLPack device type " + std::to_string(device_type) + ", not CUDA)");
+        type_error(what.name() + " (" + describe_type(object) +
+                   ") is not in device memory "
+                   "(DLPack device type " +
+                   std::to_string(device_type) + ", not CUDA)");
     }
     // stream=-1: the producer synchronizes nothing; the launch's stream is the caller's to order.
     nb::object capsule;
@@ -222,8 +226,7 @@ std::uint64_t dlpack_pointer(nb::handle object, Which what) {
     } catch (nb::python_error&) {
         capsule = call_method(object, names().dlpack);
     }
-    auto* managed =
-        static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
     if (managed == nullptr) {
         PyErr_Clear();
         type_error(what.name() + ": " + describe_type(object) +
@@ -241,7 +244,8 @@ std::uint64_t buffer_pointer(nb::handle object, ArgKind kind, Which what) {
             nb::object is_cuda = nb::steal(PyObject_GetAttr(object.ptr(), names().is_cuda));
             if (!is_cuda.is_valid()) throw nb::python_error();
             if (is_cuda.ptr() != Py_True) {
-                type_error(what.name() + " is a torch tensor on the CPU; a kernel needs "
+                type_error(what.name() +
+                           " is a torch tensor on the CPU; a kernel needs "
                            "device memory (tensor.cuda())");
             }
             return address_of(call_method(object, names().data_ptr), what);
@@ -438,8 +442,10 @@ void* stream_handle(nb::handle stream) {
             return reinterpret_cast<void*>(address_of(handle, "stream.ptr"));
         }
         default:
-            type_error("stream must be None, an int (a CUstream), a torch.cuda.Stream, a CuPy "
-                       "stream or an object with __cuda_stream__; got " + describe_type(stream));
+            type_error(
+                "stream must be None, an int (a CUstream), a torch.cuda.Stream, a CuPy "
+                "stream or an object with __cuda_stream__; got " +
+                describe_type(stream));
     }
 }
 
@@ -455,9 +461,10 @@ std::uint64_t device_pointer(nb::handle object) {
         case ArgKind::kDlpack:
             return buffer_pointer(object, kind.kind, Which{});
         default:
-            type_error("kcache.ptr() takes an int address or a device buffer (torch CUDA tensor, "
-                       "CuPy array, __cuda_array_interface__, DLPack), not a " +
-                       describe_type(object));
+            type_error(
+                "kcache.ptr() takes an int address or a device buffer (torch CUDA tensor, "
+                "CuPy array, __cuda_array_interface__, DLPack), not a " +
+                describe_type(object));
     }
 }
 
@@ -495,7 +502,8 @@ void launch(const Kernel& kernel, nb::handle grid, nb::handle block, nb::handle 
     } else if (PyList_Check(args.ptr())) {
         tuple = nb::steal(PyList_AsTuple(args.ptr()));
     } else {
-        type_error("args must be a tuple or a list of kernel arguments, not a " + describe_type(args));
+        type_error("args must be a tuple or a list of kernel arguments, not a " +
+                   describe_type(args));
     }
     const auto count = static_cast<std::size_t>(PyTuple_Size(tuple.ptr()));
     ArgumentList list;
@@ -523,7 +531,8 @@ Scalar make_scalar(T value, const char* name) {
 template <class T>
 Scalar integer(nb::handle value, const char* name) {
     if (!PyLong_Check(value.ptr()) && !PyIndex_Check(value.ptr())) {
-        type_error(std::string("kcache.") + name + "() takes an int, not a " + describe_type(value));
+        type_error(std::string("kcache.") + name + "() takes an int, not a " +
+                   describe_type(value));
     }
     nb::object index = nb::steal(PyNumber_Index(value.ptr()));
     if (!index.is_valid()) throw nb::python_error();
@@ -567,14 +576,28 @@ std::string scalar_repr(const Scalar& scalar) {
         std::memcpy(&v, scalar.bytes, sizeof v);
         return v;
     };
-    if (name == "f32") value = nb::cast<std::string>(nb::repr(nb::float_(read(0.0f))));
-    else if (name == "f64") value = nb::cast<std::string>(nb::repr(nb::float_(read(0.0))));
-    else if (name == "ptr") value = "0x" + [&] { char b[20]; std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(read(std::uint64_t{}))); return std::string(b); }();
+    if (name == "f32")
+        value = nb::cast<std::string>(nb::repr(nb::float_(read(0.0f))));
+    else if (name == "f64")
+        value = nb::cast<std::string>(nb::repr(nb::float_(read(0.0))));
+    else if (name == "ptr")
+        value = "0x" + [&] {
+            char b[20];
+            std::snprintf(b, sizeof b, "%llx",
+                          static_cast<unsigned long long>(read(std::uint64_t{})));
+            return std::string(b);
+        }();
     else if (name[0] == 'i') {
-        long long v = scalar.size == 1 ? read(std::int8_t{}) : scalar.size == 2 ? read(std::int16_t{}) : scalar.size == 4 ? read(std::int32_t{}) : read(std::int64_t{});
+        long long v = scalar.size == 1   ? read(std::int8_t{})
+                      : scalar.size == 2 ? read(std::int16_t{})
+                      : scalar.size == 4 ? read(std::int32_t{})
+                                         : read(std::int64_t{});
         value = std::to_string(v);
     } else {
-        unsigned long long v = scalar.size == 1 ? read(std::uint8_t{}) : scalar.size == 2 ? read(std::uint16_t{}) : scalar.size == 4 ? read(std::uint32_t{}) : read(std::uint64_t{});
+        unsigned long long v = scalar.size == 1   ? read(std::uint8_t{})
+                               : scalar.size == 2 ? read(std::uint16_t{})
+                               : scalar.size == 4 ? read(std::uint32_t{})
+                                                  : read(std::uint64_t{});
         value = std::to_string(v);
     }
     return "kcache." + name + "(" + value + ")";
@@ -583,19 +606,21 @@ std::string scalar_repr(const Scalar& scalar) {
 }  // namespace
 
 void bind_scalars(nb::module_& m) {
-    auto cls = nb::class_<Scalar>(m, "Scalar",
-                                  "A kernel argument with its C type: made by kcache.i32(), "
-                                  "kcache.f32(), kcache.ptr(), ...")
-                   .def_prop_ro("size", [](const Scalar& s) { return s.size; },
-                                "The argument's size in bytes.")
-                   .def_prop_ro("type", [](const Scalar& s) { return s.type_name; },
-                                "The C type's short name (\"f32\", \"u64\", \"ptr\", ...).")
-                   .def("__repr__", &scalar_repr);
+    auto cls =
+        nb::class_<Scalar>(m, "Scalar",
+                           "A kernel argument with its C type: made by kcache.i32(), "
+                           "kcache.f32(), kcache.ptr(), ...")
+            .def_prop_ro(
+                "size", [](const Scalar& s) { return s.size; }, "The argument's size in bytes.")
+            .def_prop_ro(
+                "type", [](const Scalar& s) { return s.type_name; },
+                "The C type's short name (\"f32\", \"u64\", \"ptr\", ...).")
+            .def("__repr__", &scalar_repr);
     g_scalar_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
 
-#define KCACHE_INTEGER(name, type, doc)                                                   \
-    m.def(#name, [](nb::handle v) { return integer<type>(v, #name); }, nb::arg("value"), \
-          doc)
+#define KCACHE_INTEGER(name, type, doc) \
+    m.def(                              \
+        #name, [](nb::handle v) { return integer<type>(v, #name); }, nb::arg("value"), doc)
     KCACHE_INTEGER(i8, std::int8_t, "A signed 8-bit kernel argument (char, int8_t).");
     KCACHE_INTEGER(u8, std::uint8_t, "An unsigned 8-bit kernel argument (uint8_t, bool).");
     KCACHE_INTEGER(i16, std::int16_t, "A signed 16-bit kernel argument (short, int16_t).");
@@ -605,13 +630,14 @@ void bind_scalars(nb::module_& m) {
     KCACHE_INTEGER(i64, std::int64_t, "A signed 64-bit kernel argument (long long, .s64).");
     KCACHE_INTEGER(u64, std::uint64_t, "An unsigned 64-bit kernel argument (size_t, .u64).");
 #undef KCACHE_INTEGER
-    m.def("f32", [](nb::handle v) { return floating<float>(v, "f32"); }, nb::arg("value"),
-          "A 32-bit float kernel argument (float, .f32).");
-    m.def("f64", [](nb::handle v) { return floating<double>(v, "f64"); }, nb::arg("value"),
-          "A 64-bit float kernel argument (double, .f64).");
     m.def(
-        "ptr",
-        [](nb::handle v) { return make_scalar(device_pointer(v), "ptr"); }, nb::arg("value"),
+        "f32", [](nb::handle v) { return floating<float>(v, "f32"); }, nb::arg("value"),
+        "A 32-bit float kernel argument (float, .f32).");
+    m.def(
+        "f64", [](nb::handle v) { return floating<double>(v, "f64"); }, nb::arg("value"),
+        "A 64-bit float kernel argument (double, .f64).");
+    m.def(
+        "ptr", [](nb::handle v) { return make_scalar(device_pointer(v), "ptr"); }, nb::arg("value"),
         "A device pointer argument (8 bytes): from an int address or any device buffer kcache "
         "takes (torch CUDA tensor, CuPy array, __cuda_array_interface__, DLPack).");
     // For the tests: what a launch would pass, without a GPU.

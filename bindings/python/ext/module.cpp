@@ -71,17 +71,21 @@ std::chrono::milliseconds milliseconds(double seconds) {
 
 // ---- statistics: every CacheStats field, listed once ----
 
-#define KCACHE_PY_STATS(X)                                                                   \
-    X(hits) X(misses) X(compiles) X(compile_failures) X(compile_ns) X(waits) X(evictions)    \
-    X(verify_failures) X(code_gone) X(entries) X(loaded_libraries) X(memory_hits)            \
-    X(disk_hits) X(read_backs) X(disk_misses) X(disk_rejected) X(disk_writes) X(disk_errors) \
-    X(disk_corrupt) X(disk_evicted) X(disk_evicted_bytes) X(prebuilds) X(prebuild_compiles)  \
-    X(config_errors) X(disk_enabled) X(disk_read_only) X(remote_hits) X(remote_misses)       \
-    X(remote_errors) X(remote_timeouts) X(remote_skipped) X(remote_corrupt)                  \
-    X(remote_signature_rejects) X(remote_too_large) X(remote_writes) X(remote_writes_exists) \
-    X(remote_write_errors) X(remote_writes_dropped) X(remote_breaker_openings)               \
-    X(remote_lease_won) X(remote_lease_waited) X(remote_lease_wait_timeouts)                 \
-    X(remote_lease_takeovers) X(remote_bytes_in) X(remote_bytes_out) X(remote_enabled)
+#define KCACHE_PY_STATS(X)                                                                         \
+    X(hits)                                                                                        \
+    X(misses) X(compiles) X(compile_failures) X(compile_ns) X(waits) X(evictions)                  \
+        X(verify_failures) X(code_gone) X(entries) X(loaded_libraries) X(memory_hits) X(disk_hits) \
+            X(read_backs) X(disk_misses) X(disk_rejected) X(disk_writes) X(disk_errors)            \
+                X(disk_corrupt) X(disk_evicted) X(disk_evicted_bytes) X(prebuilds)                 \
+                    X(prebuild_compiles) X(config_errors) X(disk_enabled) X(disk_read_only)        \
+                        X(remote_hits) X(remote_misses) X(remote_errors) X(remote_timeouts)        \
+                            X(remote_skipped) X(remote_corrupt) X(remote_signature_rejects)        \
+                                X(remote_too_large) X(remote_writes) X(remote_writes_exists)       \
+                                    X(remote_write_errors) X(remote_writes_dropped)                \
+                                        X(remote_breaker_openings) X(remote_lease_won)             \
+                                            X(remote_lease_waited) X(remote_lease_wait_timeouts)   \
+                                                X(remote_lease_takeovers) X(remote_bytes_in)       \
+                                                    X(remote_bytes_out) X(remote_enabled)
 
 // The number of members of an aggregate, so that a field added to CacheStats without a line
 // above fails to compile here instead of going missing in Python.
@@ -140,13 +144,12 @@ nb::list warm_up(nb::handle self, nb::iterable items, unsigned threads, nb::obje
     std::vector<WarmUpItem> list;
     for (nb::handle item : items) {
         if (!nb::isinstance<nb::sequence>(item) || nb::len(item) != 3) {
-            PyErr_SetString(PyExc_TypeError,
-                            "warm_up takes (key, make, kernel_name) tuples");
+            PyErr_SetString(PyExc_TypeError, "warm_up takes (key, make, kernel_name) tuples");
             throw nb::python_error();
         }
         makes.push_back(nb::borrow(item[1]));
-        list.push_back(WarmUpItem{nb::cast<std::string>(item[0]), nullptr,
-                                  nb::cast<std::string>(item[2])});
+        list.push_back(
+            WarmUpItem{nb::cast<std::string>(item[0]), nullptr, nb::cast<std::string>(item[2])});
     }
     // Filled before any generator runs: the generators point into it.
     std::vector<nb::object> raised(list.size());
@@ -234,8 +237,9 @@ NB_MODULE(_kcache, m) {
     nb::class_<Source>(m, "Source",
                        "What a kernel is built from: PTX, CUDA C++, a cubin or a fatbin. Made by "
                        "the static methods; a generator returns one on a miss.")
-        .def_static("ptx", [](std::string text) { return Source::ptx(std::move(text)); },
-                    "text"_a, "PTX text (compiled on the host by nvJitLink, else the driver's JIT).")
+        .def_static(
+            "ptx", [](std::string text) { return Source::ptx(std::move(text)); }, "text"_a,
+            "PTX text (compiled on the host by nvJitLink, else the driver's JIT).")
         .def_static(
             "cuda",
             [](std::string code, std::vector<std::string> options,
@@ -261,16 +265,19 @@ NB_MODULE(_kcache, m) {
             "    the toolkit are refused unless allow_disk_headers (then not fingerprinted).\n"
             "arch_specific: compile for sm_XXa (wgmma, setmaxnreg).")
         .def_static(
-            "cubin", [](nb::bytes data) { return Source::cubin(std::string(data.c_str(), data.size())); },
+            "cubin",
+            [](nb::bytes data) { return Source::cubin(std::string(data.c_str(), data.size())); },
             "data"_a, "An ELF cubin for one exact arch, loaded as given.")
         .def_static(
             "fatbin",
             [](nb::bytes data) { return Source::fatbin(std::string(data.c_str(), data.size())); },
             "data"_a, "A fatbinary (several archs and/or PTX), loaded as given.")
-        .def_prop_ro("kind", [](const Source& s) { return source_kind_name(s.kind); },
-                     "\"ptx\", \"cuda\", \"cubin\" or \"fatbin\".")
-        .def_prop_ro("data", [](const Source& s) { return nb::bytes(s.bytes.data(), s.bytes.size()); },
-                     "The text or image, as bytes.")
+        .def_prop_ro(
+            "kind", [](const Source& s) { return source_kind_name(s.kind); },
+            "\"ptx\", \"cuda\", \"cubin\" or \"fatbin\".")
+        .def_prop_ro(
+            "data", [](const Source& s) { return nb::bytes(s.bytes.data(), s.bytes.size()); },
+            "The text or image, as bytes.")
         .def_ro("options", &Source::options)
         .def_ro("name_expressions", &Source::name_expressions)
         .def_prop_ro("headers",
@@ -287,30 +294,35 @@ NB_MODULE(_kcache, m) {
 #define KCACHE_PY_FIELD(name) .def_ro(#name, &CacheStats::name)
         KCACHE_PY_STATS(KCACHE_PY_FIELD)
 #undef KCACHE_PY_FIELD
-        .def("as_dict", &stats_dict, "The fields as a dict, in declaration order.")
-        .def("__repr__", [](const CacheStats& s) {
-            std::string out = "kcache.CacheStats(";
+            .def("as_dict", &stats_dict, "The fields as a dict, in declaration order.")
+            .def("__repr__", [](const CacheStats& s) {
+                std::string out = "kcache.CacheStats(";
 #define KCACHE_PY_REPR(name) out += #name "=" + repr_value(s.name) + ", ";
-            KCACHE_PY_STATS(KCACHE_PY_REPR)
+                KCACHE_PY_STATS(KCACHE_PY_REPR)
 #undef KCACHE_PY_REPR
-            out.resize(out.size() - 2);
-            return out + ")";
-        });
+                out.resize(out.size() - 2);
+                return out + ")";
+            });
 
     nb::class_<Kernel>(m, "Kernel",
                        "One loaded kernel, ready to launch with no lookup in any context on a "
                        "device of its arch. Keeps its code loaded and its cache alive.")
-        .def_prop_ro("name", [](const Kernel& k) { return std::string(k.handle.name()); },
-                     "The kernel's name as looked up.")
-        .def_prop_ro("param_count", [](const Kernel& k) { return k.handle.param_count(); },
-                     "Parameter count as the driver reports it; -1 if it cannot tell.")
-        .def_prop_ro("key", [](const Kernel& k) { return k.handle.module().key(); },
-                     "The cache key it was looked up by.")
-        .def_prop_ro("arch", [](const Kernel& k) { return k.handle.module().arch(); },
-                     "The arch its code was built for (e.g. 90).")
-        .def_prop_ro("fingerprint", [](const Kernel& k) { return k.handle.module().fingerprint(); },
-                     "The artifact's fingerprint (hex), as `kcache ls` names it; empty for code "
-                     "no tier holds.")
+        .def_prop_ro(
+            "name", [](const Kernel& k) { return std::string(k.handle.name()); },
+            "The kernel's name as looked up.")
+        .def_prop_ro(
+            "param_count", [](const Kernel& k) { return k.handle.param_count(); },
+            "Parameter count as the driver reports it; -1 if it cannot tell.")
+        .def_prop_ro(
+            "key", [](const Kernel& k) { return k.handle.module().key(); },
+            "The cache key it was looked up by.")
+        .def_prop_ro(
+            "arch", [](const Kernel& k) { return k.handle.module().arch(); },
+            "The arch its code was built for (e.g. 90).")
+        .def_prop_ro(
+            "fingerprint", [](const Kernel& k) { return k.handle.module().fingerprint(); },
+            "The artifact's fingerprint (hex), as `kcache ls` names it; empty for code "
+            "no tier holds.")
         .def("launch", &launch, "grid"_a, "block"_a, "args"_a = nb::tuple(), "shared_mem"_a = 0,
              "stream"_a.none() = nb::none(),
              "Launches in the calling thread's current CUDA context.\n\n"
@@ -326,9 +338,9 @@ NB_MODULE(_kcache, m) {
         .def("__call__", &launch, "grid"_a, "block"_a, "args"_a = nb::tuple(), "shared_mem"_a = 0,
              "stream"_a.none() = nb::none(), "The same as launch() (CuPy's RawKernel spelling).")
         .def("__repr__", [](const Kernel& k) {
-            return "kcache.Kernel(" + std::string(k.handle.name()) + ", key=" +
-                   k.handle.module().key() + ", sm_" + std::to_string(k.handle.module().arch()) +
-                   ")";
+            return "kcache.Kernel(" + std::string(k.handle.name()) +
+                   ", key=" + k.handle.module().key() + ", sm_" +
+                   std::to_string(k.handle.module().arch()) + ")";
         });
 
     const CacheOptions defaults;
@@ -340,10 +352,9 @@ NB_MODULE(_kcache, m) {
             [](KernelCache* self, std::optional<std::string> disk_directory,
                std::optional<std::string> remote, bool verify, std::size_t max_entries,
                bool read_only, std::size_t compile_workers, bool host_compile,
-               std::size_t memory_bytes, bool allow_shared_directory,
-               std::uint64_t disk_max_bytes, std::uint64_t disk_max_files,
-               std::optional<std::string> compile_worker_command, double remote_lease_time,
-               double remote_lease_wait) {
+               std::size_t memory_bytes, bool allow_shared_directory, std::uint64_t disk_max_bytes,
+               std::uint64_t disk_max_files, std::optional<std::string> compile_worker_command,
+               double remote_lease_time, double remote_lease_wait) {
                 CacheOptions options;
                 options.disk_directory = disk_directory.value_or("");
                 options.remote = remote.value_or("");
@@ -369,8 +380,7 @@ NB_MODULE(_kcache, m) {
             "host_compile"_a = defaults.host_compile, "memory_bytes"_a = defaults.memory_bytes,
             "allow_shared_directory"_a = defaults.allow_shared_directory,
             "disk_max_bytes"_a = defaults.disk_max_bytes,
-            "disk_max_files"_a = defaults.disk_max_files,
-            "compile_worker_command"_a = nb::none(),
+            "disk_max_files"_a = defaults.disk_max_files, "compile_worker_command"_a = nb::none(),
             "remote_lease_time"_a = defaults.remote_lease_time.count() / 1000.0,
             "remote_lease_wait"_a = defaults.remote_lease_wait.count() / 1000.0,
             "A cache configured by its arguments alone (no environment; see from_env()).\n\n"
@@ -418,9 +428,9 @@ NB_MODULE(_kcache, m) {
         .def("wait_for_uploads", &KernelCache::wait_for_uploads,
              nb::call_guard<nb::gil_scoped_release>(),
              "Waits until queued remote uploads were sent or failed.")
-        .def_prop_ro("disk_directory",
-                     [](const KernelCache& c) { return c.options().disk_directory; },
-                     "The disk tier's directory as configured (\"\" for none).");
+        .def_prop_ro(
+            "disk_directory", [](const KernelCache& c) { return c.options().disk_directory; },
+            "The disk tier's directory as configured (\"\" for none).");
 
     m.def("global_cache", &KernelCache::global, nb::rv_policy::reference,
           "The process-wide cache, configured from the environment (KernelCache.from_env()'s "

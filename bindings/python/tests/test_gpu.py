@@ -100,6 +100,7 @@ def test_launches_run_on_torch_and_cupy_streams(cache):
     kernel = cache.kernel("scale", ptx(kernels.SCALE_PTX), "scale_kernel")
     data = torch.ones(n, device="cuda")
     stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())  # torch's streams do not wait by themselves
     with torch.cuda.stream(stream):
         kernel.launch(blocks(n), 256, (data, kcache.f32(2.0), kcache.u32(n)), stream=stream)
         kernel.launch(blocks(n), 256, (data, kcache.f32(3.0), kcache.u32(n)),
@@ -109,6 +110,7 @@ def test_launches_run_on_torch_and_cupy_streams(cache):
 
     cupy = cupy_or_skip()
     array = cupy.ones(n, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()  # a non-blocking stream does not wait for the default one
     cupy_stream = cupy.cuda.Stream(non_blocking=True)
     kernel.launch(blocks(n), 256, (array, kcache.f32(5.0), kcache.u32(n)), stream=cupy_stream)
     cupy_stream.synchronize()
