@@ -53,7 +53,14 @@ struct Generator {
             std::string type = nb::cast<std::string>(
                 nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(value.ptr())))
                             .attr("__qualname__")));
-            std::string text = nb::cast<std::string>(nb::str(value));
+            std::string text;
+            try {
+                text = nb::cast<std::string>(nb::str(value));
+            } catch (nb::python_error& unprintable) {
+                // An exception whose __str__ raises is still named by its type.
+                unprintable.restore();
+                PyErr_Clear();
+            }
             *raised = nb::borrow(value);
             return Error(Errc::kSourceFailed,
                          "make raised " + type + (text.empty() ? "" : ": " + text));
@@ -71,21 +78,19 @@ std::chrono::milliseconds milliseconds(double seconds) {
 
 // ---- statistics: every CacheStats field, listed once ----
 
-#define KCACHE_PY_STATS(X)                                                                         \
-    X(hits)                                                                                        \
-    X(misses) X(compiles) X(compile_failures) X(compile_ns) X(waits) X(evictions)                  \
-        X(verify_failures) X(code_gone) X(entries) X(loaded_libraries) X(memory_hits) X(disk_hits) \
-            X(read_backs) X(disk_misses) X(disk_rejected) X(disk_writes) X(disk_errors)            \
-                X(disk_corrupt) X(disk_evicted) X(disk_evicted_bytes) X(prebuilds)                 \
-                    X(prebuild_compiles) X(config_errors) X(disk_enabled) X(disk_read_only)        \
-                        X(remote_hits) X(remote_misses) X(remote_errors) X(remote_timeouts)        \
-                            X(remote_skipped) X(remote_corrupt) X(remote_signature_rejects)        \
-                                X(remote_too_large) X(remote_writes) X(remote_writes_exists)       \
-                                    X(remote_write_errors) X(remote_writes_dropped)                \
-                                        X(remote_breaker_openings) X(remote_lease_won)             \
-                                            X(remote_lease_waited) X(remote_lease_wait_timeouts)   \
-                                                X(remote_lease_takeovers) X(remote_bytes_in)       \
-                                                    X(remote_bytes_out) X(remote_enabled)
+// clang-format off
+#define KCACHE_PY_STATS(X)                                                                       \
+    X(hits) X(misses) X(compiles) X(compile_failures) X(compile_ns) X(waits) X(evictions)        \
+    X(verify_failures) X(code_gone) X(entries) X(loaded_libraries) X(memory_hits) X(disk_hits)   \
+    X(read_backs) X(disk_misses) X(disk_rejected) X(disk_writes) X(disk_errors) X(disk_corrupt)  \
+    X(disk_evicted) X(disk_evicted_bytes) X(prebuilds) X(prebuild_compiles) X(config_errors)     \
+    X(disk_enabled) X(disk_read_only) X(remote_hits) X(remote_misses) X(remote_errors)           \
+    X(remote_timeouts) X(remote_skipped) X(remote_corrupt) X(remote_signature_rejects)           \
+    X(remote_too_large) X(remote_writes) X(remote_writes_exists) X(remote_write_errors)          \
+    X(remote_writes_dropped) X(remote_breaker_openings) X(remote_lease_won)                      \
+    X(remote_lease_waited) X(remote_lease_wait_timeouts) X(remote_lease_takeovers)               \
+    X(remote_bytes_in) X(remote_bytes_out) X(remote_enabled)
+// clang-format on
 
 // The number of members of an aggregate, so that a field added to CacheStats without a line
 // above fails to compile here instead of going missing in Python.
