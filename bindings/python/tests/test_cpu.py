@@ -4,7 +4,9 @@
 import ctypes
 import glob
 import os
+import sys
 import threading
+import types
 
 import pytest
 
@@ -329,3 +331,90 @@ def test_grid_block_and_stream_are_read_from_ints_tuples_and_stream_objects():
         shape((1, 2, 3, 4), 1, None)
     with pytest.raises(ValueError, match="block"):
         shape(1, -1, None)
+
+
+# ---- device buffers, through stand-ins with the same attributes (no GPU needed) ----
+
+def address_bytes(address):
+    return np.uint64(address).tobytes()
+
+
+def test_torch_tensors_pass_their_data_ptr_and_a_cpu_tensor_is_refused(monkeypatch):
+    torch = types.ModuleType("torch")
+
+    class Tensor:
+        def __init__(self, address, is_cuda):
+            self.address, self.is_cuda = address, is_cuda
+
+        def data_ptr(self):
+            return self.address
+
+    torch.Tensor = Tensor
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    assert pack((Tensor(0x7000, True), kcache.u32(1))) == [address_bytes(0x7000),
+                                                          np.uint32(1).tobytes()]
+    with pytest.raises(TypeError, match="on the CPU"):
+        pack((Tensor(0x7000, False),))
+
+
+def test_cupy_arrays_pass_their_data_pointer(monkeypatch):
+    cupy = types.ModuleType("cupy")
+
+    class MemoryPointer:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+    class ndarray:  # noqa: N801 - CuPy's name
+        def __init__(self, address):
+            self.data = MemoryPointer(address)
+
+    cupy.ndarray = ndarray
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    assert pack((ndarray(0x8000), ndarray(0x9000))) == [address_bytes(0x8000),
+                                                        address_bytes(0x9000)]
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", ctypes.c_uint32), ("shape", ctypes.c_void_p),
+                ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class FakeDlpack:
+    """A DLPack producer whose capsule says device memory at `address` + `offset`."""
+
+    def __init__(self, address, offset, device_type=2):
+        self.tensor = DLManagedTensor()
+        self.tensor.dl_tensor.data = address
+        self.tensor.dl_tensor.byte_offset = offset
+        self.tensor.dl_tensor.device = DLDevice(device_type, 0)
+        self.device_type = device_type
+        self.streams = []
+
+    def __dlpack__(self, stream=None):
+        self.streams.append(stream)
+        new_capsule = ctypes.pythonapi.PyCapsule_New
+        new_capsule.restype = ctypes.py_object
+        new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new_capsule(ctypes.addressof(self.tensor), b"dltensor", None)
+
+    def __dlpack_device__(self):
+        return (self.device_type, 0)
+
+
+def test_a_dlpack_tensor_passes_its_data_plus_byte_offset_without_a_sync():
+    producer = FakeDlpack(0xA000, 0x40)
+    assert pack((producer,)) == [address_bytes(0xA040)]
+    assert producer.streams == [-1]  # -1: the producer must not synchronize anything
+    assert pack((FakeDlpack(0xB000, 0, device_type=13),)) == [address_bytes(0xB000)]
+    with pytest.raises(TypeError, match="not in device memory"):
+        pack((FakeDlpack(0xA000, 0, device_type=1),))
