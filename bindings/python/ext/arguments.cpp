@@ -46,7 +46,6 @@ struct DLManagedTensor {
 constexpr std::int32_t kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
 
 enum class ArgKind : std::uint8_t {
-    kScalar,          // kcache.f32(...) and friends
     kNumpyScalar,     // numpy.float32(...): its value at a fixed offset in the object
     kTorch,           // torch.Tensor: is_cuda, data_ptr()
     kCupy,            // cupy.ndarray: data.ptr
@@ -101,9 +100,7 @@ TypeKind classify(nb::handle object) {
     nb::handle type_object = reinterpret_cast<PyObject*>(type);
     TypeKind kind;
     kind.type = type;
-    if (type == g_scalar_type) {
-        kind.kind = ArgKind::kScalar;
-    } else if (PyBool_Check(object.ptr()) || PyLong_CheckExact(object.ptr())) {
+    if (PyBool_Check(object.ptr()) || PyLong_CheckExact(object.ptr())) {
         kind.kind = ArgKind::kPythonInt;
     } else if (PyFloat_CheckExact(object.ptr())) {  // numpy.float64 is a subclass: not here
         kind.kind = ArgKind::kPythonFloat;
@@ -140,19 +137,19 @@ TypeKind classify(nb::handle object) {
     return kind;
 }
 
-const TypeKind& kind_of(nb::handle object) {
+// A copy: converting an argument may call Python code that launches (and classifies) too.
+TypeKind kind_of(nb::handle object) {
     PyTypeObject* type = Py_TYPE(object.ptr());
     for (std::size_t i = 0; i < g_kind_count; ++i) {
         if (g_kinds[i].type == type) return g_kinds[i];
     }
-    static TypeKind uncached;
-    uncached = classify(object);
-    if (g_kind_count < g_kinds.size()) {
+    const TypeKind kind = classify(object);
+    // A refused type is not kept: another instance may have the interface as an attribute.
+    if (kind.kind != ArgKind::kUnsupported && g_kind_count < g_kinds.size()) {
         Py_INCREF(reinterpret_cast<PyObject*>(type));
-        g_kinds[g_kind_count] = uncached;
-        return g_kinds[g_kind_count++];
+        g_kinds[g_kind_count++] = kind;
     }
-    return uncached;
+    return kind;
 }
 
 [[noreturn]] void type_error(const std::string& message) {
@@ -321,15 +318,15 @@ struct ArgumentList {
 
 // One argument into slot i: the value (or, for bytes, the object's own storage) and its size.
 void convert(nb::handle object, std::size_t i, ArgumentList& list) {
-    const TypeKind& kind = kind_of(object);
+    if (Py_TYPE(object.ptr()) == g_scalar_type) {  // kcache's typed scalars: no lookup
+        const auto* scalar = nb::inst_ptr<Scalar>(object);
+        std::memcpy(&list.values[i], scalar->bytes, sizeof scalar->bytes);
+        list.pointers[i] = &list.values[i];
+        list.sizes[i] = scalar->size;
+        return;
+    }
+    const TypeKind kind = kind_of(object);
     switch (kind.kind) {
-        case ArgKind::kScalar: {
-            const auto* scalar = nb::inst_ptr<Scalar>(object);
-            std::memcpy(&list.values[i], scalar->bytes, sizeof scalar->bytes);
-            list.pointers[i] = &list.values[i];
-            list.sizes[i] = scalar->size;
-            return;
-        }
         case ArgKind::kNumpyScalar:
             list.values[i] = 0;
             std::memcpy(&list.values[i], reinterpret_cast<const char*>(object.ptr()) + kind.offset,
@@ -453,7 +450,7 @@ void* stream_handle(nb::handle stream) {
 
 std::uint64_t device_pointer(nb::handle object) {
     if (PyLong_Check(object.ptr())) return address_of(object, "the address");
-    const TypeKind& kind = kind_of(object);
+    const TypeKind kind = kind_of(object);
     switch (kind.kind) {
         case ArgKind::kTorch:
         case ArgKind::kCupy:
