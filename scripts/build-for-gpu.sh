@@ -13,8 +13,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
 fi
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${flags[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target kcache_tool kcache_bench kcache_gpu_tests kcache_cpu_tests kcache_fleet
-# .gpu-bin/python (scripts/build-python-wheel.sh) is kept.
-mkdir -p .gpu-bin && find .gpu-bin -mindepth 1 -maxdepth 1 ! -name python -exec rm -rf {} +
+rm -rf .gpu-bin && mkdir -p .gpu-bin
 cp "$build"/kcache "$build"/kcache_bench "$build"/kcache_gpu_tests "$build"/kcache_cpu_tests "$build"/kcache_fleet .gpu-bin/
 # What the GPU machine lacks for the remote tier: hiredis (linked by kcache), and a redis-server
 # (with redis-cli) for its tests and benchmarks, from Debian's packages, unpacked beside the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Builds the Python package's wheel for the GPU machine (Ubuntu 24.04, Python 3.12, no network)
-# into .gpu-bin/python/, which the device tool carries there with .gpu-bin (docs/python.md).
+# into .gpu-python/, which the device tool carries there (docs/python.md).
 #
 # The wheel is built with a Python >= 3.12, so the extension uses CPython's stable ABI
 # (cp312-abi3): it imports on 3.12 and every later CPython, on any glibc at least as new as this
@@ -33,7 +33,7 @@ echo "build-python-wheel: building with $python ($("$python" --version))"
 "$python" -c 'import nanobind, scikit_build_core' 2>/dev/null ||
   "$python" -m pip install -q nanobind scikit-build-core
 
-out=.gpu-bin/python
+out=.gpu-python
 rm -rf "$out" && mkdir -p "$out/build-deps"
 launcher=()
 command -v ccache >/dev/null && launcher=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # On the GPU machine (no network): unpacks the wheel that scripts/build-python-wheel.sh left in
-# .gpu-bin/python/ into build/python-site (pytest too, from .gpu-bin/python/test-deps, where the
+# .gpu-python/ into build/python-site (pytest too, from .gpu-python/test-deps, where the
 # machine has none), then runs the Python package's tests and/or benchmarks there with the
 # machine's own PyTorch and CuPy. Results (JSON) go to $OUT when set, else build/python-results.
 #   usage: scripts/gpu-python.sh [tests|bench|all]
@@ -11,16 +11,16 @@ what=${1:-all}
 python=${KCACHE_PYTHON:-python3}
 site=$PWD/build/python-site
 results=${OUT:-$PWD/build/python-results}
-wheels=(.gpu-bin/python/kcache-*.whl)
+wheels=(.gpu-python/kcache-*.whl)
 if [ ! -f "${wheels[0]}" ]; then
-  echo "gpu-python: no wheel in .gpu-bin/python (run scripts/build-python-wheel.sh, carry .gpu-bin)" >&2
+  echo "gpu-python: no wheel in .gpu-python (run scripts/build-python-wheel.sh, carry .gpu-python)" >&2
   exit 1
 fi
 rm -rf "$site" && mkdir -p "$site" "$results"
 # A wheel is a zip laid out as site-packages: unpacking installs it without pip or a network.
 "$python" -m zipfile -e "${wheels[0]}" "$site"
 if ! "$python" -c 'import pytest' 2>/dev/null; then
-  for w in .gpu-bin/python/test-deps/*.whl; do "$python" -m zipfile -e "$w" "$site"; done
+  for w in .gpu-python/test-deps/*.whl; do "$python" -m zipfile -e "$w" "$site"; done
 fi
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 "$python" -c 'import kcache, sys; print("kcache", kcache.__version__, "from", kcache.__file__, "on Python", sys.version.split()[0])'

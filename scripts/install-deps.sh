@@ -11,9 +11,9 @@ set -euo pipefail
 # libhiredis-dev (the RESP protocol) and libssl-dev (signatures) build the remote tier;
 # redis-server and redis-tools are what its tests start and break. python3-dev and python3-venv
 # build and test the Python package (scripts/test-python.sh).
-packages=(cmake g++ make libgtest-dev libxxhash-dev libcli11-dev libzstd-dev clang-14
+packages=(cmake g++ make python3-dev python3-venv libgtest-dev libxxhash-dev libcli11-dev libzstd-dev clang-14
   libclang-rt-14-dev pkg-config nlohmann-json3-dev clang-format-14 clang-tidy-14
-  libhiredis-dev libssl-dev redis-server redis-tools python3-dev python3-venv)
+  libhiredis-dev libssl-dev redis-server redis-tools)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
