@@ -144,3 +144,11 @@ if(KCACHE_INSTALL AND KCACHE_SANITIZE STREQUAL "" AND NOT KCACHE_FUZZ)
             "${CMAKE_CXX_COMPILER_LAUNCHER}")
   set_tests_properties(kcache_install_consumer PROPERTIES TIMEOUT 300)
 endif()
+
+# The Python package's CPU tests against this build's libkcache.a (scripts/test-python.sh); not in
+# sanitizer or fuzz builds, whose runtimes a Python interpreter does not load.
+if(KCACHE_SANITIZE STREQUAL "" AND NOT KCACHE_FUZZ)
+  add_test(NAME python_bindings
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/scripts/test-python.sh ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(python_bindings PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS python)
+endif()

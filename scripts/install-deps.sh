@@ -9,8 +9,9 @@ set -euo pipefail
 # pkg-config builds the install test's consumer (tests/install/); nlohmann-json writes the
 # command's JSON; clang-format-14 and clang-tidy-14 (with run-clang-tidy-14) run scripts/lint.sh.
 # libhiredis-dev (the RESP protocol) and libssl-dev (signatures) build the remote tier;
-# redis-server and redis-tools are what its tests start and break.
-packages=(cmake g++ make libgtest-dev libxxhash-dev libcli11-dev libzstd-dev clang-14
+# redis-server and redis-tools are what its tests start and break. python3-dev and python3-venv
+# build and test the Python package (scripts/test-python.sh).
+packages=(cmake g++ make python3-dev python3-venv libgtest-dev libxxhash-dev libcli11-dev libzstd-dev clang-14
   libclang-rt-14-dev pkg-config nlohmann-json3-dev clang-format-14 clang-tidy-14
   libhiredis-dev libssl-dev redis-server redis-tools)
 # cargo runs the Rust crate's tests (bindings/rust); Debian's when none is on PATH.

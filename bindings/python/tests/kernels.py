@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Kernels for the tests and benchmarks: PTX copied from examples/ptx_kernels.cpp, and CUDA C++."""
+
+HEADER = ".version 7.8\n.target sm_70\n.address_size 64\n\n"
+
+# .entry residual_add(.param .u64 out, .param .u64 a, .param .u64 b, .param .u32 n)
+RESIDUAL_ADD_PTX = HEADER + r""".visible .entry residual_add(
+    .param .u64 residual_add_out,
+    .param .u64 residual_add_a,
+    .param .u64 residual_add_b,
+    .param .u32 residual_add_n
+)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<11>;
+
+    ld.param.u64 %rd1, [residual_add_out];
+    ld.param.u64 %rd2, [residual_add_a];
+    ld.param.u64 %rd3, [residual_add_b];
+    ld.param.u32 %r1, [residual_add_n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.u32 %r5, %r2, %r3, %r4;
+    setp.ge.u32 %p1, %r5, %r1;
+    @%p1 bra $L_done;
+
+    cvta.to.global.u64 %rd4, %rd1;
+    cvta.to.global.u64 %rd5, %rd2;
+    cvta.to.global.u64 %rd6, %rd3;
+    mul.wide.u32 %rd7, %r5, 4;
+    add.s64 %rd8, %rd5, %rd7;
+    add.s64 %rd9, %rd6, %rd7;
+    add.s64 %rd10, %rd4, %rd7;
+    ld.global.f32 %f1, [%rd8];
+    ld.global.f32 %f2, [%rd9];
+    add.rn.f32 %f3, %f1, %f2;
+    st.global.f32 [%rd10], %f3;
+
+$L_done:
+    ret;
+}
+"""
+
+# .entry scale_kernel(.param .u64 data, .param .f32 factor, .param .u32 n): data[i] *= factor
+SCALE_PTX = HEADER + r""".visible .entry scale_kernel(
+    .param .u64 scale_kernel_data,
+    .param .f32 scale_kernel_factor,
+    .param .u32 scale_kernel_n
+)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<5>;
+
+    ld.param.u64 %rd1, [scale_kernel_data];
+    ld.param.f32 %f1, [scale_kernel_factor];
+    ld.param.u32 %r1, [scale_kernel_n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.u32 %r5, %r2, %r3, %r4;
+    setp.ge.u32 %p1, %r5, %r1;
+    @%p1 bra $L_done;
+
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.wide.u32 %rd3, %r5, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    ld.global.f32 %f2, [%rd4];
+    mul.rn.f32 %f3, %f2, %f1;
+    st.global.f32 [%rd4], %f3;
+
+$L_done:
+    ret;
+}
+"""
+
+# .entry empty_kernel(): does nothing; for launch overhead.
+EMPTY_PTX = HEADER + """.visible .entry empty_kernel()
+{
+    ret;
+}
+"""
+
+# A templated CUDA C++ kernel with a header given as a string: y[i] = a * x[i] + y[i] + OFFSET.
+AXPY_HEADER = "#pragma once\ntemplate <class T> __device__ T fma_of(T a, T x, T y) { return a * x + y; }\n"
+AXPY_CUDA = r"""
+#include "fma_of.h"
+template <class T>
+__global__ void axpy(T* y, const T* x, T a, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fma_of(a, x[i], y[i]) + T(OFFSET);
+}
+"""
+AXPY_NAME = "axpy<float>"
+
+# An extern "C" kernel with no parameters, for the warm new process benchmark.
+EMPTY_CUDA = 'extern "C" __global__ void empty_kernel() {}\n'
+
+BAD_PTX = HEADER + ".visible .entry broken(\n{\n    this is not ptx;\n}\n"
+BAD_CUDA = '__global__ void broken() { undeclared_identifier = 1; }\n'
