@@ -70,8 +70,10 @@ def test_scale_on_cupy_arrays_with_typed_and_numpy_scalars_matches_numpy(cache):
     host = np.random.default_rng(1).standard_normal(n).astype(np.float32)
     data = cupy.asarray(host)
     kernel = cache.kernel("scale", ptx(kernels.SCALE_PTX), "scale_kernel")
-    kernel.launch(blocks(n), 128, (data, kcache.f32(3.0), kcache.u32(n)))
-    kernel((blocks(n),), (128,), (data, np.float32(0.5), np.uint32(n)))
+    # On CuPy's own stream, where asarray's copy runs: the default stream need not wait for it.
+    stream = cupy.cuda.get_current_stream()
+    kernel.launch(blocks(n), 256, (data, kcache.f32(3.0), kcache.u32(n)), stream=stream)
+    kernel((blocks(n),), (256,), (data, np.float32(0.5), np.uint32(n)), stream=stream)
     cupy.cuda.runtime.deviceSynchronize()
     expected = host * np.float32(3.0) * np.float32(0.5)
     np.testing.assert_array_equal(cupy.asnumpy(data), expected)
