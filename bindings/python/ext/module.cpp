@@ -343,6 +343,12 @@ NB_MODULE(_kcache, m) {
     nb::class_<DeviceGlobal>(m, "DeviceGlobal",
                              "A module's __device__ or __constant__ variable in one context "
                              "(Kernel.module_global): unpacks as (address, size).")
+        .def(
+            "__init__",
+            [](DeviceGlobal* self, std::uint64_t address, std::size_t size) {
+                new (self) DeviceGlobal{address, size};
+            },
+            "address"_a, "size"_a)
         .def_ro("address", &DeviceGlobal::address, "Its device address (a CUdeviceptr).")
         .def_ro("size", &DeviceGlobal::size, "Its size in bytes.")
         .def("__iter__",

@@ -394,10 +394,22 @@ def test_a_kernel_with_no_code_behind_it_answers_every_new_call_with_an_invalid_
         kernel.native_kernel
     with pytest.raises(kcache.InvalidArgumentError, match="empty ModuleHandle"):
         kernel.module_global("table")
-    with pytest.raises(TypeError):
-        kernel.set_attribute(0, 1024)  # the enum, not its number
+    # A member's number converts to it (nanobind's rule); anything else is refused.
+    with pytest.raises(kcache.InvalidArgumentError, match="empty KernelHandle"):
+        kernel.set_attribute(0, 1024)
+    for attribute in (99, "MAX_DYNAMIC_SHARED_BYTES", kcache.CacheConfig.PREFER_L1):
+        with pytest.raises(TypeError):
+            kernel.set_attribute(attribute, 1024)
     with pytest.raises(TypeError):
         kernel.set_cache_config("PREFER_SHARED")
+
+
+def test_a_device_global_has_its_address_and_size_and_unpacks_as_a_pair():
+    found = kcache.DeviceGlobal(0x7F0000001000, 256)
+    address, size = found
+    assert (found.address, found.size) == (address, size) == (0x7F0000001000, 256)
+    assert repr(found) == "kcache.DeviceGlobal(address=0x7f0000001000, size=256)"
+    assert "DeviceGlobal" in kcache.__all__ and "KernelAttribute" in kcache.__all__
 
 # ---- device buffers, through stand-ins with the same attributes (no GPU needed) ----
 
