@@ -389,6 +389,26 @@ Dim3 dims(nb::handle value, const char* what) {
     throw nb::python_error();
 }
 
+// A cluster shape (an int or 1 to 3 ints, each at least 1) that divides the grid. The driver
+// would refuse a grid it does not divide with a bare error code; this says which dimension.
+Dim3 cluster_dims(nb::handle value, const Dim3& grid) {
+    const Dim3 c = dims(value, "cluster");
+    if (c.x == 0 || c.y == 0 || c.z == 0) {
+        PyErr_SetString(PyExc_ValueError, "cluster: each dimension must be at least 1");
+        throw nb::python_error();
+    }
+    if (grid.x % c.x != 0 || grid.y % c.y != 0 || grid.z % c.z != 0) {
+        auto shape = [](const Dim3& d) {
+            return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " +
+                   std::to_string(d.z) + ")";
+        };
+        raise_error(Error(Errc::kInvalidArgument, "the grid " + shape(grid) +
+                                                      " is not a multiple of the cluster " +
+                                                      shape(c) + " in every dimension"));
+    }
+    return c;
+}
+
 enum class StreamKind : std::uint8_t { kTorch, kProtocol, kCupy, kUnsupported };
 
 StreamKind classify_stream(nb::handle stream) {
@@ -484,13 +504,23 @@ nb::tuple launch_shape(nb::handle grid, nb::handle block, nb::handle stream) {
                           reinterpret_cast<std::uintptr_t>(stream_handle(stream)));
 }
 
+nb::tuple cluster_shape(nb::handle grid, nb::handle cluster) {
+    const Dim3 c = cluster_dims(cluster, dims(grid, "grid"));
+    return nb::make_tuple(c.x, c.y, c.z);
+}
+
 void launch(const Kernel& kernel, nb::handle grid, nb::handle block, nb::handle args,
-            std::uint32_t shared_mem, nb::handle stream) {
+            std::uint32_t shared_mem, nb::handle stream, nb::handle cluster, bool cooperative,
+            bool pdl) {
     LaunchConfig config;
     config.grid = dims(grid, "grid");
     config.block = dims(block, "block");
     config.shared_bytes = shared_mem;
     config.stream = stream_handle(stream);
+    // Left at their defaults, the extended options cost a comparison each.
+    if (!cluster.is_none()) config.cluster = cluster_dims(cluster, config.grid);
+    config.cooperative = cooperative;
+    config.programmatic_dependent_launch = pdl;
 
     // A list may change under a callback (a __dlpack__); a tuple cannot.
     nb::object tuple;
@@ -641,6 +671,8 @@ void bind_scalars(nb::module_& m) {
     m.def("_packed_arguments", &packed_arguments, "Each argument's bytes as a launch passes them.");
     m.def("_launch_shape", &launch_shape, nb::arg("grid"), nb::arg("block"),
           nb::arg("stream").none(), "(grid, block, stream address) as a launch reads them.");
+    m.def("_cluster_shape", &cluster_shape, nb::arg("grid"), nb::arg("cluster"),
+          "The cluster shape a launch on `grid` reads from `cluster`.");
 }
 
 }  // namespace kcache::python

@@ -33,9 +33,10 @@ nb::object error_object(const Error& error, nb::handle cause = {});
 // Raises it; a cause that is no Exception (KeyboardInterrupt, SystemExit) is raised as it is.
 [[noreturn]] void raise_error(const Error& error, nb::handle cause = {});
 
-// kernel.launch(grid, block, args, shared_mem, stream).
+// kernel.launch(grid, block, args, shared_mem, stream, *, cluster, cooperative, pdl).
 void launch(const Kernel& kernel, nb::handle grid, nb::handle block, nb::handle args,
-            std::uint32_t shared_mem, nb::handle stream);
+            std::uint32_t shared_mem, nb::handle stream, nb::handle cluster, bool cooperative,
+            bool pdl);
 
 // The address of a device buffer (torch tensor, CuPy array, __cuda_array_interface__, DLPack) or
 // of a raw int; TypeError for anything else.

@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
@@ -309,6 +311,56 @@ NB_MODULE(_kcache, m) {
                 return out + ")";
             });
 
+    // A C++ enumerator without its line here fails to compile, instead of going missing.
+    static_assert(static_cast<int>(KernelAttribute::kClusterSchedulingPolicyPreference) == 6,
+                  "a KernelAttribute is missing from the Python enum");
+    static_assert(static_cast<int>(CacheConfig::kPreferEqual) == 3,
+                  "a CacheConfig is missing from the Python enum");
+    nb::enum_<KernelAttribute>(m, "KernelAttribute",
+                               "What Kernel.set_attribute sets (CUfunction_attribute's settable "
+                               "ones).")
+        .value("MAX_DYNAMIC_SHARED_BYTES", KernelAttribute::kMaxDynamicSharedBytes,
+               "the most dynamic shared memory a launch may ask for")
+        .value("PREFERRED_SHARED_CARVEOUT", KernelAttribute::kPreferredSharedCarveout,
+               "percent of L1/shared memory to give shared memory (-1: any)")
+        .value("REQUIRED_CLUSTER_WIDTH", KernelAttribute::kRequiredClusterWidth,
+               "a cluster shape the kernel requires (sm_90)")
+        .value("REQUIRED_CLUSTER_HEIGHT", KernelAttribute::kRequiredClusterHeight)
+        .value("REQUIRED_CLUSTER_DEPTH", KernelAttribute::kRequiredClusterDepth)
+        .value("NON_PORTABLE_CLUSTER_SIZE_ALLOWED", KernelAttribute::kNonPortableClusterSizeAllowed,
+               "1: clusters over 8 blocks where the device has them")
+        .value("CLUSTER_SCHEDULING_POLICY_PREFERENCE",
+               KernelAttribute::kClusterSchedulingPolicyPreference,
+               "CUclusterSchedulingPolicy's values");
+    nb::enum_<CacheConfig>(m, "CacheConfig",
+                           "A kernel's preference between L1 cache and shared memory "
+                           "(Kernel.set_cache_config).")
+        .value("PREFER_NONE", CacheConfig::kPreferNone)
+        .value("PREFER_SHARED", CacheConfig::kPreferShared)
+        .value("PREFER_L1", CacheConfig::kPreferL1)
+        .value("PREFER_EQUAL", CacheConfig::kPreferEqual);
+
+    nb::class_<DeviceGlobal>(m, "DeviceGlobal",
+                             "A module's __device__ or __constant__ variable in one context "
+                             "(Kernel.module_global): unpacks as (address, size).")
+        .def(
+            "__init__",
+            [](DeviceGlobal* self, std::uint64_t address, std::size_t size) {
+                new (self) DeviceGlobal{address, size};
+            },
+            "address"_a, "size"_a)
+        .def_ro("address", &DeviceGlobal::address, "Its device address (a CUdeviceptr).")
+        .def_ro("size", &DeviceGlobal::size, "Its size in bytes.")
+        .def("__iter__",
+             [](const DeviceGlobal& g) { return nb::iter(nb::make_tuple(g.address, g.size)); })
+        .def("__repr__", [](const DeviceGlobal& g) {
+            char address[24];
+            std::snprintf(address, sizeof address, "0x%llx",
+                          static_cast<unsigned long long>(g.address));
+            return std::string("kcache.DeviceGlobal(address=") + address +
+                   ", size=" + std::to_string(g.size) + ")";
+        });
+
     nb::class_<Kernel>(m, "Kernel",
                        "One loaded kernel, ready to launch with no lookup in any context on a "
                        "device of its arch. Keeps its code loaded and its cache alive.")
@@ -329,7 +381,8 @@ NB_MODULE(_kcache, m) {
             "The artifact's fingerprint (hex), as `kcache ls` names it; empty for code "
             "no tier holds.")
         .def("launch", &launch, "grid"_a, "block"_a, "args"_a = nb::tuple(), "shared_mem"_a = 0,
-             "stream"_a.none() = nb::none(),
+             "stream"_a.none() = nb::none(), nb::kw_only(), "cluster"_a.none() = nb::none(),
+             "cooperative"_a = false, "pdl"_a = false,
              "Launches in the calling thread's current CUDA context.\n\n"
              "grid, block: an int or a tuple of 1 to 3 ints.\n"
              "args: a tuple (or list) of kernel arguments, each a typed scalar (kcache.f32(1.0),\n"
@@ -337,11 +390,60 @@ NB_MODULE(_kcache, m) {
              "    __cuda_array_interface__ or __dlpack__), kcache.ptr(address), or bytes (a\n"
              "    struct by value). A bare Python int or float is a TypeError: its C type is not\n"
              "    known. Count and sizes are checked against the kernel's parameters.\n"
-             "shared_mem: dynamic shared memory in bytes.\n"
+             "shared_mem: dynamic shared memory in bytes; above 48 KiB, first\n"
+             "    set_attribute(KernelAttribute.MAX_DYNAMIC_SHARED_BYTES, n).\n"
              "stream: None (the default stream), an int CUstream, a torch.cuda.Stream, a CuPy\n"
-             "    stream, or an object with __cuda_stream__.")
+             "    stream, or an object with __cuda_stream__.\n"
+             "cluster: blocks per thread block cluster (sm_90), an int or 1 to 3 ints that\n"
+             "    divide the grid; None: none, or the kernel's own __cluster_dims__.\n"
+             "cooperative: every block resident at once (a grid-wide sync may be used).\n"
+             "pdl: programmatic dependent launch: may start before the previous kernel in the\n"
+             "    stream has finished (it waits where it calls griddepcontrol.wait).")
         .def("__call__", &launch, "grid"_a, "block"_a, "args"_a = nb::tuple(), "shared_mem"_a = 0,
-             "stream"_a.none() = nb::none(), "The same as launch() (CuPy's RawKernel spelling).")
+             "stream"_a.none() = nb::none(), nb::kw_only(), "cluster"_a.none() = nb::none(),
+             "cooperative"_a = false, "pdl"_a = false,
+             "The same as launch() (CuPy's RawKernel spelling).")
+        .def(
+            "set_attribute",
+            [](const Kernel& k, KernelAttribute attribute, int value) {
+                take(k.handle.set_attribute(attribute, value));
+            },
+            "attribute"_a, "value"_a,
+            "Sets a KernelAttribute of the kernel (shared by every Kernel of it) in every\n"
+            "context it launches in, later ones included; e.g. MAX_DYNAMIC_SHARED_BYTES before\n"
+            "a launch asking for more than 48 KiB. A value the device refuses raises\n"
+            "InvalidArgumentError and is not kept.")
+        .def(
+            "set_cache_config",
+            [](const Kernel& k, CacheConfig config) { take(k.handle.set_cache_config(config)); },
+            "config"_a,
+            "Sets the kernel's preference between L1 cache and shared memory (a CacheConfig).")
+        .def_prop_ro(
+            "native_function",
+            [](const Kernel& k) {
+                return reinterpret_cast<std::uintptr_t>(take(k.handle.native_function()));
+            },
+            "The kernel's CUfunction in the calling thread's current context, as an int, for\n"
+            "calls kcache does not make (cuFuncGetAttribute, occupancy). Valid while the Kernel\n"
+            "lives.")
+        .def_prop_ro(
+            "native_kernel",
+            [](const Kernel& k) {
+                return reinterpret_cast<std::uintptr_t>(take(k.handle.native_kernel()));
+            },
+            "The kernel's CUkernel (serves every context), as an int. Valid while the Kernel\n"
+            "lives.")
+        .def(
+            "module_global",
+            [](const Kernel& k, std::string_view name) {
+                return take(k.handle.module().global(name));
+            },
+            "name"_a,
+            "A __device__ or __constant__ variable of the kernel's module in the calling\n"
+            "thread's current context (each context has its own copy): a DeviceGlobal with its\n"
+            "device address and size in bytes, to write (a table of constants) before\n"
+            "launching. InvalidArgumentError when the module has no variable of that name\n"
+            "(an extern \"C\" or __device__ name as the module spells it).")
         .def("__repr__", [](const Kernel& k) {
             return "kcache.Kernel(" + std::string(k.handle.name()) +
                    ", key=" + k.handle.module().key() + ", sm_" +
@@ -448,4 +550,6 @@ NB_MODULE(_kcache, m) {
         },
         "The calling thread's (hits, misses) across caches since its last reset.");
     m.def("reset_thread_stats", &reset_thread_stats, "Resets the calling thread's counters.");
+    // For the tests: a Kernel with no kernel behind it, whose every call is an error.
+    m.def("_empty_kernel", []() { return Kernel{}; });
 }

@@ -102,3 +102,32 @@ EMPTY_CUDA = 'extern "C" __global__ void empty_kernel() {}\n'
 
 BAD_PTX = HEADER + ".visible .entry broken(\n{\n    this is not ptx;\n}\n"
 BAD_CUDA = '__global__ void broken() { undeclared_identifier = 1; }\n'
+
+# Reverses up to n floats through dynamic shared memory: with 200 KiB of it, a launch needs the
+# kernel's MAX_DYNAMIC_SHARED_BYTES raised first.
+REVERSE_SHARED_CUDA = r"""
+extern "C" __global__ void reverse_shared(const float* in, float* out, unsigned n) {
+    extern __shared__ float s[];
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) s[i] = in[i];
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) out[i] = s[n - 1 - i];
+}
+"""
+
+# Reads a __constant__ table the caller writes through Kernel.module_global("table").
+CONSTANT_TABLE_CUDA = r"""
+__constant__ float table[64];
+extern "C" __global__ void lookup_table(const int* index, float* out, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = table[index[i] & 63];
+}
+"""
+
+# Each block's rank in its thread block cluster (sm_90 and later).
+CLUSTER_RANK_CUDA = r"""
+extern "C" __global__ void cluster_rank(unsigned* out) {
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    if (threadIdx.x == 0) out[blockIdx.x] = rank;
+}
+"""

@@ -333,6 +333,84 @@ def test_grid_block_and_stream_are_read_from_ints_tuples_and_stream_objects():
         shape(1, -1, None)
 
 
+
+# ---- the launch features: cluster shapes, kernel attributes, globals (no GPU needed) ----
+
+cluster_shape = kcache._kcache._cluster_shape
+
+
+def test_a_cluster_is_an_int_or_up_to_three_ints_that_divide_the_grid():
+    assert cluster_shape(8, 2) == (2, 1, 1)
+    assert cluster_shape((4, 6), (2, 3)) == (2, 3, 1)
+    assert cluster_shape([2, 2, 4], (1, 1, 4)) == (1, 1, 4)
+    with pytest.raises(ValueError, match="at least 1"):
+        cluster_shape(8, 0)
+    with pytest.raises(ValueError, match="at least 1"):
+        cluster_shape((8, 8), (2, 0))
+    with pytest.raises(TypeError, match="cluster"):
+        cluster_shape(8, (1, 1, 1, 1))
+    with pytest.raises(TypeError, match="cluster"):
+        cluster_shape(8, 2.0)
+    with pytest.raises(kcache.InvalidArgumentError, match="not a multiple of the cluster"):
+        cluster_shape(6, 4)
+    with pytest.raises(kcache.InvalidArgumentError, match=r"\(4, 3, 1\)"):
+        cluster_shape((4, 3), (2, 2))
+
+
+def test_launch_takes_cluster_cooperative_and_pdl_by_keyword_only():
+    kernel = kcache._kcache._empty_kernel()
+    for call in (kernel.launch, kernel):
+        # Checked before the launch: the empty kernel is never reached.
+        with pytest.raises(kcache.InvalidArgumentError, match="not a multiple"):
+            call(3, 1, (), cluster=2)
+        with pytest.raises(TypeError):
+            call(4, 1, (), 0, None, 2)  # cluster is keyword-only
+        with pytest.raises(TypeError):
+            call(4, 1, (), cooperative=1)  # a bool, not a truthy value
+        for options in ({}, {"cluster": 2}, {"cooperative": True}, {"pdl": True}):
+            with pytest.raises(kcache.InvalidArgumentError, match="empty KernelHandle"):
+                call(4, 1, (), **options)
+
+
+def test_kernel_attributes_and_cache_configs_mirror_the_cpp_enums_in_order():
+    assert [(a.name, a.value) for a in kcache.KernelAttribute] == [
+        ("MAX_DYNAMIC_SHARED_BYTES", 0), ("PREFERRED_SHARED_CARVEOUT", 1),
+        ("REQUIRED_CLUSTER_WIDTH", 2), ("REQUIRED_CLUSTER_HEIGHT", 3),
+        ("REQUIRED_CLUSTER_DEPTH", 4), ("NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 5),
+        ("CLUSTER_SCHEDULING_POLICY_PREFERENCE", 6)]
+    assert [(c.name, c.value) for c in kcache.CacheConfig] == [
+        ("PREFER_NONE", 0), ("PREFER_SHARED", 1), ("PREFER_L1", 2), ("PREFER_EQUAL", 3)]
+
+
+def test_a_kernel_with_no_code_behind_it_answers_every_new_call_with_an_invalid_argument():
+    kernel = kcache._kcache._empty_kernel()
+    with pytest.raises(kcache.InvalidArgumentError, match="empty KernelHandle"):
+        kernel.set_attribute(kcache.KernelAttribute.MAX_DYNAMIC_SHARED_BYTES, 200 * 1024)
+    with pytest.raises(kcache.InvalidArgumentError, match="empty KernelHandle"):
+        kernel.set_cache_config(kcache.CacheConfig.PREFER_SHARED)
+    with pytest.raises(kcache.InvalidArgumentError, match="empty KernelHandle"):
+        kernel.native_function
+    with pytest.raises(kcache.InvalidArgumentError, match="empty KernelHandle"):
+        kernel.native_kernel
+    with pytest.raises(kcache.InvalidArgumentError, match="empty ModuleHandle"):
+        kernel.module_global("table")
+    # A member's number converts to it (nanobind's rule); anything else is refused.
+    with pytest.raises(kcache.InvalidArgumentError, match="empty KernelHandle"):
+        kernel.set_attribute(0, 1024)
+    for attribute in (99, "MAX_DYNAMIC_SHARED_BYTES", kcache.CacheConfig.PREFER_L1):
+        with pytest.raises(TypeError):
+            kernel.set_attribute(attribute, 1024)
+    with pytest.raises(TypeError):
+        kernel.set_cache_config("PREFER_SHARED")
+
+
+def test_a_device_global_has_its_address_and_size_and_unpacks_as_a_pair():
+    found = kcache.DeviceGlobal(0x7F0000001000, 256)
+    address, size = found
+    assert (found.address, found.size) == (address, size) == (0x7F0000001000, 256)
+    assert repr(found) == "kcache.DeviceGlobal(address=0x7f0000001000, size=256)"
+    assert "DeviceGlobal" in kcache.__all__ and "KernelAttribute" in kcache.__all__
+
 # ---- device buffers, through stand-ins with the same attributes (no GPU needed) ----
 
 def address_bytes(address):

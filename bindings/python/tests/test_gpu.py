@@ -2,6 +2,7 @@
 """Launches on a GPU, on PyTorch tensors and CuPy arrays, against references computed by
 PyTorch and numpy. Each test skips without its library or a GPU."""
 
+import ctypes
 import threading
 
 import pytest
@@ -261,3 +262,98 @@ def test_a_launch_without_a_current_context_names_it(cache):
     thread.start()
     thread.join()
     assert len(errors) == 1 and isinstance(errors[0], kcache.NoContextError)
+
+
+# ---- the launch features: dynamic shared memory, module globals, clusters ----
+
+def cuda(code):
+    return lambda: kcache.Source.cuda(code)
+
+
+@needs_gpu
+def test_a_kernel_with_200_kib_of_dynamic_shared_memory_runs_after_set_attribute(cache):
+    torch = torch_or_skip()
+    shared = 200 * 1024
+    n = shared // 4
+    data = torch.randn(n, device="cuda")
+    out = torch.zeros_like(data)
+    kernel = cache.kernel("reverse_shared", cuda(kernels.REVERSE_SHARED_CUDA), "reverse_shared")
+    # Above 48 KiB the driver refuses the launch until the kernel is allowed that much.
+    with pytest.raises(kcache.DriverError):
+        kernel.launch(1, 1024, (data, out, np.uint32(n)), shared_mem=shared)
+    torch.cuda.synchronize()
+    assert torch.count_nonzero(out).item() == 0
+
+    kernel.set_attribute(kcache.KernelAttribute.MAX_DYNAMIC_SHARED_BYTES, shared)
+    kernel.set_cache_config(kcache.CacheConfig.PREFER_SHARED)
+    kernel.launch(1, 1024, (data, out, np.uint32(n)), shared_mem=shared)
+    torch.cuda.synchronize()
+    assert torch.equal(out, torch.flip(data, [0]))
+
+    # The attribute as the driver reports it, through the kernel's CUfunction.
+    value = ctypes.c_int()
+    DRIVER.check(DRIVER.lib.cuFuncGetAttribute(ctypes.byref(value), 8,  # MAX_DYNAMIC_SHARED
+                                               ctypes.c_void_p(kernel.native_function)),
+                 "cuFuncGetAttribute")
+    assert value.value == shared
+    assert kernel.native_kernel != 0
+    with pytest.raises(kcache.InvalidArgumentError):
+        kernel.set_attribute(kcache.KernelAttribute.MAX_DYNAMIC_SHARED_BYTES, 1 << 30)
+
+
+@needs_gpu
+def test_a_constant_table_written_through_module_global_is_read_by_the_kernel(cache):
+    torch = torch_or_skip()
+    kernel = cache.kernel("constant_table", cuda(kernels.CONSTANT_TABLE_CUDA), "lookup_table")
+    table = np.random.default_rng(7).standard_normal(64).astype(np.float32)
+    found = kernel.module_global("table")
+    address, size = found
+    assert (found.address, found.size) == (address, size) and address != 0
+    assert size == table.nbytes
+    copy = DRIVER.lib.cuMemcpyHtoD_v2
+    copy.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t]
+    DRIVER.check(copy(address, table.ctypes.data, table.nbytes), "cuMemcpyHtoD")
+
+    n = 5000
+    index = np.random.default_rng(8).integers(0, 1 << 20, n).astype(np.int32)
+    index_gpu = torch.from_numpy(index).cuda()
+    out = torch.zeros(n, device="cuda")
+    kernel.launch(blocks(n), 256, (index_gpu, out, np.uint32(n)))
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), table[index & 63])
+    with pytest.raises(kcache.InvalidArgumentError, match="no_such_table"):
+        kernel.module_global("no_such_table")
+
+
+@needs_gpu
+def test_a_cluster_launch_on_sm_90_gives_each_block_its_rank_in_the_cluster(cache):
+    torch = torch_or_skip()
+    major, _ = torch.cuda.get_device_capability()
+    if major < 9:
+        pytest.skip("thread block clusters need sm_90")
+    kernel = cache.kernel("cluster_rank", cuda(kernels.CLUSTER_RANK_CUDA), "cluster_rank")
+    out = torch.full((8,), -1, dtype=torch.int32, device="cuda")
+    kernel.launch(8, 32, (out,), cluster=2)
+    torch.cuda.synchronize()
+    assert out.tolist() == [0, 1] * 4
+    kernel(8, 32, (out,), cluster=(4, 1, 1))
+    torch.cuda.synchronize()
+    assert out.tolist() == [0, 1, 2, 3] * 2
+    kernel.launch(8, 32, (out,))  # no cluster: each block alone in its own
+    torch.cuda.synchronize()
+    assert out.tolist() == [0] * 8
+    with pytest.raises(kcache.InvalidArgumentError, match="not a multiple"):
+        kernel.launch(6, 32, (out,), cluster=4)
+
+
+@needs_gpu
+def test_cooperative_and_pdl_launches_run_like_plain_ones(cache):
+    torch = torch_or_skip()
+    n = 1024
+    kernel = cache.kernel("scale", ptx(kernels.SCALE_PTX), "scale_kernel")
+    data = torch.ones(n, device="cuda")
+    kernel.launch(blocks(n), 256, (data, kcache.f32(2.0), kcache.u32(n)), cooperative=True)
+    kernel.launch(blocks(n), 256, (data, kcache.f32(3.0), kcache.u32(n)), pdl=True)
+    kernel(blocks(n), 256, (data, kcache.f32(5.0), kcache.u32(n)), pdl=True)
+    torch.cuda.synchronize()
+    assert torch.equal(data, torch.full_like(data, 30.0))

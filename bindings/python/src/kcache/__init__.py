@@ -20,6 +20,11 @@ array, anything with ``__cuda_array_interface__`` or ``__dlpack__``), :func:`ptr
 address, or ``bytes`` for a struct passed by value. A bare Python ``int`` or ``float`` is a
 ``TypeError``.
 
+A launch may also ask for a thread block cluster (``cluster=2``), a cooperative grid
+(``cooperative=True``) or a programmatic dependent launch (``pdl=True``); a kernel's attributes
+(:class:`KernelAttribute`, :class:`CacheConfig`), its CUDA handles and its module's globals
+(:meth:`Kernel.module_global`) are on :class:`Kernel`.
+
 Errors are :class:`Error` subclasses, one per kind (:class:`CompileError` carries the compiler's
 ``log``); each has ``.code``, ``.message`` and ``.log``. See docs/python.md.
 """
@@ -43,8 +48,11 @@ from ._errors import (
     UnsupportedError,
 )
 from ._kcache import (
+    CacheConfig,
     CacheStats,
+    DeviceGlobal,
     Kernel,
+    KernelAttribute,
     KernelCache,
     Provenance,
     Scalar,
@@ -69,14 +77,17 @@ from ._kcache import (
 __all__ = [
     "ArgumentMismatchError",
     "ArtifactGoneError",
+    "CacheConfig",
     "CacheIOError",
     "CacheStats",
     "CompileError",
     "CorruptEntryError",
+    "DeviceGlobal",
     "DriverError",
     "Error",
     "InvalidArgumentError",
     "Kernel",
+    "KernelAttribute",
     "KernelCache",
     "KernelNotFoundError",
     "KeyConflictError",
