@@ -32,49 +32,9 @@ pub const SCALE_PTX: &str = ".version 7.8
 }
 ";
 
-/// out[i] = a[i] + b[i] for i < n (examples/ptx_kernels.cpp's residual_add).
-pub const RESIDUAL_ADD_PTX: &str = ".version 7.8
-.target sm_70
-.address_size 64
-.visible .entry residual_add(
-    .param .u64 residual_add_out,
-    .param .u64 residual_add_a,
-    .param .u64 residual_add_b,
-    .param .u32 residual_add_n
-)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<6>;
-    .reg .f32 %f<4>;
-    .reg .b64 %rd<11>;
-
-    ld.param.u64 %rd1, [residual_add_out];
-    ld.param.u64 %rd2, [residual_add_a];
-    ld.param.u64 %rd3, [residual_add_b];
-    ld.param.u32 %r1, [residual_add_n];
-    mov.u32 %r2, %ctaid.x;
-    mov.u32 %r3, %ntid.x;
-    mov.u32 %r4, %tid.x;
-    mad.lo.u32 %r5, %r2, %r3, %r4;
-    setp.ge.u32 %p1, %r5, %r1;
-    @%p1 bra $L_done;
-
-    cvta.to.global.u64 %rd4, %rd1;
-    cvta.to.global.u64 %rd5, %rd2;
-    cvta.to.global.u64 %rd6, %rd3;
-    mul.wide.u32 %rd7, %r5, 4;
-    add.s64 %rd8, %rd5, %rd7;
-    add.s64 %rd9, %rd6, %rd7;
-    add.s64 %rd10, %rd4, %rd7;
-    ld.global.f32 %f1, [%rd8];
-    ld.global.f32 %f2, [%rd9];
-    add.rn.f32 %f3, %f1, %f2;
-    st.global.f32 [%rd10], %f3;
-
-$L_done:
-    ret;
-}
-";
+/// out[i] = a[i] + b[i] for i < n (examples/ptx_kernels.cpp's residual_add), shared with the
+/// Python package's tests.
+pub const RESIDUAL_ADD_PTX: &str = include_str!("../../../testdata/residual_add.ptx");
 
 /// PTX nvJitLink rejects: an instruction that does not exist.
 pub const BAD_PTX: &str = ".version 7.8\n.target sm_80\n.address_size 64\n\
