@@ -3,9 +3,14 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "driver/driver.hpp"
@@ -89,12 +94,106 @@ std::string ptx_kernel_key(int i);
 std::string fma_chain_ptx_kernel(int steps, int variant);
 // warm_up() items for `ptx` (which must outlive them): each by its ptx_kernel_key.
 std::vector<WarmUpItem> ptx_warm_up_items(const std::vector<std::string>& ptx);
+
+// What a child loads: the 64 small kernels, the one large kernel, or a directory's PTX files.
+struct KernelSet {
+    std::vector<std::string> ptx;    // read or made before any clock starts
+    std::vector<std::string> names;  // each module's one kernel
+    std::vector<std::string> keys;
+    std::vector<bool> arch_specific;  // .target sm_XXa: the floor links for it too
+    // Whether each takes softmax_rows's parameters, so that a launch over zero rows is safe; a
+    // directory's kernels take arguments nobody here knows, and are loaded, not launched.
+    bool launchable = true;
+
+    int count() const { return static_cast<int>(ptx.size()); }
+    const std::string& key(int i) const { return keys[static_cast<std::size_t>(i)]; }
+    const std::string& name(int i) const { return names[static_cast<std::size_t>(i)]; }
+    std::vector<WarmUpItem> warm_up_items() const {
+        std::vector<WarmUpItem> items;
+        items.reserve(ptx.size());
+        for (int i = 0; i < count(); ++i) {
+            const std::string* text = &ptx[static_cast<std::size_t>(i)];
+            items.push_back(
+                {key(i), [text]() -> Result<Source> { return Source::ptx(*text); }, name(i)});
+        }
+        return items;
+    }
+    // Kernel i's generator for a timed run, which asks for each kernel once: it hands over the
+    // text it holds, as a generator that builds its PTX returns it. The ComputeCache's mode gives
+    // the driver the same text without a copy, so a copy here would charge kcache alone for it
+    // (for the large kernel, 535 KiB into fresh memory: 78 us of a new process in profile P5).
+    // Asked for twice, it gives no bytes, which kcache refuses: the run fails rather than lie.
+    std::function<Result<Source>()> handing_over(int i) {
+        return [text = &ptx[static_cast<std::size_t>(i)]]() -> Result<Source> {
+            return Source::ptx(std::move(*text));
+        };
+    }
+    std::vector<WarmUpItem> handed_over_items() {
+        std::vector<WarmUpItem> items;
+        items.reserve(ptx.size());
+        for (int i = 0; i < count(); ++i) items.push_back({key(i), handing_over(i), name(i)});
+        return items;
+    }
+};
+// `spec` is "small" (the 64), "large" (one large kernel) or a directory of *.ptx files, each
+// with one `.visible .entry NAME(`, in name order. nullopt and `note` when one cannot be read.
+std::optional<KernelSet> kernel_set(const std::string& spec, std::string& note);
+
 // Needs a GPU: the warm start of those kernels in new processes, and of one large kernel, each in
 // `rounds` rounds of one process per mode (kcache from its disk tier, the floor, the driver's
 // ComputeCache, and more for scale), in `directory`.
 std::string run_ptx_new_process(const std::string& directory, int rounds, std::string& note);
+// Needs a GPU: the same table for the kernel set `spec` (see kernel_set) alone; for a directory,
+// kcache (one by one and warm_up), the floor and the ComputeCache.
+std::string run_ptx_new_process_set(const std::string& directory, const std::string& spec,
+                                    int rounds, std::string& note);
 // The child side: prints its times (see ChildRun) for MODE (kcache, floor, compute, ...), on the
-// 64 small kernels or (`large`) on one large kernel.
-int run_ptx_warm_child(const std::string& mode, const std::string& directory, bool large);
+// kernel set `spec`.
+int run_ptx_warm_child(const std::string& mode, const std::string& directory,
+                       const std::string& spec);
+
+// What a --ptx-warm-child printed, in ms but for faults.
+struct ChildRun {
+    double context_ms = 0;
+    double total_ms = 0;   // every kernel loaded
+    double open_ms = 0;    // kcache: the cache's opening, within total_ms
+    double first_ms = 0;   // kcache and the floors: the first kernel, within total_ms
+    double launch_ms = 0;  // then the first launch of each, and a synchronize
+    double faults = 0;     // minor page faults while the kernels loaded (getrusage)
+    double driver_ms = 0;  // within total_ms: inside cuModuleLoadData + cuModuleGetFunction
+};
+// Runs --ptx-warm-child MODE DIRECTORY SPEC in a new process with `environment` added.
+std::optional<ChildRun> run_ptx_child(
+    const std::string& mode, const std::string& directory, const std::string& spec,
+    const std::vector<std::pair<std::string, std::string>>& environment = {});
+// The driver's ComputeCache on, in a folder of its own below `directory`.
+std::vector<std::pair<std::string, std::string>> compute_cache_env(const std::string& directory);
+
+inline double ms_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+}
+
+// printf onto the end of `out`.
+__attribute__((format(printf, 2, 3))) inline void append(std::string& out, const char* format,
+                                                         ...) {
+    char line[1024];
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    out += line;
+}
+
+// Issue 19: a directory of PTX kernels (the Triton corpus's kernels/) cold, the driver's JIT
+// against kcache one by one and warm_up, each in a new process with the ComputeCache off; and
+// warm in new processes (run_ptx_new_process_set). Needs a GPU; works below `directory`.
+std::string run_corpus(const std::string& corpus, const std::string& directory, int rounds,
+                       std::string& note);
+// The child side of the cold runs: MODE "one" (kernel() for each, each timed) or "warm-up"
+// (16 threads), on an empty disk tier in `directory`; prints "total_ms sum_ms max_ms max_index
+// loaded compiles compile_ms".
+int run_corpus_cold_child(const std::string& mode, const std::string& corpus,
+                          const std::string& directory);
 
 }  // namespace kcache::bench

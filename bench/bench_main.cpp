@@ -2,8 +2,11 @@
 // kcache_bench: hit path (kcache vs the seed model, 1..16 threads) and, with a GPU, launch cost.
 // Without a GPU the hit path runs over the fake driver, which answers current_arch() with no
 // driver call; absolute numbers only count from a GPU machine.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -36,6 +39,7 @@ int main(int argc, char** argv) {
     std::string cuda_directory;
     std::string ptx_directory;
     std::string remote_directory;
+    std::string corpus_directory;
     int rounds = 7;
     int nvrtc_arch = 0;
     int light = 16, heavy = 8, nvrtc_threads = 16, cuda_warm_up = 16;
@@ -64,7 +68,13 @@ int main(int argc, char** argv) {
         } else if (!std::strcmp(argv[i], "--ptx-warm-child")) {
             const std::string mode = next();
             const std::string directory = next();
-            return bench::run_ptx_warm_child(mode, directory, std::strcmp(next(), "large") == 0);
+            return bench::run_ptx_warm_child(mode, directory, next());
+        } else if (!std::strcmp(argv[i], "--corpus-cold-child")) {
+            const std::string mode = next();
+            const std::string corpus = next();
+            return bench::run_corpus_cold_child(mode, corpus, next());
+        } else if (!std::strcmp(argv[i], "--corpus")) {
+            corpus_directory = next();
         } else if (!std::strcmp(argv[i], "--remote-child")) {
             const std::string mode = next();
             const std::string directory = next();
@@ -105,6 +115,7 @@ int main(int argc, char** argv) {
             std::fprintf(stderr,
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
                          "[--ptx-new-process DIR [--rounds N]] [--remote DIR [--rounds N]] "
+                         "[--corpus PTX_DIR [--rounds N]] "
                          "[--kernel-speed] [--cuda DIR] "
                          "[--cuda-warm-up N] "
                          "[--nvrtc-scaling ARCH] "
@@ -123,6 +134,17 @@ int main(int argc, char** argv) {
         launch_threads = {1, 2};
     }
 
+    if (!corpus_directory.empty()) {  // a directory of PTX kernels alone (issue 19)
+        std::string note;
+        const std::string work = (std::filesystem::temp_directory_path() /
+                                  ("kcache-corpus-" + std::to_string(::getpid())))
+                                     .string();
+        std::string table = bench::run_corpus(corpus_directory, work, rounds, note);
+        std::fputs(table.c_str(), stdout);
+        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
+        if (!out_path.empty()) std::ofstream(out_path) << table;
+        return table.empty() || !note.empty() ? 1 : 0;
+    }
     if (!remote_directory.empty()) {  // the remote tier alone
         std::string note;
         std::string table = bench::run_remote_tier(remote_directory, rounds, note);

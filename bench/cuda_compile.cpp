@@ -27,11 +27,6 @@
 namespace kcache::bench {
 namespace {
 
-double ms_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-        .count();
-}
-
 std::string cuda_include_root() {
     for (const char* variable : {"CUDA_HOME", "CUDA_PATH"}) {
         if (const char* root = std::getenv(variable); root != nullptr && *root != '\0') {

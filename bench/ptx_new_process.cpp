@@ -31,11 +31,6 @@ namespace {
 
 constexpr int kKernels = 64;
 
-double ms_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-        .count();
-}
-
 std::string floor_file(const std::string& directory) {
     return directory + "/floor.cubins";
 }
@@ -77,28 +72,6 @@ void profile_window(const char* command) {
     std::getline(ack, line);  // perf's "ack": the window is open (or shut) from here on
 }
 
-struct ChildRun {
-    double context_ms = 0;
-    double total_ms = 0;   // 64 kernels loaded
-    double open_ms = 0;    // kcache: the cache's opening, within total_ms
-    double first_ms = 0;   // kcache and the floors: the first kernel, within total_ms
-    double launch_ms = 0;  // then the first launch of each, and a synchronize
-    double faults = 0;     // minor page faults while the 64 kernels loaded (getrusage)
-    double driver_ms = 0;  // within total_ms: inside cuModuleLoadData + cuModuleGetFunction
-};
-
-std::optional<ChildRun> child(const std::string& mode, const std::string& directory, bool large,
-                              const std::vector<std::pair<std::string, std::string>>& env = {}) {
-    auto out = run_self({"--ptx-warm-child", mode, directory, large ? "large" : "small"}, env);
-    ChildRun run;
-    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %lf %lf %lf", &run.context_ms,
-                            &run.total_ms, &run.open_ms, &run.first_ms, &run.launch_ms, &run.faults,
-                            &run.driver_ms) != 7) {
-        return std::nullopt;
-    }
-    return run;
-}
-
 // The disk tier's entry files, in name order (found before any clock starts).
 std::vector<std::string> entry_files(const std::string& directory) {
     std::vector<std::string> paths;
@@ -111,14 +84,26 @@ std::vector<std::string> entry_files(const std::string& directory) {
     return paths;
 }
 
-// The driver's ComputeCache on, in a folder of its own.
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> compute_cache_env(const std::string& directory) {
     return {{"CUDA_CACHE_DISABLE", "0"},
             {"CUDA_CACHE_PATH", directory + "/compute-cache"},
             {"CUDA_CACHE_MAXSIZE", "4294967296"}};
 }
 
-}  // namespace
+std::optional<ChildRun> run_ptx_child(
+    const std::string& mode, const std::string& directory, const std::string& spec,
+    const std::vector<std::pair<std::string, std::string>>& environment) {
+    auto out = run_self({"--ptx-warm-child", mode, directory, spec}, environment);
+    ChildRun run;
+    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %lf %lf %lf", &run.context_ms,
+                            &run.total_ms, &run.open_ms, &run.first_ms, &run.launch_ms, &run.faults,
+                            &run.driver_ms) != 7) {
+        return std::nullopt;
+    }
+    return run;
+}
 
 // Distinct modules: the row length is baked into each softmax's code.
 std::vector<std::string> ptx_kernel_set() {
@@ -192,41 +177,75 @@ std::string large_ptx_kernel() {
     return fma_chain_ptx_kernel(kLargeSteps, 0);
 }
 
-// What a child loads: the 64 small kernels, or the one large kernel.
-struct KernelSet {
-    std::vector<std::string> ptx;  // made before any clock starts
-    std::string name;              // each module's one kernel
-    bool large = false;
-
-    int count() const { return static_cast<int>(ptx.size()); }
-    std::string key(int i) const { return large ? std::string("large") : ptx_kernel_key(i); }
-    std::vector<WarmUpItem> warm_up_items() const {
-        if (!large) return ptx_warm_up_items(ptx);
-        const std::string* text = &ptx[0];
-        return {{key(0), [text]() -> Result<Source> { return Source::ptx(*text); }, name}};
-    }
-    // Kernel i's generator for a timed run, which asks for each kernel once: it hands over the
-    // text it holds, as a generator that builds its PTX returns it. The ComputeCache's mode gives
-    // the driver the same text without a copy, so a copy here would charge kcache alone for it
-    // (for the large kernel, 535 KiB into fresh memory: 78 us of a new process in profile P5).
-    // Asked for twice, it gives no bytes, which kcache refuses: the run fails rather than lie.
-    auto handing_over(int i) {
-        return [text = &ptx[static_cast<std::size_t>(i)]]() -> Result<Source> {
-            return Source::ptx(std::move(*text));
-        };
-    }
-    std::vector<WarmUpItem> handed_over_items() {
-        std::vector<WarmUpItem> items;
-        items.reserve(ptx.size());
-        for (int i = 0; i < count(); ++i) items.push_back({key(i), handing_over(i), name});
-        return items;
-    }
-};
-
-KernelSet kernel_set(bool large) {
-    if (large) return KernelSet{{large_ptx_kernel()}, "large_kernel", true};
-    return KernelSet{ptx_kernel_set(), "softmax_rows", false};
+// The name in `.visible .entry NAME(`, the first entry's; empty when there is none.
+std::string entry_name(const std::string& ptx) {
+    const std::string mark = ".visible .entry ";
+    const std::size_t at = ptx.find(mark);
+    if (at == std::string::npos) return {};
+    const std::size_t start = at + mark.size();
+    const std::size_t end = ptx.find_first_of("( \t\r\n", start);
+    return end == std::string::npos ? std::string() : ptx.substr(start, end - start);
 }
+
+bool targets_arch_specific(const std::string& ptx) {
+    const std::size_t at = ptx.find(".target sm_");
+    if (at == std::string::npos) return false;
+    const std::size_t end = ptx.find_first_of(", \t\r\n", at + 8);
+    return end != std::string::npos && ptx[end - 1] == 'a';
+}
+
+// A directory's *.ptx files in name order, each keyed by its file name and kernel name.
+std::optional<KernelSet> directory_set(const std::string& directory, std::string& note) {
+    std::vector<std::filesystem::path> paths;
+    std::error_code error;
+    for (const auto& item : std::filesystem::directory_iterator(directory, error)) {
+        if (item.is_regular_file() && item.path().extension() == ".ptx") {
+            paths.push_back(item.path());
+        }
+    }
+    if (error || paths.empty()) {
+        note = "no *.ptx files in " + directory + (error ? ": " + error.message() : "");
+        return std::nullopt;
+    }
+    std::sort(paths.begin(), paths.end());
+    KernelSet set;
+    set.launchable = false;
+    for (const auto& path : paths) {
+        std::ifstream in(path, std::ios::binary);
+        std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        std::string name = entry_name(text);
+        if (!in.is_open() || name.empty()) {
+            note = path.string() + ": cannot read it, or no `.visible .entry NAME(` in it";
+            return std::nullopt;
+        }
+        set.keys.push_back("corpus:" + path.stem().string() + ":" + name);
+        set.names.push_back(std::move(name));
+        set.arch_specific.push_back(targets_arch_specific(text));
+        set.ptx.push_back(std::move(text));
+    }
+    return set;
+}
+
+}  // namespace
+
+std::optional<KernelSet> kernel_set(const std::string& spec, std::string& note) {
+    KernelSet set;
+    if (spec == "large") {
+        set.ptx = {large_ptx_kernel()};
+        set.names = {"large_kernel"};
+        set.keys = {"large"};
+    } else if (spec == "small") {
+        set.ptx = ptx_kernel_set();
+        set.names.assign(set.ptx.size(), "softmax_rows");
+        for (int i = 0; i < set.count(); ++i) set.keys.push_back(ptx_kernel_key(i));
+    } else {
+        return directory_set(spec, note);
+    }
+    set.arch_specific.assign(set.ptx.size(), false);
+    return set;
+}
+
+namespace {
 
 // The driver-only ways to load a kernel, by child mode; an empty function for another mode. Each
 // gives what cuLaunchKernel takes (a CUfunction, or a CUkernel), nullptr on failure.
@@ -236,11 +255,10 @@ KernelSet kernel_set(bool large) {
 //   floor-library: cuLibraryLoadData + cuLibraryGetKernel + cuKernelGetFunction (what serves
 //   every context); floor-preserved: the same with CU_LIBRARY_BINARY_IS_PRESERVED;
 //   floor-nofunc: the library's load alone, no load into the context (the first launch does it)
-std::function<void*(const std::string&)> driver_load(const driver::CudaApi& cu,
-                                                     const std::string& mode,
-                                                     const std::string& name) {
+std::function<void*(const std::string&, const std::string&)> driver_load(const driver::CudaApi& cu,
+                                                                         const std::string& mode) {
     if (mode == "floor" || mode == "floor-read" || mode == "compute" || mode == "floor-again") {
-        return [&cu, &name](const std::string& image) -> void* {
+        return [&cu](const std::string& image, const std::string& name) -> void* {
             CUmodule module = nullptr;
             CUfunction function = nullptr;
             const bool ok = cu.cuModuleLoadData(&module, image.c_str()) == CUDA_SUCCESS &&
@@ -253,21 +271,22 @@ std::function<void*(const std::string&)> driver_load(const driver::CudaApi& cu,
     }
     const bool preserved = mode == "floor-preserved";
     const bool to_context = mode != "floor-nofunc";
-    return [&cu, &name, preserved, to_context](const std::string& image) -> void* {
-        CUlibraryOption option = CU_LIBRARY_BINARY_IS_PRESERVED;
-        void* value =
-            reinterpret_cast<void*>(std::uintptr_t{1});  // NOLINT(performance-no-int-to-ptr)
-        CUlibrary library = nullptr;
-        CUkernel kernel = nullptr;
-        CUfunction function = nullptr;
-        const bool ok =
-            cu.cuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0,
-                                 preserved ? &option : nullptr, preserved ? &value : nullptr,
-                                 preserved ? 1 : 0) == CUDA_SUCCESS &&
-            cu.cuLibraryGetKernel(&kernel, library, name.c_str()) == CUDA_SUCCESS &&
-            (!to_context || cu.cuKernelGetFunction(&function, kernel) == CUDA_SUCCESS);
-        return ok ? kernel : nullptr;
-    };
+    return
+        [&cu, preserved, to_context](const std::string& image, const std::string& name) -> void* {
+            CUlibraryOption option = CU_LIBRARY_BINARY_IS_PRESERVED;
+            void* value =
+                reinterpret_cast<void*>(std::uintptr_t{1});  // NOLINT(performance-no-int-to-ptr)
+            CUlibrary library = nullptr;
+            CUkernel kernel = nullptr;
+            CUfunction function = nullptr;
+            const bool ok =
+                cu.cuLibraryLoadData(&library, image.data(), nullptr, nullptr, 0,
+                                     preserved ? &option : nullptr, preserved ? &value : nullptr,
+                                     preserved ? 1 : 0) == CUDA_SUCCESS &&
+                cu.cuLibraryGetKernel(&kernel, library, name.c_str()) == CUDA_SUCCESS &&
+                (!to_context || cu.cuKernelGetFunction(&function, kernel) == CUDA_SUCCESS);
+            return ok ? kernel : nullptr;
+        };
 }
 
 // softmax_rows over zero rows (or the large kernel for n = 0): every thread returns at once, so
@@ -335,7 +354,8 @@ double minor_faults() {
 
 }  // namespace
 
-int run_ptx_warm_child(const std::string& mode, const std::string& directory, bool large) {
+int run_ptx_warm_child(const std::string& mode, const std::string& directory,
+                       const std::string& spec) {
     const auto& api = driver::cuda_api();
     if (!api) return 3;
     const driver::CudaApi& cu = **api;
@@ -343,7 +363,13 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
     auto context = driver::PrimaryContext::open(0);
     if (!context || !context->make_current()) return 3;
     const double context_ms = ms_since(context_start);
-    KernelSet set = kernel_set(large);  // made before any clock starts
+    std::string note;
+    std::optional<KernelSet> read = kernel_set(spec, note);  // before any clock starts
+    if (!read) {
+        std::fprintf(stderr, "%s\n", note.c_str());
+        return 4;
+    }
+    KernelSet& set = *read;
     const std::vector<std::string>& ptx = set.ptx;
     const int count = set.count();
     DriverClock::install(cu);
@@ -359,7 +385,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
             for (int i = 0; i < count; ++i) {
                 const std::string* text = &ptx[static_cast<std::size_t>(i)];
                 if (!before.kernel(
-                        set.key(i), [text] { return Source::ptx(*text); }, set.name)) {
+                        set.key(i), [text] { return Source::ptx(*text); }, set.name(i))) {
                     return 4;
                 }
             }
@@ -376,7 +402,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
         handles.reserve(count);
         for (int i = 0; i < count; ++i) {
             if (i == 1) first_ms = ms_since(start) - open_ms;
-            auto kernel = cache.kernel(set.key(i), set.handing_over(i), set.name);
+            auto kernel = cache.kernel(set.key(i), set.handing_over(i), set.name(i));
             if (!kernel) {
                 std::fprintf(stderr, "%s\n", kernel.error().describe().c_str());
                 return 4;
@@ -390,7 +416,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
         if (cache.stats().compiles != 0 ||
             cache.stats().disk_hits != static_cast<std::uint64_t>(count))
             return 5;
-        if (!launch_each(handles, empty, *context, launch_ms)) return 6;
+        if (set.launchable && !launch_each(handles, empty, *context, launch_ms)) return 6;
     } else if (mode == "kcache-warm-up") {  // the same kernels asked for at once, 16 threads
         faults = -minor_faults();
         const auto start = std::chrono::steady_clock::now();
@@ -416,8 +442,10 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
         if (cache.stats().compiles != 0 ||
             cache.stats().disk_hits != static_cast<std::uint64_t>(count))
             return 5;
-        if (!launch_each(handles, empty, *context, launch_ms)) return 6;
+        if (set.launchable && !launch_each(handles, empty, *context, launch_ms)) return 6;
     } else if (mode == "floor-file") {  // one file per kernel by hand: read, verify, load
+        // The entry files do not say which kernel each holds: only for sets of one name.
+        if (!set.launchable) return 2;
         const std::vector<std::string> paths = entry_files(directory + "/kcache");
         if (paths.size() != ptx.size()) return 4;
         util::Files& files = util::real_files();
@@ -438,7 +466,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
             CUmodule module = nullptr;
             CUfunction function = nullptr;
             if (cu.cuModuleLoadData(&module, (*entry)->payload().data()) != CUDA_SUCCESS ||
-                cu.cuModuleGetFunction(&function, module, set.name.c_str()) != CUDA_SUCCESS) {
+                cu.cuModuleGetFunction(&function, module, set.name(0).c_str()) != CUDA_SUCCESS) {
                 return 4;
             }
             functions.push_back(function);  // the entry goes: the driver has its copy
@@ -487,7 +515,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
         profile_window("disable");
         total_ms = ms_since(start);
         driver_ms = DriverClock::ms();
-    } else if (auto load = driver_load(cu, mode, set.name)) {  // the floors and the ComputeCache
+    } else if (auto load = driver_load(cu, mode)) {  // the floors and the ComputeCache
         // The images are in memory before the clock starts, but for floor-read, whose file read
         // is timed too.
         const bool read_timed = mode == "floor-read";
@@ -496,8 +524,8 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
             mode == "compute" ? ptx : read_cubins(floor_file(directory));
         if (images.size() != ptx.size()) return 4;
         if (mode == "floor-again") {  // the same loads once before the clock
-            for (const auto& image : images) {
-                if (load(image) == nullptr) return 4;
+            for (int i = 0; i < count; ++i) {
+                if (load(images[static_cast<std::size_t>(i)], set.name(i)) == nullptr) return 4;
             }
             DriverClock::ns = 0;
         }
@@ -506,9 +534,9 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
         profile_window("enable");
         std::vector<void*> functions;
         functions.reserve(count);
-        for (const auto& image : images) {
-            if (functions.size() == 1) first_ms = ms_since(loads_start);
-            functions.push_back(load(image));
+        for (int i = 0; i < count; ++i) {
+            if (i == 1) first_ms = ms_since(loads_start);
+            functions.push_back(load(images[static_cast<std::size_t>(i)], set.name(i)));
             if (functions.back() == nullptr) return 4;
         }
         profile_window("disable");
@@ -516,7 +544,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
         driver_ms = DriverClock::ms();
         faults += minor_faults();
         const auto launches = std::chrono::steady_clock::now();
-        for (void* function : functions) {
+        for (void* function : set.launchable ? functions : std::vector<void*>{}) {
             const LaunchConfig& c = empty.config;
             if (cu.cuLaunchKernel(static_cast<CUfunction>(function), c.grid.x, c.grid.y, c.grid.z,
                                   c.block.x, c.block.y, c.block.z, 0, nullptr, empty.args,
@@ -524,8 +552,8 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
                 return 6;
             }
         }
-        if (!context->synchronize()) return 6;
-        launch_ms = ms_since(launches);
+        if (set.launchable && !context->synchronize()) return 6;
+        launch_ms = set.launchable ? ms_since(launches) : 0;
     } else {
         return 2;
     }
@@ -535,11 +563,14 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory, bo
     return 0;
 }
 
-namespace {
-
 // The new-process table of one kernel set: its cache, floor and ComputeCache filled in
 // `directory`, then `rounds` rounds of one process per mode.
-std::string run_set(const std::string& directory, bool large, int rounds, std::string& note) {
+std::string run_ptx_new_process_set(const std::string& directory, const std::string& spec,
+                                    int rounds, std::string& note) {
+    const bool large = spec == "large";
+    std::optional<KernelSet> read = kernel_set(spec, note);
+    if (!read) return {};
+    const KernelSet& set = *read;
     auto context = driver::PrimaryContext::open(0);
     if (!context) {
         note = context.error().message();
@@ -549,7 +580,6 @@ std::string run_set(const std::string& directory, bool large, int rounds, std::s
     const int arch = context->info().arch;
     std::filesystem::remove_all(directory);
     std::filesystem::create_directories(directory);
-    const KernelSet set = kernel_set(large);
     const std::vector<std::string>& ptx = set.ptx;
     const int count = set.count();
 
@@ -572,8 +602,9 @@ std::string run_set(const std::string& directory, bool large, int rounds, std::s
     }
     // The floor's cubins: the same compiler, the same target.
     std::vector<std::string> cubins;
-    for (const auto& text : ptx) {
-        auto linked = compile::link_ptx(text, compile::Target{arch, false});
+    for (int i = 0; i < count; ++i) {
+        const auto at = static_cast<std::size_t>(i);
+        auto linked = compile::link_ptx(ptx[at], compile::Target{arch, set.arch_specific[at]});
         if (!linked) {
             note = linked.error().describe();
             return {};
@@ -584,8 +615,8 @@ std::string run_set(const std::string& directory, bool large, int rounds, std::s
         note = "could not write " + floor_file(directory);
         return {};
     }
-    // The driver's ComputeCache, filled by a first process (a cold JIT of all 64).
-    auto fill = child("compute", directory, large, compute_cache_env(directory));
+    // The driver's ComputeCache, filled by a first process (a cold JIT of them all).
+    auto fill = run_ptx_child("compute", directory, spec, compute_cache_env(directory));
     if (!fill) {
         note = "the ComputeCache fill child failed";
         return {};
@@ -624,6 +655,11 @@ std::string run_set(const std::string& directory, bool large, int rounds, std::s
     };
     if (large) {  // what the comparison with the ComputeCache needs, and the file floor for scale
         modes = {modes[0], modes[1], modes[2], modes[5], modes[6]};
+    } else if (!set.launchable) {  // a directory's: the comparison and warm_up
+        modes = {modes[0], modes[1], modes[2], modes[4]};
+        modes[3].what =
+            "kcache: the same, all asked for at once (warm_up, 16 threads; opening "
+            "included)";
     }
     const int kModes = static_cast<int>(modes.size());
     constexpr int kCompute = 2;
@@ -636,9 +672,9 @@ std::string run_set(const std::string& directory, bool large, int rounds, std::s
         std::vector<double> ready(kModes);
         for (int k = 0; k < kModes; ++k) {
             const int m = (round + k) % kModes;
-            auto run = m == kCompute
-                           ? child(modes[m].name, directory, large, compute_cache_env(directory))
-                           : child(modes[m].name, directory, large);
+            auto run = m == kCompute ? run_ptx_child(modes[m].name, directory, spec,
+                                                     compute_cache_env(directory))
+                                     : run_ptx_child(modes[m].name, directory, spec);
             if (!run) {
                 note = std::string("a ") + modes[m].name + " child failed";
                 return {};
@@ -661,7 +697,10 @@ std::string run_set(const std::string& directory, bool large, int rounds, std::s
     };
     char line[1024];
     std::string what = std::to_string(count) + " PTX kernels";
-    if (large) {
+    if (!set.launchable) {
+        what = std::to_string(count) + " PTX kernels of " + spec +
+               " (loaded, not launched: their arguments are unknown here, so ready = loaded)";
+    } else if (large) {
         what = "1 large PTX kernel (" + std::to_string(ptx[0].size() / 1024) + " KiB of PTX, a " +
                std::to_string(cubins[0].size() / 1024) + " KiB cubin)";
     }
@@ -695,12 +734,10 @@ std::string run_set(const std::string& directory, bool large, int rounds, std::s
     return text + line;
 }
 
-}  // namespace
-
 std::string run_ptx_new_process(const std::string& directory, int rounds, std::string& note) {
-    std::string small = run_set(directory + "/small", false, rounds, note);
+    std::string small = run_ptx_new_process_set(directory + "/small", "small", rounds, note);
     if (small.empty()) return {};
-    std::string large = run_set(directory + "/large", true, rounds, note);
+    std::string large = run_ptx_new_process_set(directory + "/large", "large", rounds, note);
     if (large.empty()) return {};
     return small + "\n" + large;
 }

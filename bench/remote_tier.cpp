@@ -37,11 +37,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-double ms_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-        .count();
-}
-
 struct Node {
     double total_ms = 0;   // 64 kernels ready (handles in hand)
     double launch_ms = 0;  // then one launch of each and a synchronize (GPU only)

@@ -31,11 +31,6 @@ constexpr int kKernels = 64;
 constexpr int kWarmRounds = 9;
 constexpr int kLinkRounds = 3;  // nvJitLink alone: a second or so per round on one thread
 
-double ms_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-        .count();
-}
-
 // Runs work(i) for every i below `count` on `threads` threads; the elapsed ms.
 template <class Work>
 double parallel_ms(int count, unsigned threads, const Work& work) {
@@ -53,16 +48,6 @@ double parallel_ms(int count, unsigned threads, const Work& work) {
 
 double smallest(const std::vector<double>& values) {
     return *std::min_element(values.begin(), values.end());
-}
-
-// printf onto the end of `out`.
-__attribute__((format(printf, 2, 3))) void append(std::string& out, const char* format, ...) {
-    char line[1024];
-    va_list args;
-    va_start(args, format);
-    std::vsnprintf(line, sizeof line, format, args);
-    va_end(args);
-    out += line;
 }
 
 // Loads every PTX through the driver's JIT (cuModuleLoadData) on `threads` threads.

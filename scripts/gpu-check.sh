@@ -91,6 +91,18 @@ run warm_start env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --tiers "$(mktemp -d
 # The warm start as new processes see it: rounds of three (kcache from its disk tier, the floor,
 # the driver's ComputeCache, which the bench turns on for its own processes only).
 run ptx_new_process env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --ptx-new-process "$(mktemp -d)/ptx" --rounds "${PTX_ROUNDS:-9}" --out "$LOGS/ptx_new_process.md"
+# Issue 19: 140 real Triton kernels (bench/corpus/) cold (the driver's JIT against kcache one by
+# one and warm_up, the ComputeCache off) and warm in new processes (floor, warm ComputeCache).
+corpus() {
+  local dir rc
+  dir=$(mktemp -d)
+  tar xJf bench/corpus/triton-corpus.tar.xz -C "$dir" || return 1
+  "$BIN/kcache_bench" --corpus "$dir/kernels" --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/corpus.md"
+  rc=$?
+  rm -rf "$dir"
+  return $rc
+}
+run corpus corpus
 # Whether kcache's cubins (nvJitLink: PTX compiled as relocatable code, then linked) run as fast as
 # the driver's JIT of the same PTX (a whole program).
 run kernel_speed "$BIN/kcache_bench" --kernel-speed --out "$LOGS/kernel_speed.md"
@@ -137,6 +149,10 @@ run fleet_bench "$BIN/kcache_fleet" bench
   cat "$LOGS/ptx_new_process.md" 2>/dev/null
   echo
   cat "$LOGS/kernel_speed.md" 2>/dev/null
+  echo
+  echo "## A corpus of 140 Triton kernels (bench/corpus), cold and warm"
+  echo
+  cat "$LOGS/corpus.md" 2>/dev/null
   echo
   echo "## CUDA C++: NVRTC inside one process"
   echo
