@@ -138,6 +138,13 @@ struct KernelSet {
 // `spec` is "small" (the 64), "large" (one large kernel) or a directory of *.ptx files, each
 // with one `.visible .entry NAME(`, in name order. nullopt and `note` when one cannot be read.
 std::optional<KernelSet> kernel_set(const std::string& spec, std::string& note);
+// The same in a child process, which says why on its standard error.
+inline std::optional<KernelSet> child_kernel_set(const std::string& spec) {
+    std::string note;
+    std::optional<KernelSet> set = kernel_set(spec, note);
+    if (!set) std::fprintf(stderr, "%s\n", note.c_str());
+    return set;
+}
 
 // Needs a GPU: the warm start of those kernels in new processes, and of one large kernel, each in
 // `rounds` rounds of one process per mode (kcache from its disk tier, the floor, the driver's

@@ -51,12 +51,8 @@ int run_corpus_cold_child(const std::string& mode, const std::string& corpus,
                           const std::string& directory) {
     auto context = driver::PrimaryContext::open(0);
     if (!context || !context->make_current()) return 3;
-    std::string note;
-    std::optional<KernelSet> read = kernel_set(corpus, note);  // before any clock starts
-    if (!read) {
-        std::fprintf(stderr, "%s\n", note.c_str());
-        return 4;
-    }
+    std::optional<KernelSet> read = child_kernel_set(corpus);  // before any clock starts
+    if (!read) return 4;
     KernelSet& set = *read;
     const int count = set.count();
     ColdRun run;

@@ -363,12 +363,8 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory,
     auto context = driver::PrimaryContext::open(0);
     if (!context || !context->make_current()) return 3;
     const double context_ms = ms_since(context_start);
-    std::string note;
-    std::optional<KernelSet> read = kernel_set(spec, note);  // before any clock starts
-    if (!read) {
-        std::fprintf(stderr, "%s\n", note.c_str());
-        return 4;
-    }
+    std::optional<KernelSet> read = child_kernel_set(spec);  // before any clock starts
+    if (!read) return 4;
     KernelSet& set = *read;
     const std::vector<std::string>& ptx = set.ptx;
     const int count = set.count();

@@ -61,6 +61,19 @@ kcache_status done(const kcache::Result<void>& result) {
     return result ? KCACHE_OK : fail(result.error());
 }
 
+// One of a kernel's native handles into *out (NULL when the call fails).
+kcache_status native_handle(const char* function, const kcache_kernel* kernel, void** out,
+                            kcache::Result<void*> (kcache::KernelHandle::*get)() const) {
+    if (out != nullptr) *out = nullptr;
+    if (kernel == nullptr || out == nullptr) return invalid(function, "kernel or out is NULL");
+    return guarded(function, [&] {
+        auto found = (kernel->handle.*get)();
+        if (!found) return fail(found.error());
+        *out = *found;
+        return KCACHE_OK;
+    });
+}
+
 }  // namespace
 
 extern "C" {
@@ -125,27 +138,13 @@ kcache_status kcache_kernel_set_cache_config(const kcache_kernel* kernel,
 }
 
 kcache_status kcache_kernel_native_function(const kcache_kernel* kernel, void** out) {
-    const char* function = "kcache_kernel_native_function";
-    if (out != nullptr) *out = nullptr;
-    if (kernel == nullptr || out == nullptr) return invalid(function, "kernel or out is NULL");
-    return guarded(function, [&] {
-        auto found = kernel->handle.native_function();
-        if (!found) return fail(found.error());
-        *out = *found;
-        return KCACHE_OK;
-    });
+    return native_handle("kcache_kernel_native_function", kernel, out,
+                         &kcache::KernelHandle::native_function);
 }
 
 kcache_status kcache_kernel_native_kernel(const kcache_kernel* kernel, void** out) {
-    const char* function = "kcache_kernel_native_kernel";
-    if (out != nullptr) *out = nullptr;
-    if (kernel == nullptr || out == nullptr) return invalid(function, "kernel or out is NULL");
-    return guarded(function, [&] {
-        auto found = kernel->handle.native_kernel();
-        if (!found) return fail(found.error());
-        *out = *found;
-        return KCACHE_OK;
-    });
+    return native_handle("kcache_kernel_native_kernel", kernel, out,
+                         &kcache::KernelHandle::native_kernel);
 }
 
 kcache_status kcache_module_global(const kcache_module* module, const char* name, uint64_t* address,

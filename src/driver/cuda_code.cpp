@@ -349,31 +349,21 @@ Result<DeviceGlobal> CudaCode::global(const std::string& name) {
     return DeviceGlobal{static_cast<std::uint64_t>(address), size};
 }
 
-Result<void> CudaCode::set_attribute(CudaKernel& kernel, CUfunction_attribute attribute,
-                                     int value) {
+Result<void> CudaCode::change_settings(CudaKernel& kernel, const KernelSettings& told) {
     std::lock_guard lock(mutex_);
-    KernelSettings told;
-    told.attributes.emplace_back(attribute, value);
     TRY(apply_settings(kernel.name, told, kernel.home_function.load(std::memory_order_acquire),
                        kernel.kernel.load(std::memory_order_acquire)));
     auto& kept = kernel.settings.attributes;
-    const auto same = std::find_if(kept.begin(), kept.end(),
-                                   [&](const auto& set) { return set.first == attribute; });
-    if (same != kept.end()) {
-        same->second = value;
-    } else {
-        kept.emplace_back(attribute, value);
+    for (const auto& [attribute, value] : told.attributes) {
+        const auto same = std::find_if(kept.begin(), kept.end(),
+                                       [&](const auto& set) { return set.first == attribute; });
+        if (same != kept.end()) {
+            same->second = value;
+        } else {
+            kept.emplace_back(attribute, value);
+        }
     }
-    return ok();
-}
-
-Result<void> CudaCode::set_cache_config(CudaKernel& kernel, CUfunc_cache config) {
-    std::lock_guard lock(mutex_);
-    KernelSettings told;
-    told.cache_config = config;
-    TRY(apply_settings(kernel.name, told, kernel.home_function.load(std::memory_order_acquire),
-                       kernel.kernel.load(std::memory_order_acquire)));
-    kernel.settings.cache_config = config;
+    if (told.cache_config) kernel.settings.cache_config = told.cache_config;
     return ok();
 }
 

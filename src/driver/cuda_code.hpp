@@ -86,10 +86,9 @@ public:
     // A __device__ or __constant__ variable in the current context: the module's at home, the
     // library's elsewhere (as the kernels launched there see it).
     Result<DeviceGlobal> global(const std::string& name);
-    // Set now on the kernel's handles that exist (the library's kernel on every device), and on
-    // each one made later. An error leaves nothing recorded.
-    Result<void> set_attribute(CudaKernel& kernel, CUfunction_attribute attribute, int value);
-    Result<void> set_cache_config(CudaKernel& kernel, CUfunc_cache config);
+    // `told` set now on the kernel's handles that exist (the library's kernel on every device),
+    // and kept for each one made later. An error leaves nothing recorded.
+    Result<void> change_settings(CudaKernel& kernel, const KernelSettings& told);
 
 private:
     explicit CudaCode(const CudaApi& api) : api_(api) {}

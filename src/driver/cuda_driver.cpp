@@ -158,12 +158,12 @@ public:
 
     Result<void> set_kernel_attribute(KernelId id, KernelAttribute attribute, int value) override {
         auto* kernel = id.as<CudaKernel>();
-        return kernel->code->set_attribute(*kernel, to_cuda(attribute), value);
+        return kernel->code->change_settings(*kernel, {{{to_cuda(attribute), value}}, {}});
     }
 
     Result<void> set_cache_config(KernelId id, CacheConfig config) override {
         auto* kernel = id.as<CudaKernel>();
-        return kernel->code->set_cache_config(*kernel, to_cuda(config));
+        return kernel->code->change_settings(*kernel, {{}, to_cuda(config)});
     }
 
 private:

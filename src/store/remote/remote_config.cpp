@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <initializer_list>
 #include <utility>
 
 #include "util/config.hpp"
@@ -42,51 +43,61 @@ std::optional<std::uint64_t> decimal(std::string_view text, std::uint64_t limit)
     return value;
 }
 
+// A whole number with a unit, scaled: the units are tried in order (an empty suffix last, for a
+// bare number).
+struct Unit {
+    std::string_view suffix;
+    std::uint64_t scale;
+};
+struct Scaled {
+    enum class Outcome { kOk, kNoUnit, kMalformed, kTooLarge } outcome;
+    std::uint64_t value = 0;
+};
+
+Scaled scaled(std::string_view text, std::initializer_list<Unit> units, std::uint64_t limit) {
+    for (const Unit& unit : units) {
+        if (!text.ends_with(unit.suffix)) continue;
+        const std::string_view number = text.substr(0, text.size() - unit.suffix.size());
+        if (number.empty() || !only(number, kDigits)) return {Scaled::Outcome::kMalformed};
+        const auto value = decimal(number, limit / unit.scale);
+        if (!value) return {Scaled::Outcome::kTooLarge};
+        return {Scaled::Outcome::kOk, *value * unit.scale};
+    }
+    return {Scaled::Outcome::kNoUnit};
+}
+
 // The duration, or an error whose message says what is wrong without quoting the text (the text
 // may be part of a URL that is not shown unmasked).
 Result<milliseconds> duration_of(std::string_view text) {
-    std::string_view number = text;
-    std::uint64_t scale = 1;
-    if (number.ends_with("ms")) {
-        number.remove_suffix(2);
-    } else if (number.ends_with('s')) {
-        number.remove_suffix(1);
-        scale = 1000;
+    const auto parsed = scaled(text, {{"ms", 1}, {"s", 1000}, {"", 1}},
+                               static_cast<std::uint64_t>(kLongestDuration.count()));
+    switch (parsed.outcome) {
+        case Scaled::Outcome::kOk:
+            if (parsed.value == 0) return Error(Errc::kInvalidArgument, "zero is no time to wait");
+            return milliseconds(static_cast<milliseconds::rep>(parsed.value));
+        case Scaled::Outcome::kTooLarge:
+            return Error(Errc::kInvalidArgument, "more than an hour");
+        case Scaled::Outcome::kNoUnit:
+        case Scaled::Outcome::kMalformed:
+            break;
     }
-    if (number.empty() || !only(number, kDigits)) {
-        return Error(Errc::kInvalidArgument,
-                     "expected milliseconds or a number with ms or s (100ms, 2s)");
-    }
-    const auto limit = static_cast<std::uint64_t>(kLongestDuration.count());
-    const auto value = decimal(number, limit);
-    if (value && *value == 0) return Error(Errc::kInvalidArgument, "zero is no time to wait");
-    if (!value || *value * scale > limit) {
-        return Error(Errc::kInvalidArgument, "more than an hour");
-    }
-    return milliseconds(static_cast<milliseconds::rep>(*value * scale));
+    return Error(Errc::kInvalidArgument,
+                 "expected milliseconds or a number with ms or s (100ms, 2s)");
 }
 
 // `busy-poll`: microseconds (us), or milliseconds (ms); 0 is off. Longer than a few milliseconds
 // would only burn a core.
 Result<std::chrono::microseconds> busy_poll_of(std::string_view text) {
-    std::string_view number = text;
-    std::uint64_t scale = 1;
-    if (number.ends_with("us")) {
-        number.remove_suffix(2);
-    } else if (number.ends_with("ms")) {
-        number.remove_suffix(2);
-        scale = 1000;
-    } else if (number != "0") {
+    const auto parsed = scaled(text, {{"us", 1}, {"ms", 1000}},
+                               static_cast<std::uint64_t>(kLongestBusyPoll.count()));
+    if (parsed.outcome == Scaled::Outcome::kOk) {
+        return std::chrono::microseconds(static_cast<std::chrono::microseconds::rep>(parsed.value));
+    }
+    if (parsed.outcome == Scaled::Outcome::kNoUnit) {
+        if (text == "0") return std::chrono::microseconds(0);
         return Error(Errc::kInvalidArgument, "expected a number with us or ms (50us), or 0");
     }
-    const auto value = only(number, kDigits)
-                           ? decimal(number, static_cast<std::uint64_t>(kLongestBusyPoll.count()))
-                           : std::nullopt;
-    if (number.empty() || !value ||
-        *value * scale > static_cast<std::uint64_t>(kLongestBusyPoll.count())) {
-        return Error(Errc::kInvalidArgument, "expected 0 to 10ms, with us or ms (50us)");
-    }
-    return std::chrono::microseconds(static_cast<std::chrono::microseconds::rep>(*value * scale));
+    return Error(Errc::kInvalidArgument, "expected 0 to 10ms, with us or ms (50us)");
 }
 
 // `max-size`: a bare number is bytes here (one value's size), unlike a cache budget's gigabytes;
