@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "driver/cuda_code.hpp"
 
-#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -347,74 +346,6 @@ Result<DeviceGlobal> CudaCode::global(const std::string& name) {
         return api_.error(Errc::kDriverError, "getting the module's global '" + name + "'", rc);
     }
     return DeviceGlobal{static_cast<std::uint64_t>(address), size};
-}
-
-Result<void> CudaCode::change_settings(CudaKernel& kernel, const KernelSettings& told) {
-    std::lock_guard lock(mutex_);
-    TRY(apply_settings(kernel.name, told, kernel.home_function.load(std::memory_order_acquire),
-                       kernel.kernel.load(std::memory_order_acquire)));
-    auto& kept = kernel.settings.attributes;
-    for (const auto& [attribute, value] : told.attributes) {
-        const auto same = std::find_if(kept.begin(), kept.end(),
-                                       [&](const auto& set) { return set.first == attribute; });
-        if (same != kept.end()) {
-            same->second = value;
-        } else {
-            kept.emplace_back(attribute, value);
-        }
-    }
-    if (told.cache_config) kernel.settings.cache_config = told.cache_config;
-    return ok();
-}
-
-Result<void> CudaCode::apply_settings(const std::string& name, const KernelSettings& settings,
-                                      CUfunction home, CUkernel library) {
-    if (settings.attributes.empty() && !settings.cache_config) return ok();
-    const auto failed = [&](const char* call, CUresult rc) {
-        return api_.error(
-            rc == CUDA_ERROR_INVALID_VALUE ? Errc::kInvalidArgument : Errc::kDriverError,
-            std::string(call) + " for kernel '" + name + "'", rc);
-    };
-    if (home != nullptr) {
-        for (const auto& [attribute, value] : settings.attributes) {
-            if (CUresult rc = api_.cuFuncSetAttribute(home, attribute, value); rc != CUDA_SUCCESS) {
-                return failed("cuFuncSetAttribute", rc);
-            }
-        }
-        if (settings.cache_config) {
-            if (CUresult rc = api_.cuFuncSetCacheConfig(home, *settings.cache_config);
-                rc != CUDA_SUCCESS) {
-                return failed("cuFuncSetCacheConfig", rc);
-            }
-        }
-    }
-    if (library != nullptr) {
-        // A library's kernel is set per device: on every one, since any context may launch it.
-        int devices = 0;
-        if (CUresult rc = api_.cuDeviceGetCount(&devices); rc != CUDA_SUCCESS) {
-            return failed("cuDeviceGetCount", rc);
-        }
-        for (int ordinal = 0; ordinal < devices; ++ordinal) {
-            CUdevice device = 0;
-            if (CUresult rc = api_.cuDeviceGet(&device, ordinal); rc != CUDA_SUCCESS) {
-                return failed("cuDeviceGet", rc);
-            }
-            for (const auto& [attribute, value] : settings.attributes) {
-                if (CUresult rc = api_.cuKernelSetAttribute(attribute, value, library, device);
-                    rc != CUDA_SUCCESS) {
-                    return failed("cuKernelSetAttribute", rc);
-                }
-            }
-            if (settings.cache_config) {
-                if (CUresult rc =
-                        api_.cuKernelSetCacheConfig(library, *settings.cache_config, device);
-                    rc != CUDA_SUCCESS) {
-                    return failed("cuKernelSetCacheConfig", rc);
-                }
-            }
-        }
-    }
-    return ok();
 }
 
 Error CudaCode::with_logs(const Error& base) const {
