@@ -40,11 +40,6 @@ Clock::duration transfer_time(std::uint64_t bytes) {
         std::chrono::duration<double>(static_cast<double>(bytes) / kSlowestTransfer));
 }
 
-struct Failed {
-    RedisFailure kind;
-    std::string what;
-};
-
 Error to_error(const std::string& name, RedisFailure kind, const std::string& what) {
     const Errc code = kind == RedisFailure::kProtocol || kind == RedisFailure::kTooLarge
                           ? Errc::kCorruptEntry
