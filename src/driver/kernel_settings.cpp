@@ -13,13 +13,13 @@ Result<void> CudaCode::change_settings(CudaKernel& kernel, const KernelSettings&
     TRY(apply_settings(kernel.name, told, kernel.home_function.load(std::memory_order_acquire),
                        kernel.kernel.load(std::memory_order_acquire)));
     auto& kept = kernel.settings.attributes;
-    for (const auto& [attribute, value] : told.attributes) {
+    for (const auto& setting : told.attributes) {
         const auto same = std::find_if(kept.begin(), kept.end(),
-                                       [&](const auto& set) { return set.first == attribute; });
+                                       [&](const auto& set) { return set.first == setting.first; });
         if (same != kept.end()) {
-            same->second = value;
+            same->second = setting.second;
         } else {
-            kept.emplace_back(attribute, value);
+            kept.push_back(setting);
         }
     }
     if (told.cache_config) kernel.settings.cache_config = told.cache_config;
