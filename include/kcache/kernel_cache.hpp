@@ -407,11 +407,13 @@ public:
     std::size_t size() const;
     const CacheOptions& options() const noexcept;
 
-    // Waits until the remote uploads queued so far were sent or failed (each request has its own
-    // deadline), and the remote hits were written to the disk tier; at once without a remote
-    // tier. A program that must know its compiles reached the
-    // fleet (`kcache compile`) calls it before exiting; others need not: a cache's end gives its
-    // queued uploads a short grace period, then drops and counts the rest.
+    // Waits until the kernels compiled so far were written to the disk tier (a lookup's compile
+    // is written behind its caller, who has the kernel first), the remote uploads queued so far
+    // were sent or failed (each request has its own deadline), and the remote hits were written
+    // to the disk tier. A program that must know its compiles reached the fleet (`kcache
+    // compile`) calls it before exiting; others need not: a cache's end writes what is queued
+    // for the disk, and gives its queued uploads a short grace period, then drops and counts the
+    // rest.
     void wait_for_uploads();
 
 private:

@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "build/tier_lookup.hpp"
 #include "util/log.hpp"
 #include "util/try.hpp"
 
@@ -65,29 +66,49 @@ ArtifactBuilder::ArtifactBuilder(const BuildOptions& options)
       tiers_(open_tiers(options, disk_open_error_)),
       workers_(start_workers(options)) {}
 
+namespace {
+
+// What the driver loads itself, where there is nothing to compile on the host.
+BuiltArtifact for_the_driver(const Source& source) {
+    BuiltArtifact built;
+    built.loadable = source;
+    built.provenance =
+        source.kind == SourceKind::kPtx ? Provenance::kDriverJit : Provenance::kBinary;
+    return built;
+}
+
+// One outcome per lookup, from where the artifact came: the tiers may have been read twice
+// (before and after the compile lock, or after waiting for another thread).
+store::ArtifactStore::Outcome outcome_of(const Result<BuiltArtifact>& built, bool rejected) {
+    using Outcome = store::ArtifactStore::Outcome;
+    if (built && built->provenance == Provenance::kMemoryTier) return Outcome::kMemoryHit;
+    if (built && built->provenance == Provenance::kDiskTier) return Outcome::kDiskHit;
+    if (built && built->provenance == Provenance::kRemoteTier) return Outcome::kRemoteHit;
+    return rejected ? Outcome::kRejected : Outcome::kMiss;
+}
+
+}  // namespace
+
 Result<BuiltArtifact> ArtifactBuilder::build(std::string_view key, int arch, const Source& source,
                                              Asking asking) {
     TRY_ASSIGN(std::optional<BuildPlan> plan, plan_build(arch, source, host_compile_));
-    if (!plan) {
-        BuiltArtifact for_the_driver;
-        for_the_driver.loadable = source;
-        for_the_driver.provenance =
-            source.kind == SourceKind::kPtx ? Provenance::kDriverJit : Provenance::kBinary;
-        return for_the_driver;
-    }
+    if (!plan) return for_the_driver(source);
     bool rejected = false;
-    auto built = build_once(key, *plan, source, rejected);
-    if (asking == Asking::kLookup) {
-        // One outcome per lookup, from where the artifact came: the tiers may have been read
-        // twice (before and after the compile lock, or after waiting for another thread).
-        using Outcome = store::ArtifactStore::Outcome;
-        Outcome outcome = rejected ? Outcome::kRejected : Outcome::kMiss;
-        if (built && built->provenance == Provenance::kMemoryTier) outcome = Outcome::kMemoryHit;
-        if (built && built->provenance == Provenance::kDiskTier) outcome = Outcome::kDiskHit;
-        if (built && built->provenance == Provenance::kRemoteTier) outcome = Outcome::kRemoteHit;
-        tiers_->count(outcome);
-    }
+    auto built = build_once(key, *plan, source, rejected, asking);
+    if (asking == Asking::kLookup) tiers_->count(outcome_of(built, rejected));
     return built;
+}
+
+Result<std::optional<BuiltArtifact>> ArtifactBuilder::find(std::string_view key, int arch,
+                                                           const Source& source) {
+    TRY_ASSIGN(std::optional<BuildPlan> plan, plan_build(arch, source, host_compile_));
+    if (!plan) return std::optional<BuiltArtifact>(for_the_driver(source));
+    bool rejected = false;
+    auto found = find_in_tiers(*tiers_, key, *plan, source, rejected);
+    // A rejected entry is left for build(), which replaces it and counts the rejection.
+    if (!found) return std::optional<BuiltArtifact>();
+    tiers_->count(outcome_of(*found, false));
+    return found;
 }
 
 }  // namespace kcache::build

@@ -51,6 +51,12 @@ public:
     Result<BuiltArtifact> build(std::string_view key, int arch, const Source& source,
                                 Asking asking = Asking::kLookup);
 
+    // A lookup's first look, for warm_up: the artifact if a tier has it (or if there is nothing
+    // to compile: the caller's binary, PTX for the driver's JIT), counted as the lookup's hit;
+    // nullopt if it must be compiled, counting nothing (the build() that follows counts the
+    // miss).
+    Result<std::optional<BuiltArtifact>> find(std::string_view key, int arch, const Source& source);
+
     // The tiers (never null), shared so that loaded modules can read their bytes back.
     const std::shared_ptr<store::ArtifactStore>& tiers() const noexcept { return tiers_; }
     // Why the disk tier that was asked for is not there; nullopt when it is (or none was asked).
@@ -59,10 +65,12 @@ public:
 private:
     // compile_once.cpp: single flight by fingerprint in this process, then the lock file across
     // processes, then compile_step and store_step.
+    // A lookup's compile is written to disk behind its caller; a prebuild's before it returns,
+    // since a prebuild is for the disk.
     Result<BuiltArtifact> build_once(std::string_view key, const BuildPlan& plan,
-                                     const Source& source, bool& rejected);
+                                     const Source& source, bool& rejected, Asking asking);
     Result<BuiltArtifact> compile_and_store(std::string_view key, const BuildPlan& plan,
-                                            const Source& source, bool& rejected);
+                                            const Source& source, bool& rejected, Asking asking);
     // The remote tier's lease: nullopt to compile here (holding `lease` when won), or the value
     // another node's compile uploaded while this one waited.
     std::optional<BuiltArtifact> lead_or_wait(std::string_view key, const BuildPlan& plan,

@@ -4,6 +4,7 @@
 // looks in the tiers again.
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -89,7 +90,8 @@ std::optional<BuiltArtifact> ArtifactBuilder::lead_or_wait(std::string_view key,
 }
 
 Result<BuiltArtifact> ArtifactBuilder::build_once(std::string_view key, const BuildPlan& plan,
-                                                  const Source& source, bool& rejected) {
+                                                  const Source& source, bool& rejected,
+                                                  Asking asking) {
     if (auto hit = find_in_tiers(*tiers_, key, plan, source, rejected)) return std::move(*hit);
 
     const std::string flight_id = plan.fingerprint.hex();
@@ -104,10 +106,10 @@ Result<BuiltArtifact> ArtifactBuilder::build_once(std::string_view key, const Bu
             shared.compile_ns = 0;
             return shared;
         }
-        return compile_and_store(key, plan, source, rejected);
+        return compile_and_store(key, plan, source, rejected, asking);
     }
     util::SingleFlight::Landing landing(flights_, flight_id, ticket.flight);
-    auto built = compile_and_store(key, plan, source, rejected);
+    auto built = compile_and_store(key, plan, source, rejected, asking);
     if (built) {
         // For waiters the tiers cannot serve; one copy of a cubin per compile, small beside it.
         landing.succeed(std::make_shared<const BuiltArtifact>(*built));
@@ -119,7 +121,8 @@ Result<BuiltArtifact> ArtifactBuilder::build_once(std::string_view key, const Bu
 
 Result<BuiltArtifact> ArtifactBuilder::compile_and_store(std::string_view key,
                                                          const BuildPlan& plan,
-                                                         const Source& source, bool& rejected) {
+                                                         const Source& source, bool& rejected,
+                                                         Asking asking) {
     // Across processes: one compiles, the others wait on the lock and then find its result.
     // Held until the artifact is stored; without the lock in time, compile privately. A holder
     // that stops stamping its lock (stopped, hung) is not waited for: FileLock gives up after a
@@ -159,12 +162,19 @@ Result<BuiltArtifact> ArtifactBuilder::compile_and_store(std::string_view key,
         for_the_driver.loadable = source;
         return for_the_driver;
     }
+    // Once stored, the processes waiting on the lock can go; a due cleanup runs after they do.
+    // A lookup's caller needs only the cubin, which the memory tier holds at once: the durable
+    // write, the lock's release and the cleanup go behind it.
+    auto held = std::make_shared<std::optional<util::FileLock>>(std::move(lock));
+    auto stored = [held, disk] {
+        held->reset();
+        if (disk != nullptr) disk->run_pending_cleanup();
+    };
+    const auto writing = asking == Asking::kLookup ? store::ArtifactStore::Writing::kBehind
+                                                   : store::ArtifactStore::Writing::kNow;
     BuiltArtifact built = store_compiled(tiers_.get(), caller_key, plan, source,
-                                         std::move(*compiled), std::move(lease));
+                                         std::move(*compiled), std::move(lease), writing, stored);
     built.compile_ns = compile_ns;
-    // Stored: the processes waiting on the lock can go; a due cleanup runs after they do.
-    lock.reset();
-    if (disk != nullptr) disk->run_pending_cleanup();
     return built;
 }
 

@@ -32,7 +32,8 @@ std::vector<std::string> ptx_entry_names(std::string_view ptx) {
 
 BuiltArtifact store_compiled(store::ArtifactStore* tiers, std::string_view caller_key,
                              const BuildPlan& plan, const Source& source,
-                             compile::Compiled compiled, store::remote::Lease lease) {
+                             compile::Compiled compiled, store::remote::Lease lease,
+                             store::ArtifactStore::Writing writing, std::function<void()> stored) {
     BuiltArtifact built;
     built.provenance = Provenance::kCompiled;
     built.source_bytes = plan.source_bytes;
@@ -54,15 +55,23 @@ BuiltArtifact store_compiled(store::ArtifactStore* tiers, std::string_view calle
     // process (a decoded one, without tiers), shared by the tier and the loaded module.
     store::DiskStore* disk = tiers != nullptr ? tiers->disk() : nullptr;
     if (tiers != nullptr) {
-        store::Stored put = tiers->put(plan.fingerprint, artifact,
-                                       store::DiskStore::Cleaning::kDeferred, std::move(lease));
+        // The caller's key is recorded once the entry is on disk: a record naming an entry that
+        // is not there yet would explain a miss with the wrong entry's key material.
+        auto record = [disk, caller_key = std::string(caller_key), fingerprint = plan.fingerprint,
+                       stored = std::move(stored)](const Result<void>&) {
+            if (disk != nullptr) {
+                store::KeyIndex::at(disk->cache_directory()).record(caller_key, fingerprint);
+            }
+            if (stored) stored();
+        };
+        store::Stored put =
+            tiers->put(plan.fingerprint, artifact, store::DiskStore::Cleaning::kDeferred,
+                       std::move(lease), writing, std::move(record));
         built.artifact = std::move(put.entry);
         if (!put.disk) built.not_stored = std::move(put.disk).error();
-        if (disk != nullptr) {
-            store::KeyIndex::at(disk->cache_directory()).record(caller_key, plan.fingerprint);
-        }
     } else {
         built.artifact = store::VerifiedArtifact::of(artifact);
+        if (stored) stored();
     }
     if (built.artifact == nullptr) {  // key material no artifact can hold: the cubin still loads
         if (disk != nullptr && !built.not_stored) {

@@ -97,6 +97,8 @@ LoadedModules::LoadedModules(CacheOptions options_in)
 }
 
 LoadedModules::~LoadedModules() {
+    // The compiles' entries still queued are written first: the final flush counts them.
+    builder_.tiers()->finish_writes();
     stats_flusher_.reset();  // its final flush reads stats(), which reads table_
     std::lock_guard lock(clear_mutex);
     clear_locked();

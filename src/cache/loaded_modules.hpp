@@ -55,6 +55,14 @@ public:
     Result<PreparedArtifact> prepare(std::string_view key, FunctionRef<Result<Source>()> make,
                                      int arch, bool for_load);
     Result<Provenance> prebuild(std::string_view key, FunctionRef<Result<Source>()> make, int arch);
+    // warm_up's first look: prepare() for a load when a tier has the artifact (or nothing needs
+    // compiling); else the generated source, for a prepare() later that compiles it.
+    struct FirstLook {
+        std::optional<PreparedArtifact> prepared;
+        std::optional<Source> to_compile;
+    };
+    Result<FirstLook> look_in_tiers(std::string_view key, FunctionRef<Result<Source>()> make,
+                                    int arch);
 
     // Removes a broken module: its JIT failed when a kernel was first resolved (with lazy loading
     // the driver may defer the JIT past load_module, and a failed compile must not stay cached),
@@ -62,16 +70,19 @@ public:
     void discard(const ModuleHandle& module);
 
     void clear_locked();  // caller holds clear_mutex
-    // Adds what this cache counted since its last flush to the directory's persistent
-    // statistics (`kcache -s`); a failure is logged by the flusher.
+    // The compiles' disk writes, the remote uploads and the remote hits' disk writes queued so
+    // far, all done.
     void wait_for_uploads() {
+        builder_.tiers()->drain_writes();
         if (store::remote::RemoteTier* remote = builder_.tiers()->remote()) remote->drain_uploads();
         builder_.tiers()->drain_refills();
     }
-    // At the process's exit: the remote uploads still queued get their grace period, the remote
-    // hits still queued for the disk are written, and the tiers' threads stop (nothing of theirs
-    // runs during static destruction); then the statistics are flushed.
+    // At the process's exit: the compiles' entries and the remote hits still queued for the disk
+    // are written, the remote uploads still queued get their grace period, and the tiers'
+    // threads stop (nothing of theirs runs during static destruction); then the statistics are
+    // flushed.
     void at_exit() {
+        builder_.tiers()->finish_writes();
         if (store::remote::RemoteTier* remote = builder_.tiers()->remote()) {
             remote->finish_uploads(remote->exit_grace());
             remote->stop_renewing();
@@ -79,6 +90,8 @@ public:
         builder_.tiers()->finish_refills();
         flush_stats();
     }
+    // Adds what this cache counted since its last flush to the directory's persistent
+    // statistics (`kcache -s`); a failure is logged by the flusher.
     void flush_stats() {
         if (stats_flusher_) (void)stats_flusher_->flush();
     }
@@ -101,6 +114,8 @@ private:
                                           const Source& source,
                                           PreparedArtifact* prepared = nullptr);
     bool probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept;
+    // What prepare() for a load keeps of `source` and the artifact `built` made of it.
+    PreparedArtifact prepared_for_load(Source source, build::BuiltArtifact built, int arch) const;
     // A PTX source declares its kernels' parameters: no driver query at their first launch.
     // Verification trusts the driver's own answer instead (empty sizes). `stored`: what the
     // source's artifact recorded at compile time, taken instead of reading the PTX again.

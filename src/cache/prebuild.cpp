@@ -31,16 +31,43 @@ Result<PreparedArtifact> LoadedModules::prepare(std::string_view key,
         compiles_.fetch_add(1, std::memory_order_relaxed);
         prebuild_compiles_.fetch_add(1, std::memory_order_relaxed);
     }
+    if (for_load) return prepared_for_load(std::move(source), std::move(built).value(), arch);
     PreparedArtifact prepared;
     prepared.source = std::move(source);
     prepared.built = std::move(built).value();
-    if (for_load) {
-        prepared.source_digest =
-            build::source_digest(prepared.source, arch, prepared.built.source_bytes);
-        prepared.param_sizes = ptx_param_sizes_of(
-            prepared.source, recorded_param_sizes(prepared.source, prepared.built.artifact.get()));
-    }
     return prepared;
+}
+
+PreparedArtifact LoadedModules::prepared_for_load(Source source, build::BuiltArtifact built,
+                                                  int arch) const {
+    PreparedArtifact prepared;
+    prepared.source = std::move(source);
+    prepared.built = std::move(built);
+    prepared.source_digest =
+        build::source_digest(prepared.source, arch, prepared.built.source_bytes);
+    prepared.param_sizes = ptx_param_sizes_of(
+        prepared.source, recorded_param_sizes(prepared.source, prepared.built.artifact.get()));
+    return prepared;
+}
+
+Result<LoadedModules::FirstLook> LoadedModules::look_in_tiers(std::string_view key,
+                                                              FunctionRef<Result<Source>()> make,
+                                                              int arch) {
+    if (key.empty()) return Error(Errc::kInvalidArgument, "empty cache key");
+    if (stats_flusher_) stats_flusher_->maybe_flush();
+    TRY_ASSIGN(Source source, generate_source(make));
+    auto found = builder_.find(key, arch, source);
+    if (!found) {
+        compile_failures_.fetch_add(1, std::memory_order_relaxed);
+        return std::move(found).error();
+    }
+    FirstLook look;
+    if (*found) {
+        look.prepared = prepared_for_load(std::move(source), std::move(**found), arch);
+    } else {
+        look.to_compile = std::move(source);
+    }
+    return look;
 }
 
 Result<Provenance> LoadedModules::prebuild(std::string_view key, FunctionRef<Result<Source>()> make,

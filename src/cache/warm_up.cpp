@@ -28,7 +28,41 @@ struct Slot {
     std::optional<Error> error;
     // Neither: the key was loaded already, and the calling thread looks it up as kernel() would
     // (verification, its own thread's counters, a kernel name not resolved yet).
+    std::optional<Source> to_compile;  // between the first look and the compile, on workers
 };
+
+// The items no tier had, compiled largest source first: the largest compile is a warm-up's
+// critical path, and started last it would end last (docs/performance.md).
+class CompileQueue {
+public:
+    void push(std::size_t index, std::size_t source_bytes) {
+        std::lock_guard lock(mutex_);
+        pending_.push_back({source_bytes, index});
+        std::push_heap(pending_.begin(), pending_.end());
+    }
+    std::size_t size() {
+        std::lock_guard lock(mutex_);
+        return pending_.size();
+    }
+    std::optional<std::size_t> pop_largest() {
+        std::lock_guard lock(mutex_);
+        if (pending_.empty()) return std::nullopt;
+        std::pop_heap(pending_.begin(), pending_.end());
+        const std::size_t index = pending_.back().second;
+        pending_.pop_back();
+        return index;
+    }
+
+private:
+    std::mutex mutex_;
+    std::vector<std::pair<std::size_t, std::size_t>> pending_;  // guarded by mutex_: a heap
+};
+
+std::size_t bytes_of(const Source& source) {
+    std::size_t bytes = source.bytes.size();
+    for (const auto& header : source.headers) bytes += header.second.size();
+    return bytes;
+}
 
 // Indices of items whose slot is filled, in the order they were finished.
 class ReadyQueue {
@@ -114,6 +148,10 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
         auto made = [&]() -> Result<Source> { return item.make_source(); };
         results[i] = kernel_impl(item.key, made, item.kernel_name, prepared);
     };
+    // Two passes on the workers: every item is first looked for in the tiers, and goes to be
+    // loaded if found; what no tier has is compiled once no item is left to look at, largest
+    // first. A tier hit never waits behind a compile.
+    CompileQueue compiles;
     auto make_all = [&] {
         for (std::size_t n = next.fetch_add(1); n < firsts.size(); n = next.fetch_add(1)) {
             const std::size_t i = firsts[n];
@@ -121,23 +159,44 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
             Slot& slot = slots[i];
             if (!modules_->contains(item.key, *arch)) {
                 auto made = [&]() -> Result<Source> { return item.make_source(); };
-                auto prepared = modules_->prepare(item.key, made, *arch, /*for_load=*/true);
-                if (prepared) {
-                    slot.prepared = std::move(prepared).value();
+                auto look = modules_->look_in_tiers(item.key, made, *arch);
+                if (!look) {
+                    slot.error = cache::with_key(item.key, look.error());
+                } else if (look->to_compile) {
+                    compiles.push(i, bytes_of(*look->to_compile));
+                    slot.to_compile = std::move(look->to_compile);
+                    continue;
                 } else {
-                    slot.error = cache::with_key(item.key, prepared.error());
+                    slot.prepared = std::move(look->prepared);
                 }
+            }
+            finished(item.key, slot.error ? &*slot.error : nullptr);
+            ready.push(i);
+        }
+        while (const std::optional<std::size_t> popped = compiles.pop_largest()) {
+            const std::size_t i = *popped;
+            const WarmUpItem& item = items[i];
+            Slot& slot = slots[i];
+            // The source generated for the first look; the caller's generator ran once.
+            auto made = [&]() -> Result<Source> { return std::move(*slot.to_compile); };
+            auto prepared = modules_->prepare(item.key, made, *arch, /*for_load=*/true);
+            slot.to_compile.reset();
+            if (prepared) {
+                slot.prepared = std::move(prepared).value();
+            } else {
+                slot.error = cache::with_key(item.key, prepared.error());
             }
             finished(item.key, slot.error ? &*slot.error : nullptr);
             ready.push(i);
         }
     };
 
-    // Workers are started by the calling thread, one at first and another whenever it has waited
-    // kPatience for an item while items are left: tier hits, quicker to make than to load, keep
-    // one or two workers, and compiles soon have all `threads` (a thread start costs more than a
-    // tier hit). A thread that cannot start stops the growth; if none can, the calling thread
-    // makes everything first.
+    // Workers are started by the calling thread, one at first and more whenever it has waited
+    // kPatience for an item while items are left: one more while items are still to be looked
+    // at (tier hits, quicker to make than to load, keep one or two workers busy: a thread start
+    // costs more than a tier hit), and one for each compile waiting, up to `threads`. A thread
+    // that cannot start stops the growth; if none can, the calling thread makes everything
+    // first.
     const unsigned count = std::max(1u, std::min(threads, static_cast<unsigned>(items.size())));
     std::vector<std::thread> pool;
     pool.reserve(count);
@@ -149,16 +208,19 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
     } join_all{pool};
     bool can_grow = true;
     auto grow = [&] {
-        if (!can_grow || pool.size() == count ||
-            next.load(std::memory_order_relaxed) >= firsts.size()) {
-            return;
-        }
-        try {
-            pool.emplace_back(make_all);
-        } catch (const std::system_error& e) {
-            can_grow = false;
-            util::log_line(util::LogLevel::kInfo,
-                           std::string("warm_up: a worker thread did not start: ") + e.what());
+        // Compiles waiting get a worker each at once: each takes far longer than a thread's start.
+        const std::size_t compiling = compiles.size();
+        const bool looking = next.load(std::memory_order_relaxed) < firsts.size();
+        std::size_t wanted = std::max<std::size_t>(compiling, looking ? 1 : 0);
+        while (can_grow && wanted > 0 && pool.size() < count) {
+            try {
+                pool.emplace_back(make_all);
+                --wanted;
+            } catch (const std::system_error& e) {
+                can_grow = false;
+                util::log_line(util::LogLevel::kInfo,
+                               std::string("warm_up: a worker thread did not start: ") + e.what());
+            }
         }
     };
     grow();

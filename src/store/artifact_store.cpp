@@ -44,6 +44,12 @@ namespace {
 constexpr std::size_t kMaxRefills = 4096;
 constexpr std::uint64_t kMaxRefillBytes = std::uint64_t{1} << 30;
 
+// Compiles' entries waiting for the disk: a warm-up's worth; a write that does not fit is made
+// by its compiling thread. A few threads, since a durable write waits on the disk.
+constexpr std::size_t kMaxWrites = 4096;
+constexpr std::uint64_t kMaxWriteBytes = std::uint64_t{1} << 30;
+constexpr unsigned kWriteThreads = 4;
+
 }  // namespace
 
 void ArtifactStore::start_refills() {
@@ -56,8 +62,27 @@ void ArtifactStore::start_refills() {
         kMaxRefills, kMaxRefillBytes);
 }
 
+void ArtifactStore::start_writes() {
+    writes_ = std::make_unique<DiskWriteQueue>(
+        [this](const DiskWrite& write) {
+            return disk_->put_encoded(write.fingerprint, write.entry->encoded(),
+                                      DiskStore::Cleaning::kDeferred);
+        },
+        kWriteThreads, kMaxWrites, kMaxWriteBytes);
+}
+
 ArtifactStore::~ArtifactStore() {
+    finish_writes();
     finish_refills();
+}
+
+void ArtifactStore::drain_writes() {
+    if (writes_) writes_->drain();
+}
+
+void ArtifactStore::finish_writes() {
+    // Local writes: a generous bound, only so that a stuck disk cannot hold the end for ever.
+    if (writes_) writes_->finish(std::chrono::seconds(60));
 }
 
 void ArtifactStore::finish_refills() {
@@ -116,7 +141,8 @@ std::shared_ptr<const VerifiedArtifact> ArtifactStore::read_back(
 }
 
 Stored ArtifactStore::put(const util::Fingerprint& fingerprint, const Artifact& entry,
-                          DiskStore::Cleaning cleaning, remote::Lease lease) {
+                          DiskStore::Cleaning cleaning, remote::Lease lease, Writing writing,
+                          std::function<void(const Result<void>& written)> then) {
     // A compile's entry, once through the entry format: what a disk hit would have kept, and the
     // bytes the disk and remote tiers store.
     auto decoded = VerifiedArtifact::of(entry);
@@ -124,9 +150,27 @@ Stored ArtifactStore::put(const util::Fingerprint& fingerprint, const Artifact& 
     if (remote_ && decoded) {
         remote_->put(fingerprint, std::string(decoded->encoded()), std::move(lease));
     }
-    if (!disk_) return {std::move(decoded), ok()};
+    if (!disk_) {
+        if (then) then(ok());
+        return {std::move(decoded), ok()};
+    }
+    if (writing == Writing::kBehind && decoded && writes_) {
+        DiskWrite write{fingerprint, decoded,
+                        [this, fingerprint, then](const Result<void>& written) {
+                            note_disk_write(fingerprint, written);
+                            if (then) then(written);
+                        }};
+        if (writes_->push(write)) return {std::move(decoded), ok()};
+    }
     Result<void> written = decoded ? disk_->put_encoded(fingerprint, decoded->encoded(), cleaning)
                                    : disk_->put(fingerprint, entry, cleaning);
+    note_disk_write(fingerprint, written);
+    if (then) then(written);
+    return {std::move(decoded), std::move(written)};
+}
+
+void ArtifactStore::note_disk_write(const util::Fingerprint& fingerprint,
+                                    const Result<void>& written) {
     const std::pair key{fingerprint.high, fingerprint.low};
     std::lock_guard lock(unstored_mutex_);
     if (written) {
@@ -135,7 +179,6 @@ Stored ArtifactStore::put(const util::Fingerprint& fingerprint, const Artifact& 
         unstored_.insert_or_assign(key, written.error());
     }
     any_unstored_.store(!unstored_.empty(), std::memory_order_relaxed);
-    return {std::move(decoded), std::move(written)};
 }
 
 std::optional<Error> ArtifactStore::why_not_on_disk(const util::Fingerprint& fingerprint) const {

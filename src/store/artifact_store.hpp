@@ -15,6 +15,7 @@
 
 #include "kcache/result.hpp"
 #include "store/disk_store.hpp"
+#include "store/disk_write_queue.hpp"
 #include "store/memory_store.hpp"
 #include "store/remote/remote_tier.hpp"
 
@@ -61,9 +62,10 @@ public:
                   std::unique_ptr<remote::RemoteTier> remote = nullptr)
         : memory_(memory_bytes), disk_(std::move(disk)), remote_(std::move(remote)) {
         if (disk_ && remote_) start_refills();
+        if (disk_ && !disk_->read_only()) start_writes();
     }
-    // Remote hits still to be written to disk are written first (local writes: no server to
-    // wait for).
+    // Compiles' entries and remote hits still to be written to disk are written first (local
+    // writes: no server to wait for).
     ~ArtifactStore();
 
     // find(), then count() of how it ended: for a caller that takes whatever it finds.
@@ -90,8 +92,20 @@ public:
     // is still in memory, so a caller loading it may ignore it, and a later memory hit of it
     // says it is not on disk.
     // The remote write is queued (off the caller's path), and `lease` released once it is sent.
+    // kBehind queues the disk write too (DiskWriteQueue), where the queue has room: Stored::disk
+    // is then ok(), and its outcome goes to `then`. `then`, if given, runs exactly once, when
+    // the disk write ended (at once without a disk tier): on a writing thread when queued, else
+    // before put() returns.
+    enum class Writing { kNow, kBehind };
     Stored put(const util::Fingerprint& fingerprint, const Artifact& entry,
-               DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow, remote::Lease lease = {});
+               DiskStore::Cleaning cleaning = DiskStore::Cleaning::kNow, remote::Lease lease = {},
+               Writing writing = Writing::kNow,
+               std::function<void(const Result<void>& written)> then = {});
+    // Waits until the disk writes queued so far (kBehind) were written.
+    void drain_writes();
+    // The end of the process: the queued disk writes are written (within a bound), and their
+    // threads stop.
+    void finish_writes();
 
     ArtifactStats stats() const;
     DiskStore* disk() const noexcept { return disk_.get(); }
@@ -99,7 +113,9 @@ public:
 
 private:
     void start_refills();
+    void start_writes();
     std::optional<Error> why_not_on_disk(const util::Fingerprint& fingerprint) const;
+    void note_disk_write(const util::Fingerprint& fingerprint, const Result<void>& written);
 
     MemoryStore memory_;
     std::unique_ptr<DiskStore> disk_;
@@ -115,6 +131,9 @@ private:
     mutable std::mutex unstored_mutex_;
     std::map<std::pair<std::uint64_t, std::uint64_t>, Error> unstored_;  // guarded by the mutex
     std::atomic<bool> any_unstored_{false};
+    // Compiles' entries on their way to the disk tier; null without a writable disk tier. Last:
+    // its threads use everything above, and are stopped first.
+    std::unique_ptr<DiskWriteQueue> writes_;
 };
 
 }  // namespace kcache::store

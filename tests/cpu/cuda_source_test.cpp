@@ -104,6 +104,7 @@ TEST_F(CudaSourceTest, AnExternCKernelCompilesWithNvrtcAndLoads) {
     auto kernel = cache.kernel(
         "scale", [] { return scale_cuda(); }, "scale");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    cache.wait_for_uploads();  // a lookup's compile is written to disk behind it
     EXPECT_EQ(cache.stats().compiles, 1u);
     EXPECT_EQ(cache.stats().disk_writes, 1u);
     EXPECT_EQ(fake_->loads(), 1);
@@ -157,6 +158,7 @@ TEST_F(CudaSourceTest, AnotherSpellingOfTheSameOptionsSharesTheArtifact) {
         return source;
     };
     ASSERT_TRUE(cache.kernel("b", respelled, "scale").ok());
+    cache.wait_for_uploads();  // a lookup's compile is written to disk behind it
     EXPECT_EQ(cache.stats().compiles, 1u);
     EXPECT_EQ(entry_files(dir_), 1u);
 }
@@ -171,6 +173,7 @@ TEST_F(CudaSourceTest, ChangedOptionsCompileAgain) {
                     .kernel(
                         "b", [] { return scale_cuda("2.0f"); }, "scale")
                     .ok());
+    cache.wait_for_uploads();  // a lookup's compile is written to disk behind it
     EXPECT_EQ(cache.stats().compiles, 2u);
     EXPECT_EQ(entry_files(dir_), 2u);
 }
@@ -303,6 +306,7 @@ TEST_F(CudaSourceTest, AnEntryCompiledWithDiskHeadersIsNeverServedToASourceWitho
             },
             "k");
         ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+        cache.wait_for_uploads();  // a lookup's compile is written to disk behind it
         EXPECT_EQ(entry_files(dir_), 1u);
     }
     KernelCache cache(options());

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <set>
 #include <span>
 #include <thread>
@@ -92,6 +94,7 @@ TEST_F(TiersTest, FirstMissCompilesOnTheHostAndWritesTheDisk) {
     KernelCache cache(options());
     auto kernel = cache.kernel("gelu:16", gelu, "gelu");
     ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    cache.wait_for_uploads();  // a lookup's compile is written to disk behind it
     const CacheStats stats = cache.stats();
     EXPECT_EQ(stats.compiles, 1u);
     EXPECT_TRUE(stats.disk_enabled);
@@ -391,6 +394,7 @@ TEST_F(TiersTest, TheDiskStaysWithinItsFileBudget) {
                             test::kSoftmax)
                         .ok());
     }
+    cache.wait_for_uploads();  // a lookup's compile is written to disk behind it
     std::size_t files = 0;
     for (const auto& item : fs::recursive_directory_iterator(dir_)) {
         if (item.path().extension() == ".kc") ++files;
@@ -414,6 +418,7 @@ TEST_F(TiersTest, ACorruptDiskEntryIsRecompiledAndReplaced) {
     ASSERT_EQ(damaged, 1);
     KernelCache second(options());
     ASSERT_TRUE(second.kernel("gelu:16", gelu, "gelu").ok());
+    second.wait_for_uploads();  // a lookup's compile is written to disk behind it
     EXPECT_EQ(second.stats().disk_corrupt, 1u);
     EXPECT_EQ(second.stats().compiles, 1u);
     EXPECT_EQ(second.stats().disk_writes, 1u);
@@ -451,6 +456,7 @@ TEST_F(TiersTest, ADifferentArchIsADifferentArtifact) {
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
     fakes::FakeDriver::ScopedContext sm80(80);
     ASSERT_TRUE(cache.kernel("gelu:16", gelu, "gelu").ok());
+    cache.wait_for_uploads();  // a lookup's compile is written to disk behind it
     EXPECT_EQ(cache.stats().compiles, 2u);
     EXPECT_EQ(cache.stats().disk_writes, 2u);
 }
@@ -556,6 +562,44 @@ TEST_F(WarmUpTest, CompilesEveryKernelAndLoadsThem) {
     EXPECT_EQ(thread_stats().hits, 1u);
 }
 
+// The largest compile is a warm-up's critical path: what no tier has is compiled largest source
+// first, after every tier hit was handed over, whatever the items' order; each generator still
+// runs once.
+TEST_F(WarmUpTest, WhatNoTierHasIsCompiledLargestSourceFirstAfterTheTierHits) {
+    {
+        KernelCache fill(options());
+        ASSERT_TRUE(fill.kernel(
+                            "softmax:1", [] { return test::softmax_source(1); }, test::kSoftmax)
+                        .ok());
+    }
+    // Sources of growing size (a comment pads each), listed smallest first, the stored one last.
+    std::vector<WarmUpItem> items;
+    std::map<std::string, int> generated;
+    std::mutex mutex;
+    for (int n = 2; n <= 6; ++n) {
+        items.push_back({"softmax:" + std::to_string(n),
+                         [n, &generated, &mutex]() -> Result<Source> {
+                             std::lock_guard lock(mutex);
+                             ++generated["softmax:" + std::to_string(n)];
+                             return Source::ptx(
+                                 examples::softmax_rows_ptx(n) + "\n// " +
+                                 std::string(static_cast<std::size_t>(n) * 4096, 'x') + "\n");
+                         },
+                         test::kSoftmax});
+    }
+    items.push_back({"softmax:1", [] { return test::softmax_source(1); }, test::kSoftmax});
+    KernelCache cache(options());
+    std::vector<std::string> order;
+    auto results =
+        cache.warm_up(items, 1, [&](const WarmUpProgress& step) { order.emplace_back(step.key); });
+    for (const auto& result : results) ASSERT_TRUE(result.ok()) << result.error().describe();
+    EXPECT_EQ(order, (std::vector<std::string>{"softmax:1", "softmax:6", "softmax:5", "softmax:4",
+                                               "softmax:3", "softmax:2"}));
+    EXPECT_EQ(cache.stats().compiles, 5u);
+    EXPECT_EQ(cache.stats().disk_hits, 1u);
+    for (const auto& [key, calls] : generated) EXPECT_EQ(calls, 1) << key;
+}
+
 TEST_F(WarmUpTest, ANewCacheOnAWarmDiskTierReadsEachEntryOnceAndCompilesNothing) {
     {
         KernelCache fill(options());
@@ -577,6 +621,7 @@ TEST_F(WarmUpTest, KeysLoadedAlreadyAreNeitherReadNorCompiledAgain) {
     KernelCache cache(options());
     const auto items = softmax_items(6);
     for (const auto& result : cache.warm_up(items, 3)) ASSERT_TRUE(result.ok());
+    cache.wait_for_uploads();  // a lookup's compile is written to disk behind it
     const CacheStats before = cache.stats();
     auto again = cache.warm_up(items, 3);
     for (std::size_t i = 0; i < items.size(); ++i) {
