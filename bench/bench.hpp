@@ -203,4 +203,10 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
 int run_corpus_cold_child(const std::string& mode, const std::string& corpus,
                           const std::string& directory);
 
+// Issue 19, no GPU needed: a directory of PTX through nvJitLink one after another, on `workers`
+// threads and in `workers` processes; what the compile order costs on `workers`; and a durable
+// store against an unsynced one. Works below `directory`.
+std::string run_compile_scaling(const std::string& corpus, const std::string& directory,
+                                int workers, std::string& note);
+
 }  // namespace kcache::bench

@@ -4,12 +4,14 @@
 // driver call; absolute numbers only count from a GPU machine.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "bench/bench.hpp"
 #include "driver/device_memory.hpp"
@@ -40,6 +42,8 @@ int main(int argc, char** argv) {
     std::string ptx_directory;
     std::string remote_directory;
     std::string corpus_directory;
+    std::string scaling_directory;
+    int workers = static_cast<int>(std::thread::hardware_concurrency());
     int rounds = 7;
     int nvrtc_arch = 0;
     int light = 16, heavy = 8, nvrtc_threads = 16, cuda_warm_up = 16;
@@ -75,6 +79,10 @@ int main(int argc, char** argv) {
             return bench::run_corpus_cold_child(mode, corpus, next());
         } else if (!std::strcmp(argv[i], "--corpus")) {
             corpus_directory = next();
+        } else if (!std::strcmp(argv[i], "--compile-scaling")) {
+            scaling_directory = next();
+        } else if (!std::strcmp(argv[i], "--workers")) {
+            workers = std::max(1, std::atoi(next()));
         } else if (!std::strcmp(argv[i], "--remote-child")) {
             const std::string mode = next();
             const std::string directory = next();
@@ -116,6 +124,7 @@ int main(int argc, char** argv) {
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
                          "[--ptx-new-process DIR [--rounds N]] [--remote DIR [--rounds N]] "
                          "[--corpus PTX_DIR [--rounds N]] "
+                         "[--compile-scaling PTX_DIR [--workers N]] "
                          "[--kernel-speed] [--cuda DIR] "
                          "[--cuda-warm-up N] "
                          "[--nvrtc-scaling ARCH] "
@@ -134,6 +143,17 @@ int main(int argc, char** argv) {
         launch_threads = {1, 2};
     }
 
+    if (!scaling_directory.empty()) {  // where a cold warm-up's time goes; no GPU needed
+        std::string note;
+        const std::string work = (std::filesystem::temp_directory_path() /
+                                  ("kcache-scaling-" + std::to_string(::getpid())))
+                                     .string();
+        std::string table = bench::run_compile_scaling(scaling_directory, work, workers, note);
+        std::fputs(table.c_str(), stdout);
+        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
+        if (!out_path.empty()) std::ofstream(out_path) << table;
+        return table.empty() || !note.empty() ? 1 : 0;
+    }
     if (!corpus_directory.empty()) {  // a directory of PTX kernels alone (issue 19)
         std::string note;
         const std::string work = (std::filesystem::temp_directory_path() /

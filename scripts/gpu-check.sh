@@ -34,6 +34,8 @@ status=0
   # loader would find: the search is part of a new process's first kernel.
   echo "- compiler search: LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-(unset)} CUDA_HOME=${CUDA_HOME:-(unset)} CUDA_PATH=${CUDA_PATH:-(unset)}; $(ls -l /usr/local/cuda 2>/dev/null | sed 's/.* -> /\/usr\/local\/cuda -> /')"
   echo "- binaries built at commit: $(cat "$BIN/COMMIT" 2>/dev/null || echo 'unknown (built here)')"
+  # Whether the cores are hyperthreads: a parallel compile's scaling depends on it.
+  echo "- CPU: $(lscpu 2>/dev/null | grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\))' | sed 's/  */ /g' | paste -sd ';' -)"
   # What a durable write costs on this disk (every stored entry pays one fsync): 20 files of
   # 10 KiB written by dd with and without fsync, process start included in both.
   probe=$(mktemp -d)
@@ -103,6 +105,18 @@ corpus() {
   return $rc
 }
 run corpus corpus
+# Where a cold warm-up's time goes (no GPU involved): nvJitLink on the corpus one after another,
+# on 16 threads and in 16 processes; what the order costs; a durable store against an unsynced one.
+compile_scaling() {
+  local dir rc
+  dir=$(mktemp -d)
+  tar xJf bench/corpus/triton-corpus.tar.xz -C "$dir" || return 1
+  "$BIN/kcache_bench" --compile-scaling "$dir/kernels" --workers "$(nproc)" --out "$LOGS/compile_scaling.md"
+  rc=$?
+  rm -rf "$dir"
+  return $rc
+}
+run compile_scaling compile_scaling
 # Whether kcache's cubins (nvJitLink: PTX compiled as relocatable code, then linked) run as fast as
 # the driver's JIT of the same PTX (a whole program).
 run kernel_speed "$BIN/kcache_bench" --kernel-speed --out "$LOGS/kernel_speed.md"
@@ -153,6 +167,10 @@ run fleet_bench "$BIN/kcache_fleet" bench
   echo "## A corpus of 140 Triton kernels (bench/corpus), cold and warm"
   echo
   cat "$LOGS/corpus.md" 2>/dev/null
+  echo
+  echo "## The corpus through nvJitLink alone: threads, processes, order, store"
+  echo
+  cat "$LOGS/compile_scaling.md" 2>/dev/null
   echo
   echo "## CUDA C++: NVRTC inside one process"
   echo
