@@ -6,7 +6,12 @@
 // it find the entry on disk. A few threads write at once (a durable write waits on the disk, not
 // the CPU); they start as writes come. Bounded in entries and bytes: a write that does not fit is
 // refused, and its caller writes it itself, so nothing is ever dropped for want of room.
+// A forked child has none of its parent's threads, and perhaps a mutex a parent thread held: in
+// it the queue refuses every write, and its end waits for nothing and touches nothing of the
+// parent's (the parent makes its own writes, and releases its own locks).
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -43,7 +48,7 @@ public:
     DiskWriteQueue& operator=(const DiskWriteQueue&) = delete;
 
     // False, leaving `write` untouched for its caller to write, when the queue is full, finished,
-    // or no thread could be started for it.
+    // in a forked child, or no thread could be started for it.
     bool push(DiskWrite& write);
     // Waits until everything queued so far was written.
     void drain();
@@ -53,20 +58,27 @@ public:
     std::size_t finish(std::chrono::milliseconds bound);
 
 private:
-    void run();
+    // Everything the threads share, on the heap: a forked child leaves it, never destroyed.
+    struct State {
+        std::mutex mutex;
+        std::condition_variable changed;
+        std::deque<DiskWrite> queue;  // guarded by mutex
+        std::uint64_t bytes = 0;      // guarded by mutex: of the entries queued
+        unsigned writing = 0;         // guarded by mutex: taken from the queue, not yet written
+        unsigned idle = 0;            // guarded by mutex: threads waiting for a write
+        bool stopping = false;        // guarded by mutex
+        std::vector<std::thread> threads;  // guarded by mutex (started by push)
+    };
 
-    Write write_;
+    void run();
+    bool forked() const noexcept;
+
+    const pid_t owner_;  // the process whose threads these are
+    const Write write_;
     const unsigned max_threads_;
     const std::size_t max_entries_;
     const std::uint64_t max_bytes_;
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    std::deque<DiskWrite> queue_;       // guarded by mutex_
-    std::uint64_t bytes_ = 0;           // guarded by mutex_: of the entries queued
-    unsigned writing_ = 0;              // guarded by mutex_: taken from the queue, not yet written
-    unsigned idle_ = 0;                 // guarded by mutex_: threads waiting for a write
-    bool stopping_ = false;             // guarded by mutex_
-    std::vector<std::thread> threads_;  // guarded by mutex_ (started by push)
+    std::unique_ptr<State> state_;  // released, not destroyed, at a forked child's end
 };
 
 }  // namespace kcache::store

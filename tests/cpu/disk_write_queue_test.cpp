@@ -5,6 +5,9 @@
 #include "store/disk_write_queue.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -154,6 +157,44 @@ TEST(DiskWriteQueue, WhatAStuckDiskLeftQueuedAtTheBoundIsToldItWasNotWritten) {
     disk.join();
     EXPECT_EQ(ok.load(), 1);
     EXPECT_EQ(failed.load(), 1);
+}
+
+// A forked child has none of the parent's writing threads: its queue refuses writes (its caller
+// writes them) and its end neither waits for nor joins them.
+TEST(DiskWriteQueue, AForkedChildNeitherUsesNorWaitsForTheParentsThreads) {
+    Gate gate;
+    std::atomic<int> ok{0};
+    auto queue = std::make_unique<DiskWriteQueue>(
+        [&](const DiskWrite&) {
+            gate.wait();
+            return kcache::ok();
+        },
+        1, 16, 1 << 20);
+    DiskWrite first = write_of(1, &ok);
+    ASSERT_TRUE(queue->push(first));
+    gate.wait_for_waiters(1);  // a thread is writing, and holds no lock of the queue's
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        DiskWrite more = write_of(2);
+        const bool refused = !queue->push(more);
+        queue->drain();
+        const bool nothing_left = queue->finish(std::chrono::milliseconds::max()) == 0;
+        queue.reset();
+        _exit(refused && nothing_left ? 0 : 1);
+    }
+    int status = 0;
+    pid_t ended = 0;
+    for (int tries = 0; tries < 200 && ended == 0; ++tries) {
+        ended = waitpid(child, &status, WNOHANG);
+        if (ended == 0) std::this_thread::sleep_for(50ms);
+    }
+    if (ended == 0) kill(child, SIGKILL);
+    ASSERT_EQ(ended, child) << "the child hung at its queue's end";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    gate.open();
+    queue->drain();
+    EXPECT_EQ(ok.load(), 1);
 }
 
 // The real file system, but entries (".kc") are written only once the gate opens, and the

@@ -3,11 +3,16 @@
 #include "store/remote/upload_queue.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace kcache::store::remote {
@@ -109,6 +114,44 @@ TEST(UploadQueueTest, FinishReturnsAtOnceWhenEverythingWasSent) {
     for (std::uint64_t i = 1; i <= 3; ++i) queue.push(upload_of(i));
     EXPECT_EQ(queue.finish(60s), 0u);
     EXPECT_EQ(sender.sent.size(), 3u);
+}
+
+}  // namespace
+}  // namespace kcache::store::remote
+
+namespace kcache::store::remote {
+namespace {
+
+// A forked child has none of the parent's threads: its queue refuses uploads (telling their
+// follow-up), and its end neither waits for nor joins the parent's sender.
+TEST(UploadQueueTest, AForkedChildNeitherUsesNorWaitsForTheParentsThread) {
+    GatedSender sender;
+    auto queue = std::make_unique<UploadQueue>(sender.send(), 100, 1 << 20);
+    ASSERT_TRUE(queue->push(upload_of(1)));
+    while (sender.started.load() == 0) std::this_thread::sleep_for(1ms);  // sending, unlocked
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        bool told = false;
+        Upload more = upload_of(2);
+        more.then = [&told](bool there) { told = !there; };
+        const bool refused = !queue->push(std::move(more));
+        queue->drain();
+        queue.reset();
+        _exit(refused && told ? 0 : 1);
+    }
+    int status = 0;
+    pid_t ended = 0;
+    for (int tries = 0; tries < 200 && ended == 0; ++tries) {
+        ended = waitpid(child, &status, WNOHANG);
+        if (ended == 0) std::this_thread::sleep_for(50ms);
+    }
+    if (ended == 0) kill(child, SIGKILL);
+    ASSERT_EQ(ended, child) << "the child hung at its queue's end";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    sender.gate.set_value();
+    queue->drain();
+    EXPECT_EQ(sender.sent, (std::vector<std::uint64_t>{1}));
 }
 
 }  // namespace

@@ -2,8 +2,12 @@
 // The remote tier's writes, off the caller's path: a compile returns its kernel first, and one
 // background thread sends what it queued. Bounded in entries and bytes: what does not fit is
 // dropped and counted, never waited for. At the end a short grace period lets the queue drain;
-// what is left then is dropped, so a process never hangs on a slow or dead server at exit.
+// what is left then is dropped, so a process never hangs on a slow or dead server at exit. In a
+// forked child, which has none of the parent's threads, the queue refuses uploads and its end
+// waits for nothing.
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -42,7 +47,8 @@ public:
     UploadQueue(const UploadQueue&) = delete;
     UploadQueue& operator=(const UploadQueue&) = delete;
 
-    // False (and `upload.then` run at once) when the queue is full or finished.
+    // False (and `upload.then` run at once) when the queue is full or finished, or in a forked
+    // child.
     bool push(Upload upload);
     // Waits up to `grace` for the queue to drain, then drops the rest and stops the thread. The
     // upload being sent when the grace runs out still finishes (its request has its own deadline).
@@ -52,18 +58,25 @@ public:
     void drain();
 
 private:
-    void run();
+    // What the thread shares, on the heap: a forked child leaves it, never destroyed.
+    struct State {
+        std::mutex mutex;
+        std::condition_variable changed;
+        std::deque<Upload> queue;  // guarded by mutex
+        std::uint64_t bytes = 0;   // guarded by mutex: of the entries queued
+        bool sending = false;      // guarded by mutex: one taken from the queue, not yet sent
+        bool stopping = false;     // guarded by mutex
+    };
 
-    Send send_;
+    void run();
+    bool forked() const noexcept;
+
+    const pid_t owner_;  // the process whose thread this is
+    const Send send_;
     const std::size_t max_entries_;
     const std::uint64_t max_bytes_;
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    std::deque<Upload> queue_;  // guarded by mutex_
-    std::uint64_t bytes_ = 0;   // guarded by mutex_: of the entries queued
-    bool sending_ = false;      // guarded by mutex_: one taken from the queue, not yet sent
-    bool stopping_ = false;     // guarded by mutex_
-    std::thread thread_;        // last: started once the rest exists
+    std::unique_ptr<State> state_;  // released, not destroyed, at a forked child's end
+    std::thread thread_;            // last: started once the rest exists
 };
 
 }  // namespace kcache::store::remote
