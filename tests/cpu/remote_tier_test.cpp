@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -710,6 +713,49 @@ TEST_F(SignedRemoteTest, ARotationAcceptsBothKeysWhileBothAreListed) {
     }
     EXPECT_EQ(retired.stats().remote_hits, 1u) << "the old key's value is refused once retired";
     EXPECT_EQ(retired.stats().remote_signature_rejects, 1u);
+}
+
+}  // namespace
+}  // namespace kcache
+
+namespace kcache {
+namespace {
+
+// A child forked from a node that used the remote tier (a data-loader worker, a launcher) shares
+// the node's sockets and has none of its threads: it compiles on its own without the remote tier,
+// ends without waiting for the parent's threads, and the parent's conversation with the server is
+// undisturbed.
+TEST_F(RemoteTierTest, AForkedChildLeavesTheRemoteTierAloneAndEndsAtOnce) {
+    auto server = start();
+    ASSERT_TRUE(server);
+    auto parent = std::make_unique<KernelCache>(node(server->url()));
+    ASSERT_TRUE(parent->kernel("gelu:16", gelu, "gelu").ok());
+    parent->wait_for_uploads();
+    const std::uint64_t sent_before = parent->stats().remote_writes;
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        const bool compiled = softmax(*parent, 3).ok();
+        parent->wait_for_uploads();
+        const bool kept_away = parent->stats().remote_writes == sent_before;
+        parent.reset();  // its end: the uploads' and the renewer's threads are the parent's
+        std::exit(compiled && kept_away ? 0 : 1);
+    }
+    int status = 0;
+    pid_t ended = 0;
+    for (int tries = 0; tries < 300 && ended == 0; ++tries) {
+        ended = waitpid(child, &status, WNOHANG);
+        if (ended == 0) std::this_thread::sleep_for(50ms);
+    }
+    if (ended == 0) kill(child, SIGKILL);
+    ASSERT_EQ(ended, child) << "the child hung at its end";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    // The parent's pooled connection still speaks in step with the server.
+    ASSERT_TRUE(softmax(*parent, 5).ok());
+    parent->wait_for_uploads();
+    EXPECT_EQ(parent->stats().remote_writes, sent_before + 1);
+    EXPECT_EQ(parent->stats().remote_errors, 0u);
+    EXPECT_EQ(value_keys(*server).size(), 2u);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/remote/redis_server_client.hpp"
 
+#include <unistd.h>
+
 #include <utility>
 
 #include "util/log.hpp"
@@ -20,7 +22,8 @@ constexpr std::chrono::milliseconds kMaxBackOff{30000};
 
 RedisServerClient::RedisServerClient(RedisEndpoint endpoint, Deadlines deadlines,
                                      std::size_t max_reply_bytes, RemoteCounters& counters)
-    : endpoint_(std::move(endpoint)),
+    : owner_(getpid()),
+      endpoint_(std::move(endpoint)),
       name_(endpoint_.redacted()),
       deadlines_(deadlines),
       max_reply_bytes_(max_reply_bytes),
@@ -79,6 +82,11 @@ Error RedisServerClient::failed(RedisFailure failure, Error error) {
 
 template <class T, class Call>
 Result<T> RedisServerClient::run(Call call, RedisFailure* why) {
+    if (getpid() != owner_) {
+        if (why != nullptr) *why = RedisFailure::kConnect;
+        return Error(Errc::kIoError,
+                     name_ + " is not used in a process forked after it was opened");
+    }
     TRY_ASSIGN(Taken taken, take());
     for (;;) {
         RedisConnection& connection = *taken.connection;

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // One Redis server as the remote tier uses it: a small pool of connections, a circuit breaker,
-// and the counters of what its requests cost. Thread safe.
+// and the counters of what its requests cost. Thread safe. Not used by a forked child: the pooled
+// sockets are shared with the parent, whose replies the child would read (and the reverse), and
+// a mutex a parent thread held stays held; there every request fails at once, sending nothing.
 #pragma once
+
+#include <sys/types.h>
 
 #include <memory>
 #include <mutex>
@@ -55,6 +59,7 @@ private:
     template <class T, class Call>
     Result<T> run(Call call, RedisFailure* why = nullptr);
 
+    const pid_t owner_;  // the process whose connections these are
     const RedisEndpoint endpoint_;
     const std::string name_;
     const Deadlines deadlines_;

@@ -101,8 +101,9 @@ void Lease::release(bool value_there) noexcept {
 }
 
 RemoteTier::RemoteTier(RemoteOptions options)
-    : options_(std::move(options)),
-      token_prefix_(host_name() + ":" + std::to_string(getpid()) + ":" + random_hex()) {}
+    : owner_(getpid()),
+      options_(std::move(options)),
+      token_prefix_(host_name() + ":" + std::to_string(owner_) + ":" + random_hex()) {}
 
 Result<std::unique_ptr<RemoteTier>> RemoteTier::open(RemoteOptions options) {
     options.lease_time = std::max(options.lease_time, kShortestLease);
@@ -124,6 +125,7 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(RemoteOptions options) {
 RemoteTier::~RemoteTier() {
     finish_uploads(options_.exit_grace);
     stop_renewing();
+    if (getpid() != owner_) (void)leases_.release();  // see Leases
 }
 
 std::shared_ptr<const VerifiedArtifact> RemoteTier::get(const util::Fingerprint& fingerprint) {
@@ -291,6 +293,9 @@ RemoteBackend* RemoteTier::lease_backend() {
 }
 
 RemoteTier::LeaseState RemoteTier::take_lease(const util::Fingerprint& fingerprint, Lease& lease) {
+    // A forked child takes no lease: its leases would be renewed by no thread (the renewer is the
+    // parent's), and the lock a parent thread held at the fork may stay held.
+    if (getpid() != owner_) return LeaseState::kNoLease;
     RemoteBackend* backend = lease_backend();
     if (backend == nullptr) return LeaseState::kNoLease;
     const std::string key = backend->lease_key(fingerprint);
@@ -298,8 +303,8 @@ RemoteTier::LeaseState RemoteTier::take_lease(const util::Fingerprint& fingerpri
     std::uint64_t id = 0;
     std::string token;
     {
-        std::lock_guard lock(leases_mutex_);
-        id = next_lease_id_++;
+        std::lock_guard lock(leases_->mutex);
+        id = leases_->next_id++;
         token = token_prefix_ + ":" + std::to_string(id);
     }
     const std::string ttl = std::to_string(options_.lease_time.count());
@@ -314,8 +319,8 @@ RemoteTier::LeaseState RemoteTier::take_lease(const util::Fingerprint& fingerpri
         return LeaseState::kNoLease;
     }
     {
-        std::lock_guard lock(leases_mutex_);
-        leases_.emplace(id, HeldLease{fingerprint, std::move(token), backend});
+        std::lock_guard lock(leases_->mutex);
+        leases_->held.emplace(id, HeldLease{fingerprint, std::move(token), backend});
     }
     lease = Lease();
     lease.tier_ = this;
@@ -345,13 +350,14 @@ void RemoteTier::count_lease_wait_timeout() noexcept {
 
 void RemoteTier::release(const util::Fingerprint& fingerprint, std::uint64_t id,
                          bool value_there) noexcept {
+    if (getpid() != owner_) return;  // the parent's leases are the parent's to release
     HeldLease held;
     {
-        std::lock_guard lock(leases_mutex_);
-        auto it = leases_.find(id);
-        if (it == leases_.end()) return;
+        std::lock_guard lock(leases_->mutex);
+        auto it = leases_->held.find(id);
+        if (it == leases_->held.end()) return;
         held = std::move(it->second);
-        leases_.erase(it);
+        leases_->held.erase(it);
     }
     // On the backend it was taken on, whatever has happened to the others since.
     RemoteBackend& backend = *held.backend;
@@ -365,13 +371,14 @@ void RemoteTier::release(const util::Fingerprint& fingerprint, std::uint64_t id,
 
 void RemoteTier::renew_leases() {
     const auto period = options_.lease_time / 3;
-    std::unique_lock lock(leases_mutex_);
+    Leases& leases = *leases_;
+    std::unique_lock lock(leases.mutex);
     for (;;) {
-        leases_changed_.wait_for(lock, period, [&] { return stopping_; });
-        if (stopping_) return;
+        leases.changed.wait_for(lock, period, [&] { return leases.stopping; });
+        if (leases.stopping) return;
         std::vector<HeldLease> held;
-        held.reserve(leases_.size());
-        for (const auto& [id, lease] : leases_) held.push_back(lease);
+        held.reserve(leases.held.size());
+        for (const auto& [id, lease] : leases.held) held.push_back(lease);
         lock.unlock();
         const std::string ttl = std::to_string(options_.lease_time.count());
         for (const HeldLease& lease : held) {
@@ -386,10 +393,16 @@ void RemoteTier::renew_leases() {
 }
 
 void RemoteTier::stop_renewing() {
+    if (getpid() != owner_) {
+        // A forked child: the renewing thread is the parent's, never to end here, and what it
+        // waits on may be locked or waited on. Both are left as they are.
+        if (renewer_.joinable()) new std::thread(std::move(renewer_));
+        return;
+    }
     {
-        std::lock_guard lock(leases_mutex_);
-        stopping_ = true;
-        leases_changed_.notify_all();
+        std::lock_guard lock(leases_->mutex);
+        leases_->stopping = true;
+        leases_->changed.notify_all();
     }
     if (renewer_.joinable()) renewer_.join();
 }

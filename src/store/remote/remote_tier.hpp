@@ -11,6 +11,8 @@
 // there. Others wait for the value a bounded time; a crashed holder's lease expires.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -146,6 +148,7 @@ private:
     bool first_rejection(const util::Fingerprint& fingerprint, const std::string& digest);
 
     friend class Lease;
+    const pid_t owner_;  // the process that opened it: a forked child leaves its thread alone
     RemoteOptions options_;
     mutable RemoteCounters counters_;
     std::vector<std::unique_ptr<RemoteBackend>> backends_;
@@ -155,19 +158,25 @@ private:
     // Fingerprint to the SHA-1 of the value last rejected under it; guarded by rejected_mutex_.
     std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> rejected_;
 
-    std::mutex leases_mutex_;
-    std::condition_variable leases_changed_;
     struct HeldLease {
         util::Fingerprint fingerprint;
         std::string token;
         RemoteBackend* backend = nullptr;  // where it was taken: renewed and released there
     };
-    std::map<std::uint64_t, HeldLease> leases_;  // guarded by leases_mutex_
-    std::uint64_t next_lease_id_ = 1;            // guarded by leases_mutex_
+    // The leases this process holds, which the renewing thread waits on: on the heap, since a
+    // forked child must leave it as it is (destroying a condition variable that a thread of the
+    // parent waited on waits for ever).
+    struct Leases {
+        std::mutex mutex;
+        std::condition_variable changed;
+        std::map<std::uint64_t, HeldLease> held;  // guarded by mutex
+        std::uint64_t next_id = 1;                // guarded by mutex
+        bool stopping = false;                    // guarded by mutex
+    };
+    std::unique_ptr<Leases> leases_ = std::make_unique<Leases>();
     bool reshares_ = false;
     std::mutex reshared_mutex_;
     std::set<std::pair<std::uint64_t, std::uint64_t>> reshared_;  // guarded by reshared_mutex_
-    bool stopping_ = false;                                       // guarded by leases_mutex_
     std::thread renewer_;
 
     std::unique_ptr<UploadQueue> uploads_;  // last: its thread calls send()
