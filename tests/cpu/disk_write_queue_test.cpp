@@ -5,8 +5,6 @@
 #include "store/disk_write_queue.hpp"
 
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -183,15 +181,9 @@ TEST(DiskWriteQueue, AForkedChildNeitherUsesNorWaitsForTheParentsThreads) {
         queue.reset();
         _exit(refused && nothing_left ? 0 : 1);
     }
-    int status = 0;
-    pid_t ended = 0;
-    for (int tries = 0; tries < 200 && ended == 0; ++tries) {
-        ended = waitpid(child, &status, WNOHANG);
-        if (ended == 0) std::this_thread::sleep_for(50ms);
-    }
-    if (ended == 0) kill(child, SIGKILL);
-    ASSERT_EQ(ended, child) << "the child hung at its queue's end";
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    const std::optional<int> status = test::wait_for_child(child);
+    ASSERT_TRUE(status.has_value()) << "the child hung at its queue's end";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
     gate.open();
     queue->drain();
     EXPECT_EQ(ok.load(), 1);

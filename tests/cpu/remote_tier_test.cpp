@@ -741,15 +741,9 @@ TEST_F(RemoteTierTest, AForkedChildLeavesTheRemoteTierAloneAndEndsAtOnce) {
         parent.reset();  // its end: the uploads' and the renewer's threads are the parent's
         std::exit(compiled && kept_away ? 0 : 1);
     }
-    int status = 0;
-    pid_t ended = 0;
-    for (int tries = 0; tries < 300 && ended == 0; ++tries) {
-        ended = waitpid(child, &status, WNOHANG);
-        if (ended == 0) std::this_thread::sleep_for(50ms);
-    }
-    if (ended == 0) kill(child, SIGKILL);
-    ASSERT_EQ(ended, child) << "the child hung at its end";
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    const std::optional<int> status = test::wait_for_child(child);
+    ASSERT_TRUE(status.has_value()) << "the child hung at its end";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
     // The parent's pooled connection still speaks in step with the server.
     ASSERT_TRUE(softmax(*parent, 5).ok());
     parent->wait_for_uploads();

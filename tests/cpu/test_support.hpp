@@ -3,6 +3,7 @@
 // examples/, and launch arguments that match the example kernels' parameter lists.
 #pragma once
 
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +35,23 @@
 #include "util/log.hpp"
 
 namespace kcache::test {
+
+// Waits up to `limit` for a forked `child` to end, and kills it if it has not: its wait status, or
+// nullopt if it hung.
+inline std::optional<int> wait_for_child(
+    pid_t child, std::chrono::milliseconds limit = std::chrono::seconds(15)) {
+    const auto give_up = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        int status = 0;
+        const pid_t ended = waitpid(child, &status, WNOHANG);
+        if (ended == child) return status;
+        if (ended < 0 || std::chrono::steady_clock::now() >= give_up) break;
+        usleep(20000);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    return std::nullopt;
+}
 
 // Runs this test binary again on one test, with `extra` added to the environment: for behaviour
 // that depends on what a fresh process has loaded or found once. Its exit status.

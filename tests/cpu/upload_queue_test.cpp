@@ -3,8 +3,6 @@
 #include "store/remote/upload_queue.hpp"
 
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +12,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "test_support.hpp"
 
 namespace kcache::store::remote {
 namespace {
@@ -140,15 +140,9 @@ TEST(UploadQueueTest, AForkedChildNeitherUsesNorWaitsForTheParentsThread) {
         queue.reset();
         _exit(refused && told ? 0 : 1);
     }
-    int status = 0;
-    pid_t ended = 0;
-    for (int tries = 0; tries < 200 && ended == 0; ++tries) {
-        ended = waitpid(child, &status, WNOHANG);
-        if (ended == 0) std::this_thread::sleep_for(50ms);
-    }
-    if (ended == 0) kill(child, SIGKILL);
-    ASSERT_EQ(ended, child) << "the child hung at its queue's end";
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    const std::optional<int> status = test::wait_for_child(child);
+    ASSERT_TRUE(status.has_value()) << "the child hung at its queue's end";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
     sender.gate.set_value();
     queue->drain();
     EXPECT_EQ(sender.sent, (std::vector<std::uint64_t>{1}));

@@ -3,24 +3,17 @@
 // background thread sends what it queued. Bounded in entries and bytes: what does not fit is
 // dropped and counted, never waited for. At the end a short grace period lets the queue drain;
 // what is left then is dropped, so a process never hangs on a slow or dead server at exit. In a
-// forked child, which has none of the parent's threads, the queue refuses uploads and its end
-// waits for nothing.
+// forked child the queue refuses uploads and its end waits for nothing (util/work_queue.hpp).
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "util/fingerprint.hpp"
+#include "util/work_queue.hpp"
 
 namespace kcache::store::remote {
 
@@ -58,25 +51,7 @@ public:
     void drain();
 
 private:
-    // What the thread shares, on the heap: a forked child leaves it, never destroyed.
-    struct State {
-        std::mutex mutex;
-        std::condition_variable changed;
-        std::deque<Upload> queue;  // guarded by mutex
-        std::uint64_t bytes = 0;   // guarded by mutex: of the entries queued
-        bool sending = false;      // guarded by mutex: one taken from the queue, not yet sent
-        bool stopping = false;     // guarded by mutex
-    };
-
-    void run();
-    bool forked() const noexcept;
-
-    const pid_t owner_;  // the process whose thread this is
-    const Send send_;
-    const std::size_t max_entries_;
-    const std::uint64_t max_bytes_;
-    std::unique_ptr<State> state_;  // released, not destroyed, at a forked child's end
-    std::thread thread_;            // last: started once the rest exists
+    util::WorkQueue<Upload> queue_;
 };
 
 }  // namespace kcache::store::remote
