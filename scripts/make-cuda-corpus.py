@@ -16,13 +16,14 @@ Written to OUT (default: $OUT or build/cuda-corpus) as cuda-corpus.tar.xz, which
                         file, expression, family, type, block, per_block, options (space-joined).
 Options name the toolkit's include folder as $CUDA_INCLUDE, which the reader replaces.
 
-    python3 scripts/make-cuda-corpus.py [--out DIR] [--dir DIR] [--check KCACHE]
+    python3 scripts/make-cuda-corpus.py [--out DIR] [--dir DIR] [--check KCACHE [--jobs N]]
 
 --dir also writes the unpacked tree there. --check KCACHE compiles every kernel through
-`KCACHE compile --arch sm_90a` (one process per kernel, each into a fresh cache directory) and
-prints each kernel's time; no GPU needed.
+`KCACHE compile --arch sm_90a` (a process per kernel, each into a fresh cache directory, N at a
+time) and prints each kernel's time; no GPU needed.
 """
 import argparse
+import concurrent.futures
 import io
 import json
 import os
@@ -330,7 +331,6 @@ layernorm_rows(const T* in, const T* gamma, const T* beta, T* out, int cols, flo
 """
 
 HALF, BF16 = "__half", "__nv_bfloat16"
-TYPE_TAG = {"float": "f32", "int": "i32", "unsigned": "u32", HALF: "f16", BF16: "bf16"}
 
 
 def kernel(expression, family, type_, block, per_block, grid):
@@ -390,9 +390,8 @@ def sources():
     """(file name, code, options, kernels) for every source of the corpus."""
     out = [(f"{name}.cu", PRELUDE + code, CUB_OPTIONS, kernels)
            for name, code, kernels in cub_kernels()]
-    for type_ in ["float", HALF, BF16]:
-        out.append((f"gemm_{TYPE_TAG[type_]}.cu", PRELUDE + GEMM, ["-std=c++17", "-I$CUDA_INCLUDE"],
-                    gemm_kernels(type_)))
+    out.append(("gemm.cu", PRELUDE + GEMM, ["-std=c++17", "-I$CUDA_INCLUDE"],
+                [k for type_ in ["float", HALF, BF16] for k in gemm_kernels(type_)]))
     out.append(("softmax.cu", PRELUDE + SOFTMAX, ["-std=c++17", "-I$CUDA_INCLUDE"],
                 [kernel(f"softmax_rows<{t}, {b}>", "softmax_rows", t, b, 0, "one block per row")
                  for t, b in [("float", 128), ("float", 256), ("float", 1024), (HALF, 256),
@@ -446,42 +445,47 @@ def cuda_include():
     return "/usr/local/cuda/include"
 
 
-def check(kcache, manifest, files):
-    """Every kernel through `kcache compile` for sm_90a, one process and fresh cache each."""
+def check(kcache, manifest, files, jobs):
+    """Every kernel through `kcache compile` for sm_90a, a process and a fresh cache each, `jobs`
+    at a time."""
     root = tempfile.mkdtemp(prefix="cuda-corpus-")
     include = cuda_include()
+    commands = []
+    for source in manifest["sources"]:
+        path = os.path.join(root, source["file"])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(files[source["file"]])
+        options = [o.replace("$CUDA_INCLUDE", include) for o in source["options"]]
+        for k in source["kernels"]:
+            command = [kcache, "-d", tempfile.mkdtemp(dir=root), "compile", "--arch", ARCH,
+                       "-j", "1", "-e", k["expression"]]
+            command += ["--option=" + option for option in options]
+            commands.append((f"{source['file']}  {k['expression']}", command + [path]))
+
+    def run(item):
+        label, command = item
+        started = time.time()
+        done = subprocess.run(command, capture_output=True, text=True)
+        return label, time.time() - started, done
+
+    started = time.time()
     failures = 0
     total = 0.0
     try:
-        for source in manifest["sources"]:
-            path = os.path.join(root, source["file"])
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(files[source["file"]])
-            options = [o.replace("$CUDA_INCLUDE", include) for o in source["options"]]
-            for k in source["kernels"]:
-                cache = tempfile.mkdtemp(dir=root)
-                command = [kcache, "-d", cache, "compile", "--arch", ARCH, "-j", "1",
-                           "-e", k["expression"]]
-                for option in options:
-                    command += ["--option=" + option]
-                command.append(path)
-                started = time.time()
-                done = subprocess.run(command, capture_output=True, text=True)
-                seconds = time.time() - started
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+            for label, seconds, done in pool.map(run, commands):
                 total += seconds
-                ok = done.returncode == 0
-                failures += not ok
-                print(f"{'ok  ' if ok else 'FAIL'} {seconds:6.2f} s  {source['file']}  "
-                      f"{k['expression']}", flush=True)
-                if not ok:
+                failures += done.returncode != 0
+                print(f"{'ok  ' if done.returncode == 0 else 'FAIL'} {seconds:6.2f} s  {label}",
+                      flush=True)
+                if done.returncode != 0:
                     print(done.stdout + done.stderr, file=sys.stderr)
-                shutil.rmtree(cache, ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    count = sum(len(s["kernels"]) for s in manifest["sources"])
-    print(f"{count - failures} of {count} kernels compiled through kcache for {ARCH}, "
-          f"{total:.1f} s in all")
+    print(f"{len(commands) - failures} of {len(commands)} kernels compiled through kcache for "
+          f"{ARCH}: {total:.1f} s summed over the kernels, {time.time() - started:.1f} s wall "
+          f"with {jobs} at a time")
     return failures == 0
 
 
@@ -490,10 +494,11 @@ def main():
     parser.add_argument("--out", default=os.environ.get("OUT", "build/cuda-corpus"))
     parser.add_argument("--dir", help="also write the unpacked tree here")
     parser.add_argument("--check", metavar="KCACHE", help="compile every kernel with this kcache")
+    parser.add_argument("--jobs", type=int, default=1, help="--check: kernels compiled at once")
     args = parser.parse_args()
     manifest, files = build(args.out, args.dir)
     if args.check:
-        return 0 if check(args.check, manifest, files) else 1
+        return 0 if check(args.check, manifest, files, max(1, args.jobs)) else 1
     return 0
 
 
