@@ -5,7 +5,7 @@ engine JITs through NVRTC. CUB's block-level templates from the toolkit's CCCL h
 (BlockReduce, BlockScan, BlockRadixSort, WarpReduce, BlockLoad/BlockStore) at several block sizes
 and types, and CUTLASS-style templates written here (CUTLASS is not in the toolkit): a tiled GEMM
 with shared-memory staging, fp32 accumulation and a fused epilogue (bias + ReLU/GELU), a row
-softmax and a layer norm. Several instantiations per source file, each named by the expression
+softmax, a layer norm, and an RMS norm over cooperative groups. Several instantiations per source file, each named by the expression
 that instantiates it (NVRTC's name expressions).
 
 Written to OUT (default: $OUT or build/cuda-corpus) as cuda-corpus.tar.xz, which holds
@@ -330,6 +330,39 @@ layernorm_rows(const T* in, const T* gamma, const T* beta, T* out, int cols, flo
 }
 """
 
+RMSNORM = r"""#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+
+namespace cg = cooperative_groups;
+
+// An RMS norm over each row of `cols`: the sum of squares by cooperative groups (cg::reduce over
+// warp tiles, then across warps), out = x * rsqrt(mean(x^2) + eps) * weight.
+template <class T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK)
+rmsnorm_rows(const T* in, const T* weight, T* out, int cols, float eps) {
+    __shared__ float partial[BLOCK / 32];
+    const cg::thread_block block = cg::this_thread_block();
+    const cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+    const T* row = in + static_cast<long long>(blockIdx.x) * cols;
+    T* row_out = out + static_cast<long long>(blockIdx.x) * cols;
+    float squares = 0.0f;
+    for (int i = threadIdx.x; i < cols; i += BLOCK) {
+        const float x = corpus::to_float(row[i]);
+        squares += x * x;
+    }
+    squares = cg::reduce(warp, squares, cg::plus<float>());
+    if (warp.thread_rank() == 0) partial[warp.meta_group_rank()] = squares;
+    block.sync();
+    float total = 0.0f;
+    for (int w = 0; w < BLOCK / 32; ++w) total += partial[w];
+    const float scale = rsqrtf(total / cols + eps);
+    for (int i = threadIdx.x; i < cols; i += BLOCK) {
+        row_out[i] = corpus::from_float<T>(corpus::to_float(row[i]) * scale *
+                                           corpus::to_float(weight[i]));
+    }
+}
+"""
+
 HALF, BF16 = "__half", "__nv_bfloat16"
 
 
@@ -400,6 +433,9 @@ def sources():
                 [kernel(f"layernorm_rows<{t}, {b}>", "layernorm_rows", t, b, 0, "one block per row")
                  for t, b in [("float", 256), ("float", 512), (HALF, 256), (HALF, 1024),
                               (BF16, 256)]]))
+    out.append(("rmsnorm_cg.cu", PRELUDE + RMSNORM, CUB_OPTIONS,
+                [kernel(f"rmsnorm_rows<{t}, {b}>", "rmsnorm_rows", t, b, 0, "one block per row")
+                 for t, b in [("float", 256), (HALF, 256), (BF16, 512)]]))
     return out
 
 
