@@ -4,6 +4,7 @@
 // driver call; absolute numbers only count from a GPU machine.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
     std::string ptx_directory;
     std::string remote_directory;
     std::string corpus_directory;
+    int corpus_prebuild_arch = 0;
     int rounds = 7;
     int nvrtc_arch = 0;
     int light = 16, heavy = 8, nvrtc_threads = 16, cuda_warm_up = 16;
@@ -75,6 +77,8 @@ int main(int argc, char** argv) {
             return bench::run_corpus_cold_child(mode, corpus, next());
         } else if (!std::strcmp(argv[i], "--corpus")) {
             corpus_directory = next();
+        } else if (!std::strcmp(argv[i], "--corpus-prebuild")) {
+            corpus_prebuild_arch = std::atoi(next());
         } else if (!std::strcmp(argv[i], "--remote-child")) {
             const std::string mode = next();
             const std::string directory = next();
@@ -115,7 +119,7 @@ int main(int argc, char** argv) {
             std::fprintf(stderr,
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
                          "[--ptx-new-process DIR [--rounds N]] [--remote DIR [--rounds N]] "
-                         "[--corpus PTX_DIR [--rounds N]] "
+                         "[--corpus DIR [--rounds N] [--corpus-prebuild ARCH [--threads N]]] "
                          "[--kernel-speed] [--cuda DIR] "
                          "[--cuda-warm-up N] "
                          "[--nvrtc-scaling ARCH] "
@@ -134,12 +138,19 @@ int main(int argc, char** argv) {
         launch_threads = {1, 2};
     }
 
-    if (!corpus_directory.empty()) {  // a directory of PTX kernels alone (issue 19)
+    // A directory of PTX kernels, or a CUDA C++ corpus (its kernels.tsv), alone (issue 19).
+    if (!corpus_directory.empty()) {
         std::string note;
         const std::string work = (std::filesystem::temp_directory_path() /
                                   ("kcache-corpus-" + std::to_string(::getpid())))
                                      .string();
-        std::string table = bench::run_corpus(corpus_directory, work, rounds, note);
+        // --corpus-prebuild: no GPU, the compile alone (threads: the largest of --threads).
+        std::string table =
+            corpus_prebuild_arch != 0
+                ? bench::run_corpus_prebuild(
+                      corpus_directory, work, corpus_prebuild_arch,
+                      *std::max_element(hit.threads.begin(), hit.threads.end()), note)
+                : bench::run_corpus(corpus_directory, work, rounds, note);
         std::fputs(table.c_str(), stdout);
         if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
         if (!out_path.empty()) std::ofstream(out_path) << table;
