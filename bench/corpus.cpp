@@ -200,11 +200,13 @@ std::string run_corpus_prebuild(const std::string& corpus, const std::string& di
     const Pass warm = pass(directory + "/parallel", 1, false);
     std::filesystem::remove_all(directory);
     std::string text;
-    append(text,
-           "%d kernels from %s, prebuilt for sm_%d (no GPU), in one process\n\n"
-           "| pass | prebuilt | compiled | total ms | per kernel ms | one by one / this |\n"
-           "|---|---:|---:|---:|---:|---:|\n",
-           count, corpus.c_str(), arch);
+    append(
+        text,
+        "%d kernels from %s, prebuilt for arch %d (sm_%da where a source asks for it; no GPU), in "
+        "one process\n\n"
+        "| pass | prebuilt | compiled | total ms | per kernel ms | one by one / this |\n"
+        "|---|---:|---:|---:|---:|---:|\n",
+        count, corpus.c_str(), arch, arch);
     for (const auto& [what, run] :
          {std::pair{std::string("cold, one by one"), one},
           std::pair{"cold, " + std::to_string(threads) + " threads (compile workers)", all},

@@ -17,6 +17,7 @@ Written to OUT (default: $OUT or build/cuda-corpus) as cuda-corpus.tar.xz, which
 Options name the toolkit's include folder as $CUDA_INCLUDE, which the reader replaces.
 
     python3 scripts/make-cuda-corpus.py [--out DIR] [--dir DIR] [--check KCACHE [--jobs N]]
+    python3 scripts/make-cuda-corpus.py --compare bench/corpus/cuda-corpus.tar.xz
 
 --dir also writes the unpacked tree there. --check KCACHE compiles every kernel through
 `KCACHE compile --arch sm_90a` (a process per kernel, each into a fresh cache directory, N at a
@@ -525,13 +526,32 @@ def check(kcache, manifest, files, jobs):
     return failures == 0
 
 
+def compare(archive):
+    """Member by member, so that another liblzma's bytes do not matter."""
+    with tempfile.TemporaryDirectory() as out:
+        _, files = build(out, None)
+    with tarfile.open(archive, "r:xz") as tar:
+        held = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    differ = sorted(set(held) ^ set(files) | {p for p in held.keys() & files.keys()
+                                              if held[p] != files[p]})
+    for path in differ:
+        print(f"{archive}: {path} is not what {os.path.basename(__file__)} writes; run it with "
+              f"--out {os.path.dirname(archive) or '.'}", file=sys.stderr)
+    return 1 if differ else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "build/cuda-corpus"))
     parser.add_argument("--dir", help="also write the unpacked tree here")
     parser.add_argument("--check", metavar="KCACHE", help="compile every kernel with this kcache")
     parser.add_argument("--jobs", type=int, default=1, help="--check: kernels compiled at once")
+    parser.add_argument("--compare", metavar="ARCHIVE",
+                        help="exit 1 unless ARCHIVE holds what this script writes (the test that "
+                             "the committed corpus is the generator's)")
     args = parser.parse_args()
+    if args.compare:
+        return compare(args.compare)
     manifest, files = build(args.out, args.dir)
     if args.check:
         return 0 if check(args.check, manifest, files, max(1, args.jobs)) else 1
