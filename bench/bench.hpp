@@ -95,23 +95,31 @@ std::string fma_chain_ptx_kernel(int steps, int variant);
 // warm_up() items for `ptx` (which must outlive them): each by its ptx_kernel_key.
 std::vector<WarmUpItem> ptx_warm_up_items(const std::vector<std::string>& ptx);
 
-// What a child loads: the 64 small kernels, the one large kernel, or a directory's PTX files.
+// What a child loads: the 64 small kernels, the one large kernel, a directory's PTX files, or a
+// CUDA C++ corpus (cuda_corpus_set).
 struct KernelSet {
     std::vector<std::string> ptx;    // read or made before any clock starts
-    std::vector<std::string> names;  // each module's one kernel
+    std::vector<Source> cuda;        // a CUDA C++ corpus: each kernel's source; ptx then empty
+    std::vector<std::string> names;  // each module's one kernel (a name expression for CUDA C++)
     std::vector<std::string> keys;
     std::vector<bool> arch_specific;  // .target sm_XXa: the floor links for it too
     // Whether each takes softmax_rows's parameters, so that a launch over zero rows is safe; a
     // directory's kernels take arguments nobody here knows, and are loaded, not launched.
     bool launchable = true;
 
-    int count() const { return static_cast<int>(ptx.size()); }
+    int count() const { return static_cast<int>(names.size()); }
     const std::string& key(int i) const { return keys[static_cast<std::size_t>(i)]; }
     const std::string& name(int i) const { return names[static_cast<std::size_t>(i)]; }
     std::vector<WarmUpItem> warm_up_items() const {
         std::vector<WarmUpItem> items;
-        items.reserve(ptx.size());
+        items.reserve(names.size());
         for (int i = 0; i < count(); ++i) {
+            if (!cuda.empty()) {
+                const Source* source = &cuda[static_cast<std::size_t>(i)];
+                items.push_back(
+                    {key(i), [source]() -> Result<Source> { return *source; }, name(i)});
+                continue;
+            }
             const std::string* text = &ptx[static_cast<std::size_t>(i)];
             items.push_back(
                 {key(i), [text]() -> Result<Source> { return Source::ptx(*text); }, name(i)});
@@ -124,20 +132,50 @@ struct KernelSet {
     // (for the large kernel, 535 KiB into fresh memory: 78 us of a new process in profile P5).
     // Asked for twice, it gives no bytes, which kcache refuses: the run fails rather than lie.
     std::function<Result<Source>()> handing_over(int i) {
+        if (!cuda.empty()) {
+            return [source = &cuda[static_cast<std::size_t>(i)]]() -> Result<Source> {
+                return std::move(*source);
+            };
+        }
         return [text = &ptx[static_cast<std::size_t>(i)]]() -> Result<Source> {
             return Source::ptx(std::move(*text));
         };
     }
     std::vector<WarmUpItem> handed_over_items() {
         std::vector<WarmUpItem> items;
-        items.reserve(ptx.size());
+        items.reserve(names.size());
         for (int i = 0; i < count(); ++i) items.push_back({key(i), handing_over(i), name(i)});
         return items;
     }
 };
-// `spec` is "small" (the 64), "large" (one large kernel) or a directory of *.ptx files, each
-// with one `.visible .entry NAME(`, in name order. nullopt and `note` when one cannot be read.
+// `spec` is "small" (the 64), "large" (one large kernel), a CUDA C++ corpus (a directory with
+// kernels.tsv) or a directory of *.ptx files, each with one `.visible .entry NAME(`, in name
+// order. nullopt and `note` when one cannot be read.
 std::optional<KernelSet> kernel_set(const std::string& spec, std::string& note);
+
+// One kernel of a CUDA C++ corpus (scripts/make-cuda-corpus.py), a line of its kernels.tsv.
+struct CudaCorpusKernel {
+    std::string file;        // below the corpus directory
+    std::string expression;  // the name expression that instantiates it
+    std::string family;      // the template: gemm_bias_act, softmax_rows, block_reduce_sum...
+    std::string type;        // the element type (the key's, for pairs)
+    int block = 0;           // threads per block
+    std::string per_block;   // elements per block (CUB), BMxBN (GEMM), 0 (one row per block)
+    std::vector<std::string> options;  // $CUDA_INCLUDE replaced
+};
+// The toolkit's include folder ($CUDA_HOME/include, else /usr/local/cuda/include).
+std::string cuda_include_root();
+// A CUDA C++ corpus's kernels; nullopt and `note` when it cannot be read.
+std::optional<std::vector<CudaCorpusKernel>> read_cuda_corpus(const std::string& directory,
+                                                              std::string& note);
+// Each kernel its own Source (its file, its options, its one name expression), for sm_XXa.
+std::optional<KernelSet> cuda_corpus_set(const std::string& directory, std::string& note);
+bool is_cuda_corpus(const std::string& directory);
+// Needs a GPU: a sample of a CUDA C++ corpus's kernels (GEMM, softmax, layer and RMS norm, CUB's
+// reduce, scan, sort, load/store) launched on known inputs and compared with a CPU reference; one
+// line per kernel. `note` receives the first mismatch or failure.
+std::string check_cuda_corpus(const std::string& directory, const std::string& cache_directory,
+                              std::string& note);
 // The same in a child process, which says why on its standard error.
 inline std::optional<KernelSet> child_kernel_set(const std::string& spec) {
     std::string note;
@@ -197,6 +235,11 @@ __attribute__((format(printf, 2, 3))) inline void append(std::string& out, const
 // warm in new processes (run_ptx_new_process_set). Needs a GPU; works below `directory`.
 std::string run_corpus(const std::string& corpus, const std::string& directory, int rounds,
                        std::string& note);
+// No GPU needed: the corpus (a kernel_set spec) prebuilt for `arch` in one process, one by one and
+// on `threads` threads into fresh disk tiers, then again from the disk tier; works below
+// `directory`. `note` receives the first failure.
+std::string run_corpus_prebuild(const std::string& corpus, const std::string& directory, int arch,
+                                int threads, std::string& note);
 // The child side of the cold runs: MODE "one" (kernel() for each, each timed) or "warm-up"
 // (16 threads), on an empty disk tier in `directory`; prints "total_ms sum_ms max_ms max_index
 // loaded compiles compile_ms".

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     std::string corpus_directory;
     std::string scaling_directory;
     int workers = static_cast<int>(std::thread::hardware_concurrency());
+    int corpus_prebuild_arch = 0;
     int rounds = 7;
     int nvrtc_arch = 0;
     int light = 16, heavy = 8, nvrtc_threads = 16, cuda_warm_up = 16;
@@ -83,6 +84,8 @@ int main(int argc, char** argv) {
             scaling_directory = next();
         } else if (!std::strcmp(argv[i], "--workers")) {
             workers = std::max(1, std::atoi(next()));
+        } else if (!std::strcmp(argv[i], "--corpus-prebuild")) {
+            corpus_prebuild_arch = std::atoi(next());
         } else if (!std::strcmp(argv[i], "--remote-child")) {
             const std::string mode = next();
             const std::string directory = next();
@@ -125,6 +128,7 @@ int main(int argc, char** argv) {
                          "[--ptx-new-process DIR [--rounds N]] [--remote DIR [--rounds N]] "
                          "[--corpus PTX_DIR [--rounds N]] "
                          "[--compile-scaling PTX_DIR [--workers N]] "
+                         "[--corpus DIR [--rounds N] [--corpus-prebuild ARCH [--threads N]]] "
                          "[--kernel-speed] [--cuda DIR] "
                          "[--cuda-warm-up N] "
                          "[--nvrtc-scaling ARCH] "
@@ -154,12 +158,19 @@ int main(int argc, char** argv) {
         if (!out_path.empty()) std::ofstream(out_path) << table;
         return table.empty() || !note.empty() ? 1 : 0;
     }
-    if (!corpus_directory.empty()) {  // a directory of PTX kernels alone (issue 19)
+    // A directory of PTX kernels, or a CUDA C++ corpus (its kernels.tsv), alone (issue 19).
+    if (!corpus_directory.empty()) {
         std::string note;
         const std::string work = (std::filesystem::temp_directory_path() /
                                   ("kcache-corpus-" + std::to_string(::getpid())))
                                      .string();
-        std::string table = bench::run_corpus(corpus_directory, work, rounds, note);
+        // --corpus-prebuild: no GPU, the compile alone (threads: the largest of --threads).
+        std::string table =
+            corpus_prebuild_arch != 0
+                ? bench::run_corpus_prebuild(
+                      corpus_directory, work, corpus_prebuild_arch,
+                      *std::max_element(hit.threads.begin(), hit.threads.end()), note)
+                : bench::run_corpus(corpus_directory, work, rounds, note);
         std::fputs(table.c_str(), stdout);
         if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
         if (!out_path.empty()) std::ofstream(out_path) << table;

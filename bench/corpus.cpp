@@ -3,11 +3,17 @@
 // Triton corpus's kernels/). Cold: the driver's JIT against kcache one kernel at a time and
 // warm_up on 16 threads, each in a new process with the driver's ComputeCache off (nvJitLink
 // consults it too). Warm: new processes against the floor and the warm ComputeCache, the table
-// of run_ptx_new_process_set. Every kernel must load through kcache, or the run fails.
+// of run_ptx_new_process_set. A CUDA C++ corpus (scripts/make-cuda-corpus.py, its kernels.tsv)
+// has no driver JIT to compare with: kcache one by one against warm_up, cold and in warm new
+// processes, then a sample checked on the GPU. Every kernel must load through kcache, or the run
+// fails.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "bench/bench.hpp"
 #include "bench/child_process.hpp"
@@ -45,7 +51,180 @@ std::optional<ColdRun> cold_child(const std::string& mode, const std::string& co
     return run;
 }
 
+// Kernel i's name and key, for the slowest kernel's row.
+std::string named(const KernelSet& set, int i) {
+    return i >= 0 ? set.name(i) + " (" + set.key(i) + ")" : "";
+}
+
+// What a cold run's kernels cost one by one: their sum, the slowest, the compile times.
+void append_cold_detail(std::string& text, const KernelSet& set, const ColdRun& one,
+                        const ColdRun& all) {
+    append(text,
+           "| kcache cold, one by one: each kernel timed alone | ms |\n"
+           "|---|---:|\n"
+           "| sum of the kernels' times | %.1f |\n"
+           "| slowest kernel (a warm_up's critical path): %s | %.1f |\n"
+           "| compile time from stats (compile_ns), one by one | %.1f |\n"
+           "| compile time from stats (compile_ns), warm_up: summed over its threads | %.1f |\n"
+           "| warm_up's bound on %u threads: max(slowest, sum / %u) | %.1f |\n\n",
+           one.sum_ms, named(set, one.max_index).c_str(), one.max_ms, one.compile_ms,
+           all.compile_ms, kWarmUpThreads, kWarmUpThreads,
+           std::max(one.max_ms, one.sum_ms / static_cast<double>(kWarmUpThreads)));
+}
+
+void append_loaded(std::string& text, const char* what, const ColdRun& run, int count,
+                   std::string& note) {
+    append(text, "- kcache cold, %s: %d of %d loaded (%d compiled)\n", what, run.loaded, count,
+           run.compiles);
+    if (run.loaded != count && note.empty()) {
+        note = std::string("kcache cold, ") + what + ": " + std::to_string(count - run.loaded) +
+               " of " + std::to_string(count) + " kernels did not load";
+    }
+}
+
+// A CUDA C++ corpus: no driver JIT to compare with (the driver cannot compile CUDA C++), so
+// kcache one by one against its warm_up, cold; then warm new processes from the disk tier the
+// cold warm_up filled; then a sample launched against a CPU reference.
+std::string run_cuda_corpus(const KernelSet& set, const std::string& device,
+                            const std::string& corpus, const std::string& directory, int rounds,
+                            std::string& note) {
+    const int count = set.count();
+    rounds = std::max(rounds, 1);
+    std::filesystem::create_directories(directory + "/warm");
+    auto one = cold_child("one", corpus, directory + "/cold-one");
+    auto all = cold_child("warm-up", corpus, directory + "/warm/kcache");
+    if (!one || !all) {
+        note = "a kcache cold child failed";
+        return {};
+    }
+    std::string text;
+    append(text,
+           "Device: %s. %d CUDA C++ kernels from %s (NVRTC, one name expression each, "
+           "sm_XXa).\n\n",
+           device.c_str(), count, corpus.c_str());
+    append_loaded(text, "one by one", *one, count, note);
+    append_loaded(text, "warm_up", *all, count, note);
+    append(text,
+           "\n| %d kernels, cold, each side a new process | total ms | per kernel ms | one by one "
+           "/ this |\n"
+           "|---|---:|---:|---:|\n"
+           "| kcache, kernel() for one after another, 1 thread (NVRTC + nvJitLink + store + "
+           "load) | %.1f | %.2f | 1.0x |\n"
+           "| kcache warm_up, %u threads | %.1f | %.2f | %.2fx |\n\n",
+           count, one->total_ms, one->total_ms / count, kWarmUpThreads, all->total_ms,
+           all->total_ms / count, one->total_ms / all->total_ms);
+    append_cold_detail(text, set, *one, *all);
+
+    // Warm: rounds of new processes, each mode once a round, the order turning.
+    const std::vector<std::string> modes = {"kcache", "kcache-warm-up"};
+    std::vector<std::vector<double>> total(modes.size());
+    std::vector<double> first;
+    for (int round = 0; round < rounds; ++round) {
+        for (std::size_t m = 0; m < modes.size(); ++m) {
+            const std::size_t at = (m + static_cast<std::size_t>(round)) % modes.size();
+            auto run = run_ptx_child(modes[at], directory + "/warm", corpus);
+            if (!run) {
+                note = "a warm " + modes[at] + " child failed (not all from the disk tier?)";
+                return {};
+            }
+            total[at].push_back(run->total_ms);
+            if (at == 0) first.push_back(run->first_ms);  // a warm_up has no first kernel
+        }
+    }
+    // No floor here: the PTX sets' floor loads cubins compiled from their PTX; these have none.
+    append(text,
+           "| %d kernels, warm, a new process each (median of %d) | all loaded ms | per kernel "
+           "ms |\n|---|---:|---:|\n"
+           "| kcache, one by one, from the disk tier (first kernel: %.3f ms) | %.2f | %.3f |\n"
+           "| kcache warm_up, 16 threads, from the disk tier | %.2f | %.3f |\n",
+           count, rounds, median(first), median(total[0]), median(total[0]) / count,
+           median(total[1]), median(total[1]) / count);
+    append(text, "- kcache warm, every child: %d of %d loaded from the disk tier\n\n", count,
+           count);
+    std::string checked = check_cuda_corpus(corpus, directory + "/check", note);
+    std::filesystem::remove_all(directory);
+    if (checked.empty()) return {};
+    return text + checked;
+}
+
 }  // namespace
+
+std::string run_corpus_prebuild(const std::string& corpus, const std::string& directory, int arch,
+                                int threads, std::string& note) {
+    std::optional<KernelSet> read = kernel_set(corpus, note);
+    if (!read) return {};
+    const std::vector<WarmUpItem> items = read->warm_up_items();  // copies: three passes
+    const int count = read->count();
+    struct Pass {
+        double total_ms = 0, max_ms = 0;
+        int max_index = -1, done = 0, compiled = 0;
+    };
+    // Each item prebuilt once on `workers` threads (1: in order, each timed) into `folder`.
+    auto pass = [&](const std::string& folder, int workers, bool fresh) {
+        if (fresh) std::filesystem::remove_all(folder);
+        CacheOptions options;
+        options.disk_directory = folder;
+        options.compile_workers = workers > 1 ? static_cast<std::size_t>(workers) : 0;
+        KernelCache cache(options);
+        Pass result;
+        std::mutex guard;
+        std::atomic<int> next{0};
+        const auto start = std::chrono::steady_clock::now();
+        auto work = [&] {
+            for (int i = next++; i < count; i = next++) {
+                const WarmUpItem& item = items[static_cast<std::size_t>(i)];
+                const auto kernel_start = std::chrono::steady_clock::now();
+                auto made = cache.prebuild(item.key, item.make_source, arch);
+                const double ms = ms_since(kernel_start);
+                const std::lock_guard lock(guard);
+                if (!made) {
+                    if (note.empty()) note = item.key + ": " + made.error().describe();
+                    continue;
+                }
+                ++result.done;
+                result.compiled += *made == Provenance::kCompiled ? 1 : 0;
+                if (ms > result.max_ms) {
+                    result.max_ms = ms;
+                    result.max_index = i;
+                }
+            }
+        };
+        std::vector<std::thread> pool;
+        for (int t = 1; t < workers; ++t) pool.emplace_back(work);
+        work();
+        for (auto& thread : pool) thread.join();
+        result.total_ms = ms_since(start);
+        return result;
+    };
+    const Pass one = pass(directory + "/one", 1, true);
+    const Pass all = pass(directory + "/parallel", threads, true);
+    const Pass warm = pass(directory + "/parallel", 1, false);
+    std::filesystem::remove_all(directory);
+    std::string text;
+    append(
+        text,
+        "%d kernels from %s, prebuilt for arch %d (sm_%da where a source asks for it; no GPU), in "
+        "one process\n\n"
+        "| pass | prebuilt | compiled | total ms | per kernel ms | one by one / this |\n"
+        "|---|---:|---:|---:|---:|---:|\n",
+        count, corpus.c_str(), arch, arch);
+    for (const auto& [what, run] :
+         {std::pair{std::string("cold, one by one"), one},
+          std::pair{"cold, " + std::to_string(threads) + " threads (compile workers)", all},
+          std::pair{std::string("warm (the disk tier), one by one"), warm}}) {
+        append(text, "| %s | %d | %d | %.1f | %.2f | %.2fx |\n", what.c_str(), run.done,
+               run.compiled, run.total_ms, run.total_ms / count, one.total_ms / run.total_ms);
+    }
+    append(text, "\n- slowest kernel, cold one by one: %s, %.1f ms\n",
+           one.max_index >= 0 ? items[static_cast<std::size_t>(one.max_index)].key.c_str() : "-",
+           one.max_ms);
+    if (one.done != count || all.done != count || warm.done != count) {
+        if (note.empty()) note = "not every kernel was prebuilt";
+    } else if (warm.compiled != 0) {
+        note = "the warm pass compiled";
+    }
+    return text;
+}
 
 int run_corpus_cold_child(const std::string& mode, const std::string& corpus,
                           const std::string& directory) {
@@ -111,6 +290,7 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
     const std::string device = context->info().name;
     std::filesystem::remove_all(directory);
     std::filesystem::create_directories(directory);
+    if (!set.cuda.empty()) return run_cuda_corpus(set, device, corpus, directory, rounds, note);
 
     // Cold, the driver first so that nothing it does could profit kcache; each side a new
     // process, which pays for loading its compiler library as a real first run does.
@@ -127,14 +307,8 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
     }
     std::string text;
     append(text, "Device: %s. %d PTX kernels from %s.\n\n", device.c_str(), count, corpus.c_str());
-    for (const auto& [what, run] : {std::pair{"one by one", *one}, std::pair{"warm_up", *all}}) {
-        append(text, "- kcache cold, %s: %d of %d loaded (%d compiled)\n", what, run.loaded, count,
-               run.compiles);
-        if (run.loaded != count && note.empty()) {
-            note = std::string("kcache cold, ") + what + ": " + std::to_string(count - run.loaded) +
-                   " of " + std::to_string(count) + " kernels did not load";
-        }
-    }
+    append_loaded(text, "one by one", *one, count, note);
+    append_loaded(text, "warm_up", *all, count, note);
     const double jit_ms = jit->total_ms;
     append(text,
            "\n| %d kernels, cold, each side a new process, CUDA_CACHE_DISABLE=1 | total ms | per "
@@ -148,19 +322,7 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
            count, jit_ms, jit_ms / count, one->total_ms, one->total_ms / count,
            jit_ms / one->total_ms, kWarmUpThreads, all->total_ms, all->total_ms / count,
            jit_ms / all->total_ms);
-    const std::string slowest =
-        one->max_index >= 0 ? set.name(one->max_index) + " (" + set.key(one->max_index) + ")" : "";
-    append(text,
-           "| kcache cold, one by one: each kernel timed alone | ms |\n"
-           "|---|---:|\n"
-           "| sum of the kernels' times | %.1f |\n"
-           "| slowest kernel (a warm_up's critical path): %s | %.1f |\n"
-           "| compile time from stats (compile_ns), one by one | %.1f |\n"
-           "| compile time from stats (compile_ns), warm_up: summed over its threads | %.1f |\n"
-           "| warm_up's bound on %u threads: max(slowest, sum / %u) | %.1f |\n\n",
-           one->sum_ms, slowest.c_str(), one->max_ms, one->compile_ms, all->compile_ms,
-           kWarmUpThreads, kWarmUpThreads,
-           std::max(one->max_ms, one->sum_ms / static_cast<double>(kWarmUpThreads)));
+    append_cold_detail(text, set, *one, *all);
 
     // Warm: new processes, rounds in turns; the warm kcache mode fails unless all come from disk.
     std::string warm = run_ptx_new_process_set(directory + "/warm", corpus, rounds, note);

@@ -25,7 +25,6 @@
 #include "util/files.hpp"
 
 namespace kcache::bench {
-namespace {
 
 std::string cuda_include_root() {
     for (const char* variable : {"CUDA_HOME", "CUDA_PATH"}) {
@@ -35,6 +34,8 @@ std::string cuda_include_root() {
     }
     return "/usr/local/cuda/include";
 }
+
+namespace {
 
 // A distinct module per `variant`. Light: a few lines of arithmetic. Heavy: CUB's block reduce,
 // the kind of header an inference engine's generated kernels pull in.

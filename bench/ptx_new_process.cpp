@@ -238,6 +238,8 @@ std::optional<KernelSet> kernel_set(const std::string& spec, std::string& note) 
         set.ptx = ptx_kernel_set();
         set.names.assign(set.ptx.size(), "softmax_rows");
         for (int i = 0; i < set.count(); ++i) set.keys.push_back(ptx_kernel_key(i));
+    } else if (is_cuda_corpus(spec)) {
+        return cuda_corpus_set(spec, note);
     } else {
         return directory_set(spec, note);
     }

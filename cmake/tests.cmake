@@ -81,6 +81,9 @@ add_test(NAME kcache_tool_bad_value_exits_2
 if(TARGET kcache_bench)
   add_test(NAME kcache_bench_smoke COMMAND kcache_bench --smoke)
 endif()
+# The committed CUDA C++ corpus is what its generator writes (bench/corpus/README.md).
+add_test(NAME kcache_cuda_corpus_is_the_generators COMMAND python3
+  ${CMAKE_CURRENT_SOURCE_DIR}/scripts/make-cuda-corpus.py --compare ${CMAKE_CURRENT_SOURCE_DIR}/bench/corpus/cuda-corpus.tar.xz)
 # The kcache command end to end, one fresh cache directory per case (tests/cli/cli_test.sh).
 foreach(cli_case help bad_usage prewarm compile_unstored disk_headers compile_error inspect_verify clear_cleanup
         evict_older_than numbers_do_not_wrap config stats stats_concurrent

@@ -117,6 +117,19 @@ compile_scaling() {
   return $rc
 }
 run compile_scaling compile_scaling
+# Issue 19, CUDA C++: the CUB and CUTLASS-style templates of bench/corpus/cuda-corpus.tar.xz, one
+# name expression per kernel, cold (one by one against warm_up) and warm in new processes; then a
+# sample launched on known inputs against a CPU reference (the run fails on a mismatch).
+cuda_corpus() {
+  local dir rc
+  dir=$(mktemp -d)
+  tar xJf bench/corpus/cuda-corpus.tar.xz -C "$dir" || return 1
+  "$BIN/kcache_bench" --corpus "$dir" --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/cuda_corpus.md"
+  rc=$?
+  rm -rf "$dir"
+  return $rc
+}
+run cuda_corpus cuda_corpus
 # Whether kcache's cubins (nvJitLink: PTX compiled as relocatable code, then linked) run as fast as
 # the driver's JIT of the same PTX (a whole program).
 run kernel_speed "$BIN/kcache_bench" --kernel-speed --out "$LOGS/kernel_speed.md"
@@ -171,6 +184,10 @@ run fleet_bench "$BIN/kcache_fleet" bench
   echo "## The corpus through nvJitLink alone: threads, processes, order, store"
   echo
   cat "$LOGS/compile_scaling.md" 2>/dev/null
+  echo
+  echo "## A corpus of CUDA C++ templates (CUB, CUTLASS-style), cold, warm and checked"
+  echo
+  cat "$LOGS/cuda_corpus.md" 2>/dev/null
   echo
   echo "## CUDA C++: NVRTC inside one process"
   echo

@@ -23,9 +23,9 @@ namespace {
 // The time trace only lists the headers read (see compile_cuda), which the code does not depend
 // on; it is named so that the recipe stays the whole truth.
 constexpr const char* kCudaRecipe =
-    "NVRTC -arch=<target> --no-source-include --fdevice-time-trace, or when the lean recipe "
-    "applies: NVRTC -arch=compute_<target> -dlto --no-source-include --fdevice-time-trace, "
-    "nvJitLink -arch=<target> -lto -optimize-unused-variables";
+    "NVRTC -arch=<target> --fdevice-time-trace, or when the lean recipe applies: NVRTC "
+    "-arch=compute_<target> -dlto --fdevice-time-trace, nvJitLink -arch=<target> -lto "
+    "-optimize-unused-variables (--no-source-include for an NVRTC without the trace)";
 
 Result<std::string> identity_of(const char* label,
                                 const Result<driver::CompilerIdentity>& identity) {

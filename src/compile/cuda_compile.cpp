@@ -90,17 +90,22 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target, 
     // declare, and the driver pays for each at every load (README, "How CUDA C++ becomes a
     // cubin"). Otherwise a real arch (sm_XX) makes NVRTC emit the cubin itself.
     const bool lean = recipe == CudaRecipe::kChosen && lean_recipe_applies(program);
-    // --no-source-include: NVRTC would otherwise look for #include "x.h" in the working
-    // directory, which no fingerprint covers; headers come from CudaProgram::headers.
-    std::vector<std::string> options = {
-        lean ? "-arch=compute_" + target.name().substr(3) : "-arch=" + target.name(),
-        "--no-source-include"};
+    std::vector<std::string> options = {lean ? "-arch=compute_" + target.name().substr(3)
+                                             : "-arch=" + target.name()};
     if (lean) options.emplace_back("-dlto");
     // The time trace names every header NVRTC processed, the only account it gives of what it
     // read from disk (it has no -M): an "#include "/abs/path.h"" needs no option at all.
     const TraceFolder trace;
     const bool tracing = trace.usable() && !trace_unsupported.load(std::memory_order_relaxed);
-    if (tracing) options.push_back(trace.option());
+    if (tracing) {
+        options.push_back(trace.option());
+    } else {
+        // Without the trace nothing would notice #include "x.h" read from the working folder,
+        // so NVRTC is kept out of it. The option also stops every quoted include from being
+        // looked up beside the header that says it (cooperative_groups' "info.h"), which is why
+        // a traced compile goes without it: the trace refuses a working folder's header.
+        options.emplace_back("--no-source-include");
+    }
     options.insert(options.end(), program.options.begin(), program.options.end());
     if (auto checked = check_disk_options(program); !checked) return checked.error();
     driver::NvrtcCompile compiled = nvrtc->compile(options);

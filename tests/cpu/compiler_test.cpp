@@ -388,6 +388,46 @@ TEST_F(DiskHeaderTest, DotDotOutOfTheToolkitFolderIsStillADiskRead) {
     EXPECT_EQ(compiled.error().code(), Errc::kInvalidArgument) << compiled.error().describe();
 }
 
+// cooperative_groups/details/driver_abi.h says #include "info.h": a quoted include is looked up
+// beside the header that says it, which NVRTC's --no-source-include turns off for every header.
+TEST_F(DiskHeaderTest, AQuotedIncludeInAToolkitHeaderIsFoundBesideIt) {
+    const std::string root = "/usr/local/cuda/include";
+    if (!std::filesystem::exists(root + "/cooperative_groups/details/driver_abi.h") ||
+        !std::filesystem::exists(root + "/cccl/cuda/std/type_traits")) {
+        GTEST_SKIP() << "no cooperative_groups or CCCL under " << root;
+    }
+    CudaProgram program = program_of(
+        "#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n"
+        "namespace cg = cooperative_groups;\n"
+        "extern \"C\" __global__ void k(int* p) {\n"
+        "    auto warp = cg::tiled_partition<32>(cg::this_thread_block());\n"
+        "    p[0] = cg::reduce(warp, static_cast<int>(threadIdx.x), cg::plus<int>());\n}\n");
+    program.options = {"-std=c++17", "-I" + root + "/cccl", "-I" + root};
+    auto compiled = compile_cuda(program, Target{90, true});
+    ASSERT_TRUE(compiled.ok()) << compiled.error().describe();
+    EXPECT_TRUE(compiled->disk_headers.empty());
+}
+
+// The working folder's header is a disk read like any other: refused without the opt-in, named.
+TEST_F(DiskHeaderTest, AQuotedIncludeFoundInTheWorkingFolderIsADiskRead) {
+    std::ofstream(temp_.path() + "/beside.h") << "#define BESIDE 5\n";
+    const std::filesystem::path before = std::filesystem::current_path();
+    std::filesystem::current_path(temp_.path());
+    CudaProgram program = program_of(
+        "#include \"beside.h\"\nextern \"C\" __global__ void k(int* p) { *p = BESIDE; }\n");
+    auto refused = compile_cuda(program, Target{90, false});
+    program.allow_disk_headers = true;
+    auto allowed = compile_cuda(program, Target{90, false});
+    std::filesystem::current_path(before);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code(), Errc::kInvalidArgument) << refused.error().describe();
+    EXPECT_NE(refused.error().message().find("beside.h"), std::string::npos)
+        << refused.error().message();
+    ASSERT_TRUE(allowed.ok()) << allowed.error().describe();
+    ASSERT_EQ(allowed->disk_headers.size(), 1u);
+    EXPECT_NE(allowed->disk_headers[0].find("beside.h"), std::string::npos);
+}
+
 TEST(HeaderTrace, NamesEveryProcessedHeaderInOrder) {
     const std::string trace =
         R"json({"otherData": {"isNVRTC": 1}, "traceEvents": [ {},)json"
