@@ -4,7 +4,9 @@
 # .gpu-python/ into build/python-site (pytest too, from .gpu-python/test-deps, where the
 # machine has none), then runs the Python package's tests and/or benchmarks there with the
 # machine's own PyTorch and CuPy. Results (JSON) go to $OUT when set, else build/python-results.
-#   usage: scripts/gpu-python.sh [tests|bench|all]
+#   usage: scripts/gpu-python.sh [tests|bench|corpus|all]
+# corpus: issue 19's launch check (scripts/corpus-launch-check.py): torch.compile'd model blocks
+# with every Triton launch replaced by kcache's, against PyTorch's own results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -31,5 +33,8 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   "$python" bindings/python/bench/launch_overhead.py --json "$results/python-launch-overhead.json" || status=1
   "$python" bindings/python/bench/warm_process.py --json "$results/python-warm-process.json" || status=1
+fi
+if [ "$what" = corpus ] || [ "$what" = all ]; then
+  "$python" scripts/corpus-launch-check.py --json "$results/corpus-launch-check.json" 2>&1 | tee "$results/corpus-launch-check.txt" || status=1
 fi
 exit "$status"
