@@ -35,73 +35,98 @@ LoadedModule::~LoadedModule() {
         delete kernel;
         kernel = next;
     }
-    delete stripes_.load(std::memory_order_acquire);
-}
-
-std::atomic<std::int64_t>& LoadedModule::counter(std::uint32_t stripe) noexcept {
-    if (stripe == kHomeStripe) return home_refs_;
-    // A reference is held on this stripe, so the block that holds it is there.
-    return stripes_.load(std::memory_order_acquire)->stripes[stripe].count;
+    delete block();
 }
 
 std::optional<std::uint32_t> LoadedModule::try_acquire(std::uint32_t stripe) noexcept {
-    // Seq_cst, not acquire, even when the block is found: the protocol's argument puts this load
-    // in the single total order, before the increment, so that a retirer that found no block
-    // also finds this reader after its store of `retired_` (see loaded_module.hpp).
-    RefStripes* block = stripes_.load(std::memory_order_seq_cst);
-    if (block == nullptr) {
+    std::uintptr_t word = stripes_.load(std::memory_order_acquire);
+    if (word == 0) {
         auto* fresh = new (std::nothrow) RefStripes();
         if (fresh != nullptr) {
-            if (stripes_.compare_exchange_strong(block, fresh, std::memory_order_seq_cst)) {
-                block = fresh;
+            // Fails if another reader installed a block first, or the retirer sealed the pointer:
+            // `word` is then what they left.
+            if (stripes_.compare_exchange_strong(word, reinterpret_cast<std::uintptr_t>(fresh),
+                                                 std::memory_order_acq_rel,
+                                                 std::memory_order_acquire)) {
+                word = reinterpret_cast<std::uintptr_t>(fresh);
             } else {
-                delete fresh;  // another reader installed one first: `block` is now that one
+                delete fresh;
             }
         }
     }
-    // Without memory for the block, the home counter still counts the reference.
-    std::atomic<std::int64_t>& count = block != nullptr ? block->stripes[stripe].count : home_refs_;
-    count.fetch_add(1, std::memory_order_seq_cst);
-    const std::uint32_t counted = block != nullptr ? stripe : kHomeStripe;
+    if ((word & kSealed) != 0) return std::nullopt;  // retired
+    if (word != 0) {
+        auto* stripes = reinterpret_cast<RefStripes*>(word);
+        // After the collapse the increment lands on a dead stripe, which nobody reads again.
+        if (dead(stripes->stripes[stripe].count.fetch_add(1, std::memory_order_acq_rel))) {
+            return std::nullopt;
+        }
+        return stripe;
+    }
+    // Without memory for the block, `home` counts the reference. Seq_cst: either the retirer's
+    // final sum of `home` comes after this increment, or this load sees `retired_`.
+    home_refs_.fetch_add(1, std::memory_order_seq_cst);
     if (retired_.load(std::memory_order_seq_cst)) {
-        release(counted);
+        release_home();
         return std::nullopt;
     }
-    return counted;
+    return kHomeStripe;
 }
 
 void LoadedModule::add_ref(std::uint32_t stripe) noexcept {
-    counter(stripe).fetch_add(1, std::memory_order_relaxed);
+    // The source's reference keeps the module: relaxed, as for a shared_ptr copy.
+    if (stripe != kHomeStripe &&
+        !dead(block()->stripes[stripe].count.fetch_add(1, std::memory_order_relaxed))) {
+        return;
+    }
+    home_refs_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void LoadedModule::release(std::uint32_t stripe) noexcept {
-    auto guard = util::EpochDomain::global().pin();
-    counter(stripe).fetch_sub(1, std::memory_order_seq_cst);
-    if (retired_.load(std::memory_order_seq_cst)) try_unload();
+    // Release: this handle's uses of the module come before whoever unloads it sees the count.
+    if (stripe != kHomeStripe &&
+        !dead(block()->stripes[stripe].count.fetch_sub(1, std::memory_order_release))) {
+        return;  // before the collapse, which moves the net count; the module stays untouched
+    }
+    release_home();
+}
+
+void LoadedModule::release_home() noexcept {
+    if (home_refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) unload();
 }
 
 void LoadedModule::retire() noexcept {
-    auto guard = util::EpochDomain::global().pin();
-    retired_.store(true, std::memory_order_seq_cst);
-    try_unload();
+    if (retired_.exchange(true, std::memory_order_seq_cst)) return;  // already retired
+    // The bias keeps releases that move to `home` during the collapse from reaching zero.
+    constexpr std::int64_t kBias = kDead;
+    home_refs_.fetch_add(kBias, std::memory_order_seq_cst);
+    const std::uintptr_t word = stripes_.fetch_or(kSealed, std::memory_order_acq_rel);
+    std::int64_t moved = 0;
+    if (auto* stripes = reinterpret_cast<RefStripes*>(word & ~kSealed); stripes != nullptr) {
+        for (auto& stripe : stripes->stripes) {
+            moved += stripe.count.exchange(kDead, std::memory_order_acq_rel);
+        }
+    }
+    home_refs_.fetch_add(moved, std::memory_order_relaxed);
+    // The bias and the map's reference; acq_rel: the releases that came first happen before an
+    // unload here.
+    if (home_refs_.fetch_sub(kBias + 1, std::memory_order_acq_rel) == kBias + 1) unload();
 }
 
 bool LoadedModule::referenced() const noexcept {
-    return sum_refs() != 0;
-}
-
-std::int64_t LoadedModule::sum_refs() const noexcept {
-    std::int64_t total = home_refs_.load(std::memory_order_seq_cst);
-    if (const RefStripes* block = stripes_.load(std::memory_order_seq_cst); block != nullptr) {
-        for (const auto& stripe : block->stripes) {
-            total += stripe.count.load(std::memory_order_seq_cst);
+    std::int64_t total = home_refs_.load(std::memory_order_relaxed);
+    if (!retired_.load(std::memory_order_relaxed)) --total;  // the map's reference
+    if (const RefStripes* stripes = block(); stripes != nullptr) {
+        for (const auto& stripe : stripes->stripes) {
+            const std::int64_t count = stripe.count.load(std::memory_order_relaxed);
+            if (!dead(count)) total += count;
         }
     }
-    return total;
+    return total != 0;
 }
 
-void LoadedModule::try_unload() noexcept {
-    if (sum_refs() != 0) return;
+void LoadedModule::unload() noexcept {
+    // A hit that fell back on `home` may take it from zero and back again: unload once.
     bool expected = false;
     if (!unloaded_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return;
     driver_->unload_module(module_);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,20 @@ struct ResolvedKernel {
     // (docs/performance.md). Null when the driver cannot tell (kUnsupported); a failed query is
     // returned and asked again next time.
     Result<const std::vector<std::size_t>*> param_sizes() const;
+    // The launch path's look at the above, with no Result: the parameter count once known,
+    // kCountUnknown where the driver cannot tell, kCountNotAsked before the first query.
+    static constexpr long kCountUnknown = -1;
+    static constexpr long kCountNotAsked = -2;
+    long param_count() const noexcept {
+        switch (params_state_.load(std::memory_order_acquire)) {
+            case 1:
+                return static_cast<long>(param_sizes_.size());
+            case 2:
+                return kCountUnknown;
+            default:
+                return kCountNotAsked;
+        }
+    }
     void set_param_sizes(std::vector<std::size_t> sizes);  // before publication only
 
 private:
@@ -75,30 +90,36 @@ public:
     // Reference counting, striped so that threads on different stripes never share a line.
     //
     // Two kinds of counter: `home`, on the module itself, for the reference made where the module
-    // was made (the first handle, and copies of it); and one per thread stripe for hits by key,
-    // in a block allocated at the first such hit (kStripes cache lines that a module only used
-    // through its first handle never needs, and that a new process would otherwise fault in for
-    // every module it loads).
+    // was made (the first handle, and copies of it) and for the map's own reference; and one per
+    // thread stripe for hits by key, in a block allocated at the first such hit (kStripes cache
+    // lines that a module only used through its first handle never needs, and that a new process
+    // would otherwise fault in for every module it loads). A reference is counted up and down on
+    // the same counter: copies count on the source's, so that no counter goes below zero.
     //
-    // Protocol (all seq_cst, but for the block's pointer read where a reference on the block is
-    // already held): a reader that found the module in the map (while pinned in the epoch domain)
-    // installs or finds the stripe block, increments its stripe, then reads `retired_`; if set,
-    // it backs out with release(). Eviction or clear first unlinks the module from the
-    // map, then sets `retired_`, then sums the counters (home, then the block if installed).
-    // Either the retirer sees the increment (and leaves the library loaded), or the reader sees
-    // `retired_` (and does not use it); a retirer that finds no block read it before the reader
-    // installed one, so that reader sees `retired_`. A live handle's +1 stays on one counter
-    // (copies count on the source's), so a sum of zero proves no handle exists.
-    // The library is unloaded once: by whoever first sees "retired and zero" and wins the CAS on
-    // `unloaded_`. The LoadedModule's memory is then freed through the epoch domain, which is why
-    // release() pins before it decrements.
+    // Protocol: the map holds one reference on `home` while the module is published. retire()
+    // (the module was unlinked from the map) seals the block pointer so that no block is
+    // installed any more, then collapses each stripe: it exchanges the stripe's count for kDead
+    // and adds the count to `home`, so from then on `home` alone holds every reference. A counter
+    // operation on a stripe that finds kDead in the value it replaced happened after the collapse:
+    // a hit backs out (the increment landed on a dead stripe, which nobody reads), a copy or a
+    // release moves to `home`. An increment or decrement that came before the exchange is in the
+    // count it moved. While it collapses, the retirer holds a large bias on `home` so that no
+    // release sees zero early; it drops the bias and the map's reference last. Whoever takes
+    // `home` to zero unloads the library (once: the CAS on `unloaded_`) and frees the module
+    // through the epoch domain, since readers pinned then may still look at it in an old table.
+    //
+    // So a hit is one locked increment (the probe's pin guards the module's memory until then)
+    // and a release one locked decrement, with no pin: a release that does not take `home` to
+    // zero does not touch the module again, and one that does owns it.
     static constexpr std::uint32_t kHomeStripe = util::kStripes;
     // Counts a hit on `stripe` (below kStripes): the counter the reference is on (kHomeStripe
-    // if the stripe block could not be allocated), or nothing if the module is retired.
+    // if the stripe block could not be allocated), or nothing if the module is retired. The
+    // caller is pinned in the epoch domain.
     std::optional<std::uint32_t> try_acquire(std::uint32_t stripe) noexcept;
     void add_ref(std::uint32_t stripe) noexcept;  // from a reference already held on `stripe`
     void release(std::uint32_t stripe) noexcept;
-    void retire() noexcept;  // the module is no longer reachable from the map
+    void retire() noexcept;  // the module is no longer reachable from the map; once
+    // Whether a handle holds the module; a snapshot for eviction's order, never for safety.
     bool referenced() const noexcept;
 
     // A __device__ or __constant__ variable of the module in the current context.
@@ -126,21 +147,29 @@ public:
     }
 
 private:
-    void try_unload() noexcept;
-    std::int64_t sum_refs() const noexcept;
-
     struct alignas(util::kCacheLine) RefStripe {
         std::atomic<std::int64_t> count{0};
     };
     struct RefStripes {
         RefStripe stripes[util::kStripes];
     };
-    std::atomic<std::int64_t>& counter(std::uint32_t stripe) noexcept;
+    // A collapsed stripe's count: far above any count of live references, and far below
+    // overflow for any number of late increments.
+    static constexpr std::int64_t kDead = std::int64_t{1} << 60;
+    static constexpr std::uintptr_t kSealed = 1;  // low bit of stripes_: no block installed now
+
+    static bool dead(std::int64_t count) noexcept { return count >= kDead / 2; }
+    RefStripes* block() const noexcept {
+        return reinterpret_cast<RefStripes*>(stripes_.load(std::memory_order_acquire) & ~kSealed);
+    }
+    void release_home() noexcept;
+    void unload() noexcept;  // `home` reached zero
 
     // On a line of its own: handle copies write it, and probes read the fields around it.
-    alignas(util::kCacheLine) std::atomic<std::int64_t> home_refs_{0};
-    // Installed once, by the first hit by key; freed with the module.
-    alignas(util::kCacheLine) std::atomic<RefStripes*> stripes_{nullptr};
+    // Starts at 1, the map's reference.
+    alignas(util::kCacheLine) std::atomic<std::int64_t> home_refs_{1};
+    // A RefStripes* and kSealed. Installed once, by the first hit by key; freed with the module.
+    alignas(util::kCacheLine) std::atomic<std::uintptr_t> stripes_{0};
     std::atomic<bool> retired_{false};
     std::atomic<bool> unloaded_{false};
     std::atomic<std::uint8_t> broken_{0};  // 0, or the reason's Errc + 1

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -85,6 +86,96 @@ TEST_F(EntryRefsTest, AHitOnARetiredEntryFailsAndLeavesNoCount) {
     entry->release(LoadedModule::kHomeStripe);
     util::EpochDomain::global().synchronize();
     EXPECT_EQ(fake->unloads(), 1);
+}
+
+TEST_F(EntryRefsTest, CopiesAndReleasesAfterTheRetireMoveToHomeAndTheLastOneUnloads) {
+    LoadedModule* entry = make_entry();
+    std::optional<std::uint32_t> hit;
+    {
+        auto guard = util::EpochDomain::global().pin();
+        hit = entry->try_acquire(4);
+    }
+    ASSERT_TRUE(hit);
+    entry->add_ref(*hit);  // a copy made before the retire: on the stripe
+    entry->retire();
+    entry->add_ref(*hit);  // one made after it: the stripe is collapsed, so on home
+    EXPECT_TRUE(entry->referenced());
+
+    entry->release(*hit);
+    entry->release(*hit);
+    util::EpochDomain::global().synchronize();
+    EXPECT_EQ(fake->unloads(), 0) << "one reference on stripe 4 is still held";
+    EXPECT_TRUE(entry->referenced());
+
+    entry->release(*hit);
+    util::EpochDomain::global().synchronize();
+    EXPECT_EQ(fake->unloads(), 1);
+    EXPECT_EQ(fake->use_after_unload(), 0);
+}
+
+TEST_F(EntryRefsTest, AnEntryNobodyHoldsIsUnloadedByItsRetireAndOnlyOnce) {
+    LoadedModule* entry = make_entry();
+    {
+        auto guard = util::EpochDomain::global().pin();
+        auto hit = entry->try_acquire(9);
+        ASSERT_TRUE(hit);
+        entry->release(*hit);
+    }
+    EXPECT_FALSE(entry->referenced());
+    entry->retire();
+    EXPECT_EQ(fake->unloads(), 1) << "nothing held it: the retire itself unloads";
+    entry->retire();  // a second retire (a clear after a discard) changes nothing
+    util::EpochDomain::global().synchronize();
+    EXPECT_EQ(fake->unloads(), 1);
+}
+
+TEST_F(EntryRefsTest, HandlesReleasedOnOtherThreadsDuringTheRetireUnloadExactlyOnce) {
+    // Each round: threads hold references on their stripes (and copies of them), the entry is
+    // retired while they release them, copy and release again; the library must stay loaded
+    // while any reference is held, and be unloaded once.
+    constexpr int kThreads = 4;
+    for (int round = 0; round < 200; ++round) {
+        LoadedModule* entry = make_entry();
+        std::atomic<int> ready{0};
+        std::atomic<bool> go{false};
+        std::atomic<int> unloaded_while_held{0};
+        std::vector<std::thread> threads;
+        threads.reserve(kThreads);
+        for (int t = 0; t < kThreads; ++t) {
+            threads.emplace_back([&, t] {
+                std::optional<std::uint32_t> held;
+                {
+                    auto guard = util::EpochDomain::global().pin();
+                    held = entry->try_acquire(static_cast<std::uint32_t>(t));
+                }
+                if (!held) return;
+                entry->add_ref(*held);
+                ready.fetch_add(1);
+                while (!go.load()) {
+                }
+                for (int i = 0; i < 50; ++i) {
+                    entry->add_ref(*held);
+                    if (fake->live_libraries() != 1) unloaded_while_held.fetch_add(1);
+                    entry->release(*held);
+                }
+                entry->release(*held);
+                if (fake->live_libraries() != 1) unloaded_while_held.fetch_add(1);
+                entry->release(*held);
+            });
+        }
+        while (ready.load() < kThreads) {
+        }
+        go.store(true);
+        std::atomic<int> spin{0};
+        while (spin.fetch_add(1, std::memory_order_relaxed) < round * 10) {
+        }
+        entry->retire();
+        for (auto& thread : threads) thread.join();
+        util::EpochDomain::global().synchronize();
+        EXPECT_EQ(unloaded_while_held.load(), 0) << "round " << round;
+        EXPECT_EQ(fake->unloads(), round + 1) << "round " << round;
+    }
+    EXPECT_EQ(fake->use_after_unload(), 0);
 }
 
 TEST_F(EntryRefsTest, HitsRacingTheRetireAndTheLastReleasesNeverSeeTheLibraryUnloaded) {
