@@ -6,6 +6,7 @@
 
 #include "util/epoch.hpp"
 #include "util/log.hpp"
+#include "util/same_bytes.hpp"
 
 namespace kcache::cache {
 
@@ -38,7 +39,7 @@ LoadedModule::~LoadedModule() {
     delete block();
 }
 
-std::optional<std::uint32_t> LoadedModule::try_acquire(std::uint32_t stripe) noexcept {
+std::uint32_t LoadedModule::try_acquire(std::uint32_t stripe) noexcept {
     std::uintptr_t word = stripes_.load(std::memory_order_acquire);
     if (word == 0) {
         auto* fresh = new (std::nothrow) RefStripes();
@@ -54,12 +55,12 @@ std::optional<std::uint32_t> LoadedModule::try_acquire(std::uint32_t stripe) noe
             }
         }
     }
-    if ((word & kSealed) != 0) return std::nullopt;  // retired
+    if ((word & kSealed) != 0) return kNotAcquired;  // retired
     if (word != 0) {
         auto* stripes = reinterpret_cast<RefStripes*>(word);
         // After the collapse the increment lands on a dead stripe, which nobody reads again.
         if (dead(stripes->stripes[stripe].count.fetch_add(1, std::memory_order_acq_rel))) {
-            return std::nullopt;
+            return kNotAcquired;
         }
         return stripe;
     }
@@ -68,7 +69,7 @@ std::optional<std::uint32_t> LoadedModule::try_acquire(std::uint32_t stripe) noe
     home_refs_.fetch_add(1, std::memory_order_seq_cst);
     if (retired_.load(std::memory_order_seq_cst)) {
         release_home();
-        return std::nullopt;
+        return kNotAcquired;
     }
     return kHomeStripe;
 }
@@ -142,7 +143,7 @@ void LoadedModule::unload() noexcept {
 const ResolvedKernel* LoadedModule::find_kernel(std::string_view name) const noexcept {
     for (const ResolvedKernel* k = kernels_.load(std::memory_order_acquire); k != nullptr;
          k = k->next) {
-        if (k->name == name) return k;
+        if (util::same_bytes(k->name, name)) return k;
     }
     return nullptr;
 }

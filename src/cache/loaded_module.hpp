@@ -113,9 +113,11 @@ public:
     // zero does not touch the module again, and one that does owns it.
     static constexpr std::uint32_t kHomeStripe = util::kStripes;
     // Counts a hit on `stripe` (below kStripes): the counter the reference is on (kHomeStripe
-    // if the stripe block could not be allocated), or nothing if the module is retired. The
-    // caller is pinned in the epoch domain.
-    std::optional<std::uint32_t> try_acquire(std::uint32_t stripe) noexcept;
+    // if the stripe block could not be allocated), or kNotAcquired if the module is retired. The
+    // caller is pinned in the epoch domain. A plain number, not an optional: an optional comes
+    // back through memory, which stalls the hit path.
+    static constexpr std::uint32_t kNotAcquired = ~std::uint32_t{0};
+    std::uint32_t try_acquire(std::uint32_t stripe) noexcept;
     void add_ref(std::uint32_t stripe) noexcept;  // from a reference already held on `stripe`
     void release(std::uint32_t stripe) noexcept;
     void retire() noexcept;  // the module is no longer reachable from the map; once

@@ -19,6 +19,13 @@ namespace {
 
 using fakes::FakeDriver;
 
+// try_acquire as an optional, for readable tests.
+std::optional<std::uint32_t> acquire(LoadedModule* entry, std::uint32_t stripe) {
+    const std::uint32_t counted = entry->try_acquire(stripe);
+    if (counted == LoadedModule::kNotAcquired) return std::nullopt;
+    return counted;
+}
+
 class EntryRefsTest : public ::testing::Test {
 protected:
     // A loaded entry, owned by nobody: it frees itself through the epoch domain once retired and
@@ -57,8 +64,8 @@ TEST_F(EntryRefsTest, TheHomeReferenceKeepsARetiredEntryLoadedUntilReleased) {
 TEST_F(EntryRefsTest, HitsOnStripesAndTheHomeReferenceAllCount) {
     LoadedModule* entry = make_entry();
     entry->add_ref(LoadedModule::kHomeStripe);
-    auto first = entry->try_acquire(3);
-    auto second = entry->try_acquire(17);
+    auto first = acquire(entry, 3);
+    auto second = acquire(entry, 17);
     ASSERT_TRUE(first && second);
     EXPECT_EQ(*first, 3u);
     EXPECT_EQ(*second, 17u);
@@ -80,7 +87,7 @@ TEST_F(EntryRefsTest, AHitOnARetiredEntryFailsAndLeavesNoCount) {
     LoadedModule* entry = make_entry();
     entry->add_ref(LoadedModule::kHomeStripe);
     entry->retire();
-    EXPECT_FALSE(entry->try_acquire(5).has_value());
+    EXPECT_FALSE(acquire(entry, 5).has_value());
     EXPECT_EQ(fake->unloads(), 0);
 
     entry->release(LoadedModule::kHomeStripe);
@@ -93,7 +100,7 @@ TEST_F(EntryRefsTest, CopiesAndReleasesAfterTheRetireMoveToHomeAndTheLastOneUnlo
     std::optional<std::uint32_t> hit;
     {
         auto guard = util::EpochDomain::global().pin();
-        hit = entry->try_acquire(4);
+        hit = acquire(entry, 4);
     }
     ASSERT_TRUE(hit);
     entry->add_ref(*hit);  // a copy made before the retire: on the stripe
@@ -117,7 +124,7 @@ TEST_F(EntryRefsTest, AnEntryNobodyHoldsIsUnloadedByItsRetireAndOnlyOnce) {
     LoadedModule* entry = make_entry();
     {
         auto guard = util::EpochDomain::global().pin();
-        auto hit = entry->try_acquire(9);
+        auto hit = acquire(entry, 9);
         ASSERT_TRUE(hit);
         entry->release(*hit);
     }
@@ -146,7 +153,7 @@ TEST_F(EntryRefsTest, HandlesReleasedOnOtherThreadsDuringTheRetireUnloadExactlyO
                 std::optional<std::uint32_t> held;
                 {
                     auto guard = util::EpochDomain::global().pin();
-                    held = entry->try_acquire(static_cast<std::uint32_t>(t));
+                    held = acquire(entry, static_cast<std::uint32_t>(t));
                 }
                 if (!held) return;
                 entry->add_ref(*held);
@@ -200,14 +207,14 @@ TEST_F(EntryRefsTest, HitsRacingTheRetireAndTheLastReleasesNeverSeeTheLibraryUnl
                 // memory outlives the unload until every reader has unpinned.
                 auto guard = util::EpochDomain::global().pin();
                 const auto stripe = static_cast<std::uint32_t>(t * 7) % util::kStripes;
-                const auto kept = entry->try_acquire(stripe);
+                const auto kept = acquire(entry, stripe);
                 if (!kept) return;
                 holding.fetch_add(1);
                 while (!retire_now.load()) {
                 }
                 for (int i = 0; i < 100; ++i) {
                     if (i == 10 * t) entry->release(*kept);  // one by one, while others hit
-                    auto hit = entry->try_acquire(stripe);
+                    auto hit = acquire(entry, stripe);
                     if (!hit) continue;
                     hits.fetch_add(1);
                     if (fake->live_libraries() != 1) unloaded_under_a_holder.fetch_add(1);
