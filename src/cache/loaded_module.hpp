@@ -120,7 +120,7 @@ public:
     std::uint32_t try_acquire(std::uint32_t stripe) noexcept;
     void add_ref(std::uint32_t stripe) noexcept;  // from a reference already held on `stripe`
     void release(std::uint32_t stripe) noexcept;
-    void retire() noexcept;  // the module is no longer reachable from the map; once
+    void retire() noexcept;  // by whoever unlinked the module from the map, once
     // Whether a handle holds the module; a snapshot for eviction's order, never for safety.
     bool referenced() const noexcept;
 
