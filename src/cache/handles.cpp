@@ -16,19 +16,14 @@ ModuleHandle::ModuleHandle(const ModuleHandle& other) noexcept
     if (entry_ != nullptr) entry_->add_ref(stripe_);
 }
 
-ModuleHandle::ModuleHandle(ModuleHandle&& other) noexcept
-    : entry_(other.entry_), stripe_(other.stripe_) {
-    other.entry_ = nullptr;
-}
-
 ModuleHandle& ModuleHandle::operator=(ModuleHandle other) noexcept {
     std::swap(entry_, other.entry_);
     std::swap(stripe_, other.stripe_);
     return *this;
 }
 
-ModuleHandle::~ModuleHandle() {
-    if (entry_ != nullptr) entry_->release(stripe_);
+void ModuleHandle::release_entry() noexcept {
+    entry_->release(stripe_);
 }
 
 const std::string& ModuleHandle::key() const noexcept {

@@ -6,7 +6,6 @@
 
 #include "util/epoch.hpp"
 #include "util/log.hpp"
-#include "util/same_bytes.hpp"
 
 namespace kcache::cache {
 
@@ -39,7 +38,7 @@ LoadedModule::~LoadedModule() {
     delete block();
 }
 
-std::uint32_t LoadedModule::try_acquire(std::uint32_t stripe) noexcept {
+std::uint32_t LoadedModule::try_acquire_slow(std::uint32_t stripe) noexcept {
     std::uintptr_t word = stripes_.load(std::memory_order_acquire);
     if (word == 0) {
         auto* fresh = new (std::nothrow) RefStripes();
@@ -56,14 +55,7 @@ std::uint32_t LoadedModule::try_acquire(std::uint32_t stripe) noexcept {
         }
     }
     if ((word & kSealed) != 0) return kNotAcquired;  // retired
-    if (word != 0) {
-        auto* stripes = reinterpret_cast<RefStripes*>(word);
-        // After the collapse the increment lands on a dead stripe, which nobody reads again.
-        if (dead(stripes->stripes[stripe].count.fetch_add(1, std::memory_order_acq_rel))) {
-            return kNotAcquired;
-        }
-        return stripe;
-    }
+    if (word != 0) return try_acquire(stripe);       // installed now
     // Without memory for the block, `home` counts the reference. Seq_cst: either the retirer's
     // final sum of `home` comes after this increment, or this load sees `retired_`.
     home_refs_.fetch_add(1, std::memory_order_seq_cst);
@@ -81,15 +73,6 @@ void LoadedModule::add_ref(std::uint32_t stripe) noexcept {
         return;
     }
     home_refs_.fetch_add(1, std::memory_order_relaxed);
-}
-
-void LoadedModule::release(std::uint32_t stripe) noexcept {
-    // Release: this handle's uses of the module come before whoever unloads it sees the count.
-    if (stripe != kHomeStripe &&
-        !dead(block()->stripes[stripe].count.fetch_sub(1, std::memory_order_release))) {
-        return;  // before the collapse, which moves the net count; the module stays untouched
-    }
-    release_home();
 }
 
 void LoadedModule::release_home() noexcept {
@@ -138,14 +121,6 @@ void LoadedModule::unload() noexcept {
     }
     // Readers pinned now may still be looking at this module (to find it retired).
     util::EpochDomain::global().retire([this] { delete this; });
-}
-
-const ResolvedKernel* LoadedModule::find_kernel(std::string_view name) const noexcept {
-    for (const ResolvedKernel* k = kernels_.load(std::memory_order_acquire); k != nullptr;
-         k = k->next) {
-        if (util::same_bytes(k->name, name)) return k;
-    }
-    return nullptr;
 }
 
 void ResolvedKernel::set_param_sizes(std::vector<std::size_t> sizes) {

@@ -17,6 +17,7 @@
 #include "compile/ptx_params.hpp"
 #include "driver/driver.hpp"
 #include "util/fingerprint.hpp"
+#include "util/same_bytes.hpp"
 #include "util/striped_counter.hpp"
 
 namespace kcache::cache {
@@ -117,9 +118,29 @@ public:
     // caller is pinned in the epoch domain. A plain number, not an optional: an optional comes
     // back through memory, which stalls the hit path.
     static constexpr std::uint32_t kNotAcquired = ~std::uint32_t{0};
-    std::uint32_t try_acquire(std::uint32_t stripe) noexcept;
+    // Inline where the block is installed (every hit but a module's first): the hit path makes
+    // no call for it.
+    std::uint32_t try_acquire(std::uint32_t stripe) noexcept {
+        const std::uintptr_t word = stripes_.load(std::memory_order_acquire);
+        if (word == 0 || (word & kSealed) != 0) return try_acquire_slow(stripe);
+        // After the collapse the increment lands on a dead stripe, which nobody reads again.
+        auto* stripes = reinterpret_cast<RefStripes*>(word);
+        if (dead(stripes->stripes[stripe].count.fetch_add(1, std::memory_order_acq_rel))) {
+            return kNotAcquired;
+        }
+        return stripe;
+    }
     void add_ref(std::uint32_t stripe) noexcept;  // from a reference already held on `stripe`
-    void release(std::uint32_t stripe) noexcept;
+    void release(std::uint32_t stripe) noexcept {
+        // Release: this handle's uses of the module come before whoever unloads it sees the
+        // count. A decrement before the collapse is in the count it moves, and the module is not
+        // touched again; after it, the reference is on `home`.
+        if (stripe != kHomeStripe &&
+            !dead(block()->stripes[stripe].count.fetch_sub(1, std::memory_order_release))) {
+            return;
+        }
+        release_home();
+    }
     void retire() noexcept;  // by whoever unlinked the module from the map, once
     // Whether a handle holds the module; a snapshot for eviction's order, never for safety.
     bool referenced() const noexcept;
@@ -130,7 +151,13 @@ public:
     }
 
     // Finds a resolved kernel without locking; resolve() asks the driver on first use.
-    const ResolvedKernel* find_kernel(std::string_view name) const noexcept;
+    const ResolvedKernel* find_kernel(std::string_view name) const noexcept {
+        for (const ResolvedKernel* k = kernels_.load(std::memory_order_acquire); k != nullptr;
+             k = k->next) {
+            if (util::same_bytes(k->name, name)) return k;
+        }
+        return nullptr;
+    }
     Result<const ResolvedKernel*> resolve(std::string_view name);
     // Set when resolving a kernel hit a deferred JIT failure, or a launch found the code's bytes
     // gone for another context (kArtifactGone): the module is unusable, and the cache drops it
@@ -164,6 +191,7 @@ private:
     RefStripes* block() const noexcept {
         return reinterpret_cast<RefStripes*>(stripes_.load(std::memory_order_acquire) & ~kSealed);
     }
+    std::uint32_t try_acquire_slow(std::uint32_t stripe) noexcept;
     void release_home() noexcept;
     void unload() noexcept;  // `home` reached zero
 

@@ -7,22 +7,17 @@
 
 namespace kcache::util {
 
-struct alignas(kCacheLine) ThreadRecord {
-    // 0 while the thread is outside every read section; otherwise the epoch it pinned.
-    std::atomic<std::uint64_t> epoch{0};
-    std::atomic<bool> in_use{true};
-    ThreadRecord* next = nullptr;  // immutable once the record is published
-    std::uint32_t nesting = 0;     // touched by the owning thread only
-    // Claimed by a thread whose thread_locals are already destroyed (a handle released from a
-    // static or thread_local destructor): given back when its pin ends.
-    bool temporary = false;
-};
+static_assert(alignof(ThreadRecord) == kCacheLine);
+
+namespace detail {
+constinit thread_local ThreadRecord* t_record = nullptr;
+}  // namespace detail
+
+using detail::t_record;
 
 namespace {
 
-// The calling thread's record. A plain pointer (trivially destructible, so reading it costs no
-// TLS wrapper call); RecordLease gives the record back when the thread ends.
-thread_local ThreadRecord* t_record = nullptr;
+// RecordLease gives the calling thread's record (detail::t_record) back when the thread ends.
 // Set once this thread's RecordLease is destroyed; trivially destructible, so still readable.
 thread_local bool t_exiting = false;
 
@@ -41,12 +36,7 @@ struct RecordLease {
 
 }  // namespace
 
-EpochDomain& EpochDomain::global() {
-    static EpochDomain* domain = new EpochDomain();  // leaked on purpose, see header
-    return *domain;
-}
-
-ThreadRecord* EpochDomain::my_record() {
+ThreadRecord* EpochDomain::my_record() noexcept {
     // There is one domain per process (global()), so one thread_local slot suffices.
     if (t_record != nullptr) return t_record;
 
@@ -76,25 +66,9 @@ ThreadRecord* EpochDomain::my_record() {
     return found;
 }
 
-EpochDomain::Guard::Guard(EpochDomain& domain) noexcept : record_(domain.my_record()) {
-    if (record_->nesting++ == 0) {
-        // Acquire: everything unlinked before the epoch we see began is invisible to us.
-        record_->epoch.store(domain.epoch_.load(std::memory_order_acquire),
-                             std::memory_order_relaxed);
-        // Orders the publication above before this reader's loads of shared pointers; pairs with
-        // the fence in try_advance().
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-    }
-}
-
-EpochDomain::Guard::~Guard() {
-    if (--record_->nesting == 0) {
-        record_->epoch.store(0, std::memory_order_release);
-        if (record_->temporary) {
-            record_->temporary = false;
-            record_->in_use.store(false, std::memory_order_release);
-        }
-    }
+void EpochDomain::Guard::give_back(ThreadRecord* record) noexcept {
+    record->temporary = false;
+    record->in_use.store(false, std::memory_order_release);
 }
 
 bool EpochDomain::try_advance() {

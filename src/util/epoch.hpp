@@ -11,6 +11,24 @@
 
 namespace kcache::util {
 
+// A thread's place in the domain. In the header so that pinning, on every cache hit, is inline.
+struct alignas(64) ThreadRecord {
+    // 0 while the thread is outside every read section; otherwise the epoch it pinned.
+    std::atomic<std::uint64_t> epoch{0};
+    std::atomic<bool> in_use{true};
+    ThreadRecord* next = nullptr;  // immutable once the record is published
+    std::uint32_t nesting = 0;     // touched by the owning thread only
+    // Claimed by a thread whose thread_locals are already destroyed (a handle released from a
+    // static or thread_local destructor): given back when its pin ends.
+    bool temporary = false;
+};
+
+namespace detail {
+// The calling thread's record, or null before its first pin. A plain pointer, constinit: reading
+// it costs no TLS wrapper call.
+extern constinit thread_local ThreadRecord* t_record;
+}  // namespace detail
+
 // Scheme (the classic three-epoch EBR):
 //  - A reader pins: it publishes the global epoch it saw in its own thread record, then issues a
 //    seq_cst fence so that the publication is ordered before every load of shared data it makes.
@@ -23,17 +41,36 @@ class EpochDomain {
 public:
     class Guard {
     public:
-        explicit Guard(EpochDomain& domain) noexcept;
-        ~Guard();
+        explicit Guard(EpochDomain& domain) noexcept
+            : record_(detail::t_record != nullptr ? detail::t_record : domain.my_record()) {
+            if (record_->nesting++ == 0) {
+                // Acquire: everything unlinked before the epoch we see began is invisible to us.
+                record_->epoch.store(domain.epoch_.load(std::memory_order_acquire),
+                                     std::memory_order_relaxed);
+                // Orders the publication above before this reader's loads of shared pointers;
+                // pairs with the fence in try_advance().
+                std::atomic_thread_fence(std::memory_order_seq_cst);
+            }
+        }
+        ~Guard() {
+            if (--record_->nesting == 0) {
+                record_->epoch.store(0, std::memory_order_release);
+                if (record_->temporary) give_back(record_);
+            }
+        }
         Guard(const Guard&) = delete;
         Guard& operator=(const Guard&) = delete;
 
     private:
-        struct ThreadRecord* record_;
+        static void give_back(ThreadRecord* record) noexcept;
+        ThreadRecord* record_;
     };
 
     // The process-wide domain. Never destroyed: readers may run during static destruction.
-    static EpochDomain& global();
+    static EpochDomain& global() noexcept {
+        static EpochDomain* const domain = new EpochDomain();  // leaked on purpose
+        return *domain;
+    }
 
     Guard pin() noexcept { return Guard(*this); }
 
@@ -55,7 +92,7 @@ public:
 private:
     EpochDomain() = default;
     friend class Guard;
-    struct ThreadRecord* my_record();
+    ThreadRecord* my_record() noexcept;
     bool try_advance();  // requires mutex_
 
     struct Retired {
@@ -64,8 +101,8 @@ private:
     };
 
     std::atomic<std::uint64_t> epoch_{1};
-    std::atomic<struct ThreadRecord*> records_{nullptr};  // push-only list, records are reused
-    mutable std::mutex mutex_;                            // guards retired_
+    std::atomic<ThreadRecord*> records_{nullptr};  // push-only list, records are reused
+    mutable std::mutex mutex_;                     // guards retired_
     std::vector<Retired> retired_;
 };
 

@@ -9,7 +9,7 @@
 namespace kcache::util {
 namespace detail {
 
-thread_local std::uint32_t t_slot_plus_one = 0;
+constinit thread_local std::uint32_t t_slot_plus_one = 0;
 
 namespace {
 

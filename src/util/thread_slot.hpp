@@ -10,7 +10,7 @@ namespace kcache::util {
 namespace detail {
 // The calling thread's slot plus one; 0 before its first call. Trivially destructible, so reading
 // it costs no TLS wrapper call.
-extern thread_local std::uint32_t t_slot_plus_one;
+extern constinit thread_local std::uint32_t t_slot_plus_one;
 std::uint32_t claim_thread_slot() noexcept;
 }  // namespace detail
 
