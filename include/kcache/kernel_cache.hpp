@@ -299,6 +299,8 @@ private:
     friend class cache::LoadedModules;
     KernelHandle(ModuleHandle module, const cache::ResolvedKernel* kernel) noexcept
         : module_(std::move(module)), kernel_(kernel) {}
+    // launch() when the parameter count is not known yet or does not match.
+    Result<void> launch_checked(const LaunchConfig& config, std::span<void* const> args) const;
     Result<void> launch_sized(const LaunchConfig& config, void** args, const std::size_t* sizes,
                               std::size_t count) const;
     // A driver call's result, seen by the entry: code that cannot reach this context any more

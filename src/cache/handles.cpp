@@ -83,23 +83,30 @@ Error count_mismatch(const KernelHandle& handle, std::size_t expected, std::size
 }  // namespace
 
 Result<void> KernelHandle::launch(const LaunchConfig& config, std::span<void* const> args) const {
-    if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "launch of an empty KernelHandle");
-    // Once the count is known the check is a load and a compare, with no Result made.
-    const long count = kernel_->param_count();
-    if (count == cache::ResolvedKernel::kCountNotAsked) {
-        TRY_ASSIGN(const std::vector<std::size_t>* const known, kernel_->param_sizes());
-        if (known != nullptr && args.size() != known->size()) {
-            return count_mismatch(*this, known->size(), args.size());
-        }
-    } else if (count >= 0 && args.size() != static_cast<std::size_t>(count)) {
-        return count_mismatch(*this, static_cast<std::size_t>(count), args.size());
+    // Once the count is known the check is a load and a compare, with no Result made; anything
+    // else (an empty handle, a count not asked yet, a mismatch) goes the checked way.
+    const long count =
+        kernel_ != nullptr ? kernel_->param_count() : cache::ResolvedKernel::kCountNotAsked;
+    if (count != cache::ResolvedKernel::kCountUnknown &&
+        static_cast<std::size_t>(count) != args.size()) {
+        return launch_checked(config, args);
     }
     // The driver does not write through the argument array; its C signature is just not const.
+    // One named result, so that it is made in the caller's place.
     Result<void> launched =
         kernel_->driver->launch(kernel_->id, config, const_cast<void**>(args.data()));
-    if (!launched) [[unlikely]]
-        noticed(launched.error());
+    if (!launched) noticed(launched.error());
     return launched;
+}
+
+Result<void> KernelHandle::launch_checked(const LaunchConfig& config,
+                                          std::span<void* const> args) const {
+    if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "launch of an empty KernelHandle");
+    TRY_ASSIGN(const std::vector<std::size_t>* const known, kernel_->param_sizes());
+    if (known != nullptr && args.size() != known->size()) {
+        return count_mismatch(*this, known->size(), args.size());
+    }
+    return checked(kernel_->driver->launch(kernel_->id, config, const_cast<void**>(args.data())));
 }
 
 Result<void*> KernelHandle::native_function() const {
