@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "util/epoch.hpp"
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "util/striped_counter.hpp"
@@ -35,6 +41,37 @@ struct RecordLease {
 };
 
 }  // namespace
+
+namespace {
+
+long membarrier(int command) {
+    return syscall(__NR_membarrier, command, 0, 0);
+}
+
+bool fences_forced() {
+    const char* value = std::getenv("KCACHE_EPOCH_FENCES");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+bool register_membarrier() {
+    const long supported = membarrier(MEMBARRIER_CMD_QUERY);
+    if (supported < 0 || (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
+    return membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+}
+
+}  // namespace
+
+EpochDomain::EpochDomain() : asymmetric_(!fences_forced() && register_membarrier()) {}
+
+bool EpochDomain::heavy_barrier() const noexcept {
+    if (!asymmetric_) {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        return true;
+    }
+    // Not expected to fail once registered; if it does, the epoch simply does not advance (freeing
+    // is postponed), since readers pinned without a fence are only safe behind the barrier.
+    return membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
+}
 
 ThreadRecord* EpochDomain::my_record() noexcept {
     // There is one domain per process (global()), so one thread_local slot suffices.
@@ -73,7 +110,7 @@ void EpochDomain::Guard::give_back(ThreadRecord* record) noexcept {
 
 bool EpochDomain::try_advance() {
     const std::uint64_t current = epoch_.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!heavy_barrier()) return false;
     for (ThreadRecord* r = records_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
         const std::uint64_t seen = r->epoch.load(std::memory_order_acquire);
         if (seen != 0 && seen != current) return false;

@@ -30,9 +30,15 @@ extern constinit thread_local ThreadRecord* t_record;
 }  // namespace detail
 
 // Scheme (the classic three-epoch EBR):
-//  - A reader pins: it publishes the global epoch it saw in its own thread record, then issues a
-//    seq_cst fence so that the publication is ordered before every load of shared data it makes.
-//    Unpinning is a release store of 0. No reader ever writes a line another reader writes.
+//  - A reader pins: it publishes the global epoch it saw in its own thread record, ordered before
+//    every load of shared data it then makes. Unpinning is a release store of 0. No reader ever
+//    writes a line another reader writes.
+//  - That ordering is asymmetric where Linux allows (membarrier PRIVATE_EXPEDITED, as userspace
+//    RCU does): the reader's side is a compiler barrier only, and the rare writer that advances
+//    the epoch makes every running thread of the process execute a full barrier first. Where
+//    membarrier is missing (old kernels, some sandboxes) or KCACHE_EPOCH_FENCES=1, the reader
+//    issues a seq_cst fence instead. Once the hit path lost its other locked instructions, the
+//    fence was a large part of what was left (docs/performance.md).
 //  - A writer unlinks an object, then retires it tagged with the current global epoch.
 //  - The epoch advances from E to E+1 only when every pinned reader has published E. An object
 //    retired at E is freed once the epoch reaches E+2: every reader that could have seen it was
@@ -48,8 +54,12 @@ public:
                 record_->epoch.store(domain.epoch_.load(std::memory_order_acquire),
                                      std::memory_order_relaxed);
                 // Orders the publication above before this reader's loads of shared pointers;
-                // pairs with the fence in try_advance().
-                std::atomic_thread_fence(std::memory_order_seq_cst);
+                // pairs with heavy_barrier() in try_advance().
+                if (domain.asymmetric_) {
+                    std::atomic_signal_fence(std::memory_order_seq_cst);
+                } else {
+                    std::atomic_thread_fence(std::memory_order_seq_cst);
+                }
             }
         }
         ~Guard() {
@@ -86,11 +96,16 @@ public:
 
     std::size_t pending() const;
 
+    // True when readers rely on membarrier rather than their own fences.
+    bool asymmetric() const noexcept { return asymmetric_; }
+
     EpochDomain(const EpochDomain&) = delete;
     EpochDomain& operator=(const EpochDomain&) = delete;
 
 private:
-    EpochDomain() = default;
+    EpochDomain();
+    // Orders every reader's pin before what the caller reads next; false if it could not.
+    bool heavy_barrier() const noexcept;
     friend class Guard;
     ThreadRecord* my_record() noexcept;
     bool try_advance();  // requires mutex_
@@ -100,6 +115,7 @@ private:
         std::function<void()> deleter;
     };
 
+    const bool asymmetric_;  // fixed at construction
     std::atomic<std::uint64_t> epoch_{1};
     std::atomic<ThreadRecord*> records_{nullptr};  // push-only list, records are reused
     mutable std::mutex mutex_;                     // guards retired_
