@@ -14,6 +14,7 @@
 #include "bench/bench.hpp"
 #include "driver/device_memory.hpp"
 #include "testing/fake_driver.hpp"
+#include "util/epoch.hpp"
 
 namespace {
 
@@ -202,6 +203,8 @@ int main(int argc, char** argv) {
                   "); hit path and launch bookkeeping over the fake driver\n\n";
     }
 
+    report += std::string("epoch pins: ") +
+              (util::EpochDomain::global().asymmetric() ? "membarrier" : "a fence each") + "\n\n";
     report += "## Hit path: lookup by key returning a handle (median of " +
               std::to_string(hit.repeats) + " runs of " + std::to_string(hit.milliseconds) +
               " ms)\n\n";
