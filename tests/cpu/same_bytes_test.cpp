@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The hit path's byte comparison agrees with std::string_view's at every length and for a
 // difference at every position.
+#include "util/same_bytes.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
-
-#include "util/same_bytes.hpp"
 
 namespace kcache::util {
 namespace {
