@@ -35,27 +35,35 @@ LoadedModule::~LoadedModule() {
         delete kernel;
         kernel = next;
     }
-    delete block();
+    if (RefStripes* stripes = block(); stripes != &sealed_block()) delete stripes;
+}
+
+LoadedModule::RefStripes& LoadedModule::sealed_block() noexcept {
+    static RefStripes sealed;  // trivially destructible: usable during static destruction too
+    static const bool made_dead = [] {
+        for (auto& stripe : sealed.stripes) stripe.count.store(kDead, std::memory_order_relaxed);
+        return true;
+    }();
+    (void)made_dead;
+    return sealed;
 }
 
 std::uint32_t LoadedModule::try_acquire_slow(std::uint32_t stripe) noexcept {
-    std::uintptr_t word = stripes_.load(std::memory_order_acquire);
-    if (word == 0) {
-        auto* fresh = new (std::nothrow) RefStripes();
-        if (fresh != nullptr) {
-            // Fails if another reader installed a block first, or the retirer sealed the pointer:
-            // `word` is then what they left.
-            if (stripes_.compare_exchange_strong(word, reinterpret_cast<std::uintptr_t>(fresh),
-                                                 std::memory_order_acq_rel,
-                                                 std::memory_order_acquire)) {
-                word = reinterpret_cast<std::uintptr_t>(fresh);
-            } else {
-                delete fresh;
-            }
+    RefStripes* block = nullptr;
+    auto* fresh = new (std::nothrow) RefStripes();
+    if (fresh != nullptr) {
+        // Fails if another reader installed a block first, or the retirer sealed the module:
+        // `block` is then what they installed.
+        if (stripes_.compare_exchange_strong(block, fresh, std::memory_order_acq_rel,
+                                             std::memory_order_acquire)) {
+            block = fresh;
+        } else {
+            delete fresh;
         }
+    } else {
+        block = stripes_.load(std::memory_order_acquire);
     }
-    if ((word & kSealed) != 0) return kNotAcquired;  // retired
-    if (word != 0) return try_acquire(stripe);       // installed now
+    if (block != nullptr) return try_acquire(stripe);
     // Without memory for the block, `home` counts the reference. Seq_cst: either the retirer's
     // final sum of `home` comes after this increment, or this load sees `retired_`.
     home_refs_.fetch_add(1, std::memory_order_seq_cst);
@@ -84,9 +92,10 @@ void LoadedModule::retire() noexcept {
     // The bias keeps releases that move to `home` during the collapse from reaching zero.
     constexpr std::int64_t kBias = kDead;
     home_refs_.fetch_add(kBias, std::memory_order_seq_cst);
-    const std::uintptr_t word = stripes_.fetch_or(kSealed, std::memory_order_acq_rel);
+    // Seals a module no hit reached yet: a reader that would install a block finds this one.
+    RefStripes* stripes = nullptr;
     std::int64_t moved = 0;
-    if (auto* stripes = reinterpret_cast<RefStripes*>(word & ~kSealed); stripes != nullptr) {
+    if (!stripes_.compare_exchange_strong(stripes, &sealed_block(), std::memory_order_acq_rel)) {
         for (auto& stripe : stripes->stripes) {
             moved += stripe.count.exchange(kDead, std::memory_order_acq_rel);
         }

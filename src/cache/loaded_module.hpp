@@ -98,8 +98,9 @@ public:
     // the same counter: copies count on the source's, so that no counter goes below zero.
     //
     // Protocol: the map holds one reference on `home` while the module is published. retire()
-    // (the module was unlinked from the map) seals the block pointer so that no block is
-    // installed any more, then collapses each stripe: it exchanges the stripe's count for kDead
+    // (the module was unlinked from the map) installs a shared block of dead stripes where no
+    // hit installed one, so that none is installed any more; else it collapses each stripe of
+    // the block: it exchanges the stripe's count for kDead
     // and adds the count to `home`, so from then on `home` alone holds every reference. A counter
     // operation on a stripe that finds kDead in the value it replaced happened after the collapse:
     // a hit backs out (the increment landed on a dead stripe, which nobody reads), a copy or a
@@ -121,10 +122,10 @@ public:
     // Inline where the block is installed (every hit but a module's first): the hit path makes
     // no call for it.
     std::uint32_t try_acquire(std::uint32_t stripe) noexcept {
-        const std::uintptr_t word = stripes_.load(std::memory_order_acquire);
-        if (word == 0 || (word & kSealed) != 0) return try_acquire_slow(stripe);
-        // After the collapse the increment lands on a dead stripe, which nobody reads again.
-        auto* stripes = reinterpret_cast<RefStripes*>(word);
+        RefStripes* stripes = stripes_.load(std::memory_order_acquire);
+        if (stripes == nullptr) return try_acquire_slow(stripe);
+        // After the collapse (or on the sealed block) the increment lands on a dead stripe, which
+        // nobody reads again.
         if (dead(stripes->stripes[stripe].count.fetch_add(1, std::memory_order_acq_rel))) {
             return kNotAcquired;
         }
@@ -185,12 +186,12 @@ private:
     // A collapsed stripe's count: far above any count of live references, and far below
     // overflow for any number of late increments.
     static constexpr std::int64_t kDead = std::int64_t{1} << 60;
-    static constexpr std::uintptr_t kSealed = 1;  // low bit of stripes_: no block installed now
+    // What a retirer installs where no block was: every stripe dead, shared by all modules, so
+    // that a block installed later cannot escape the collapse. Never freed.
+    static RefStripes& sealed_block() noexcept;
 
     static bool dead(std::int64_t count) noexcept { return count >= kDead / 2; }
-    RefStripes* block() const noexcept {
-        return reinterpret_cast<RefStripes*>(stripes_.load(std::memory_order_acquire) & ~kSealed);
-    }
+    RefStripes* block() const noexcept { return stripes_.load(std::memory_order_acquire); }
     std::uint32_t try_acquire_slow(std::uint32_t stripe) noexcept;
     void release_home() noexcept;
     void unload() noexcept;  // `home` reached zero
@@ -198,8 +199,9 @@ private:
     // On a line of its own: handle copies write it, and probes read the fields around it.
     // Starts at 1, the map's reference.
     alignas(util::kCacheLine) std::atomic<std::int64_t> home_refs_{1};
-    // A RefStripes* and kSealed. Installed once, by the first hit by key; freed with the module.
-    alignas(util::kCacheLine) std::atomic<std::uintptr_t> stripes_{0};
+    // Installed once, by the first hit by key (freed with the module), or by the retirer
+    // (sealed_block()) where no hit came first.
+    alignas(util::kCacheLine) std::atomic<RefStripes*> stripes_{nullptr};
     std::atomic<bool> retired_{false};
     std::atomic<bool> unloaded_{false};
     std::atomic<std::uint8_t> broken_{0};  // 0, or the reason's Errc + 1

@@ -73,7 +73,7 @@ bool EpochDomain::heavy_barrier() const noexcept {
     return membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 }
 
-ThreadRecord* EpochDomain::my_record() noexcept {
+ThreadRecord* EpochDomain::my_record() {
     // There is one domain per process (global()), so one thread_local slot suffices.
     if (t_record != nullptr) return t_record;
 

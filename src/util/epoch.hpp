@@ -77,7 +77,7 @@ public:
     };
 
     // The process-wide domain. Never destroyed: readers may run during static destruction.
-    static EpochDomain& global() noexcept {
+    static EpochDomain& global() {
         static EpochDomain* const domain = new EpochDomain();  // leaked on purpose
         return *domain;
     }
@@ -107,7 +107,7 @@ private:
     // Orders every reader's pin before what the caller reads next; false if it could not.
     bool heavy_barrier() const noexcept;
     friend class Guard;
-    ThreadRecord* my_record() noexcept;
+    ThreadRecord* my_record();
     bool try_advance();  // requires mutex_
 
     struct Retired {
