@@ -301,6 +301,7 @@ TEST(HandleAcrossThreads, HitsOnManyThreadsThatComeAndGoAreCountedExactly) {
     for (int wave = 0; wave < kWaves; ++wave) {
         std::latch start(kThreads);
         std::vector<std::thread> threads;
+        threads.reserve(kThreads);
         for (int t = 0; t < kThreads; ++t) {
             threads.emplace_back([&] {
                 start.arrive_and_wait();

@@ -21,6 +21,7 @@ TEST(ThreadSlot, ThreadsAliveAtOnceHoldDistinctSlots) {
     std::vector<std::uint32_t> slots(kThreads);
     std::latch all_claimed(kThreads);
     std::vector<std::thread> threads;
+    threads.reserve(kThreads);
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
             slots[static_cast<std::size_t>(t)] = thread_slot();
@@ -52,6 +53,7 @@ TEST(StripedCounter, CountsStayExactAcrossMoreThreadsThanStripesAndReusedSlots) 
     for (int wave = 0; wave < kWaves; ++wave) {
         std::latch start(kThreads);
         std::vector<std::thread> threads;
+        threads.reserve(kThreads);
         for (int t = 0; t < kThreads; ++t) {
             threads.emplace_back([&] {
                 start.arrive_and_wait();
