@@ -57,6 +57,10 @@ struct LaunchRow {
 std::vector<LaunchRow> run_launch_overhead(int launches_per_block, int blocks,
                                            const std::vector<int>& threads, std::string& note);
 std::string format_launch(const std::vector<LaunchRow>& rows);
+// No GPU: what a KernelHandle adds per launch over calling the driver's launch itself, over a
+// driver whose launch does nothing (the fake driver's, but for its bookkeeping), on one thread.
+std::vector<LaunchRow> run_launch_overhead_fake(int launches_per_block, int blocks,
+                                                std::string& note);
 
 // Needs a GPU. Cold warm-up of 64 PTX kernels (driver JIT vs kcache) and warm start from the
 // disk tier in `directory` against the in-memory floor. Empty result and `note` on failure.

@@ -16,6 +16,7 @@
 #include "bench/bench.hpp"
 #include "driver/device_memory.hpp"
 #include "testing/fake_driver.hpp"
+#include "util/epoch.hpp"
 
 namespace {
 
@@ -230,9 +231,11 @@ int main(int argc, char** argv) {
     } else {
         hit.driver = std::make_shared<fakes::FakeDriver>();
         report += std::string("device: none (") + (devices ? "--fake" : devices.error().message()) +
-                  "); hit path over the fake driver, launch benchmark skipped\n\n";
+                  "); hit path and launch bookkeeping over the fake driver\n\n";
     }
 
+    report += std::string("epoch pins: ") +
+              (util::EpochDomain::global().asymmetric() ? "membarrier" : "a fence each") + "\n\n";
     report += "## Hit path: lookup by key returning a handle (median of " +
               std::to_string(hit.repeats) + " runs of " + std::to_string(hit.milliseconds) +
               " ms)\n\n";
@@ -244,6 +247,15 @@ int main(int argc, char** argv) {
         report += "\n## Launch cost: residual_add with n = 0, " + std::to_string(launches) +
                   " launches per block, median of " + std::to_string(blocks) +
                   " interleaved blocks, one stream per thread\n\n";
+        report +=
+            rows.empty() ? "launch benchmark failed: " + note + "\n" : bench::format_launch(rows);
+    }
+    if (!context && launch_bench) {
+        std::string note;
+        auto rows = bench::run_launch_overhead_fake(launches * 50, blocks, note);
+        report += "\n## Launch cost over the fake driver, its launch a no-op: " +
+                  std::to_string(launches * 50) + " launches per block, median of " +
+                  std::to_string(blocks) + " interleaved blocks, one thread\n\n";
         report +=
             rows.empty() ? "launch benchmark failed: " + note + "\n" : bench::format_launch(rows);
     }

@@ -86,6 +86,8 @@ run bench "$BIN/kcache_bench" --out "$OUT/bench.md"
 # The hit path again over the fake driver, which answers current_arch() without a driver call:
 # the difference to the table above is what cuCtxGetCurrent costs per lookup.
 run bench_fake "$BIN/kcache_bench" --fake --out "$LOGS/bench_fake.md"
+# The control for the epoch pins: readers fence themselves instead of relying on membarrier.
+run bench_fences env KCACHE_EPOCH_FENCES=1 "$BIN/kcache_bench" --no-launch --out "$LOGS/bench_fences.md"
 # Issue 3: 64 PTX kernels cold (driver JIT with its ComputeCache off, against kcache's parallel
 # warm-up; nvJitLink alone on 1 and 16 threads) and warm from disk against the in-memory floor,
 # in rounds within one process, with kcache's CPU path apart.

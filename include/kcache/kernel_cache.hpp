@@ -199,9 +199,13 @@ class ModuleHandle {
 public:
     ModuleHandle() = default;
     ModuleHandle(const ModuleHandle& other) noexcept;
-    ModuleHandle(ModuleHandle&& other) noexcept;
+    // Inline: a hit moves its handle twice on the way out, and drops the moved-from ones.
+    ModuleHandle(ModuleHandle&& other) noexcept
+        : entry_(std::exchange(other.entry_, nullptr)), stripe_(other.stripe_) {}
     ModuleHandle& operator=(ModuleHandle other) noexcept;
-    ~ModuleHandle();
+    ~ModuleHandle() {
+        if (entry_ != nullptr) release_entry();
+    }
 
     explicit operator bool() const noexcept { return entry_ != nullptr; }
     const std::string& key() const noexcept;
@@ -226,6 +230,7 @@ private:
     friend class cache::LoadedModules;
     ModuleHandle(cache::LoadedModule* entry, std::uint32_t stripe) noexcept  // adopts a reference
         : entry_(entry), stripe_(stripe) {}
+    void release_entry() noexcept;
 
     cache::LoadedModule* entry_ = nullptr;
     std::uint32_t stripe_ = 0;  // which of the entry's reference counters this handle counts on
@@ -294,6 +299,8 @@ private:
     friend class cache::LoadedModules;
     KernelHandle(ModuleHandle module, const cache::ResolvedKernel* kernel) noexcept
         : module_(std::move(module)), kernel_(kernel) {}
+    // launch() when the parameter count is not known yet or does not match.
+    Result<void> launch_checked(const LaunchConfig& config, std::span<void* const> args) const;
     Result<void> launch_sized(const LaunchConfig& config, void** args, const std::size_t* sizes,
                               std::size_t count) const;
     // A driver call's result, seen by the entry: code that cannot reach this context any more

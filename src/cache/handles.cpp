@@ -16,19 +16,14 @@ ModuleHandle::ModuleHandle(const ModuleHandle& other) noexcept
     if (entry_ != nullptr) entry_->add_ref(stripe_);
 }
 
-ModuleHandle::ModuleHandle(ModuleHandle&& other) noexcept
-    : entry_(other.entry_), stripe_(other.stripe_) {
-    other.entry_ = nullptr;
-}
-
 ModuleHandle& ModuleHandle::operator=(ModuleHandle other) noexcept {
     std::swap(entry_, other.entry_);
     std::swap(stripe_, other.stripe_);
     return *this;
 }
 
-ModuleHandle::~ModuleHandle() {
-    if (entry_ != nullptr) entry_->release(stripe_);
+void ModuleHandle::release_entry() noexcept {
+    entry_->release(stripe_);
 }
 
 const std::string& ModuleHandle::key() const noexcept {
@@ -88,12 +83,29 @@ Error count_mismatch(const KernelHandle& handle, std::size_t expected, std::size
 }  // namespace
 
 Result<void> KernelHandle::launch(const LaunchConfig& config, std::span<void* const> args) const {
+    // Once the count is known the check is a load and a compare, with no Result made; anything
+    // else (an empty handle, a count not asked yet, a mismatch) goes the checked way.
+    const long count =
+        kernel_ != nullptr ? kernel_->param_count() : cache::ResolvedKernel::kCountNotAsked;
+    if (count != cache::ResolvedKernel::kCountUnknown &&
+        static_cast<std::size_t>(count) != args.size()) {
+        return launch_checked(config, args);
+    }
+    // The driver does not write through the argument array; its C signature is just not const.
+    // One named result, so that it is made in the caller's place.
+    Result<void> launched =
+        kernel_->driver->launch(kernel_->id, config, const_cast<void**>(args.data()));
+    if (!launched) noticed(launched.error());
+    return launched;
+}
+
+Result<void> KernelHandle::launch_checked(const LaunchConfig& config,
+                                          std::span<void* const> args) const {
     if (kernel_ == nullptr) return Error(Errc::kInvalidArgument, "launch of an empty KernelHandle");
     TRY_ASSIGN(const std::vector<std::size_t>* const known, kernel_->param_sizes());
     if (known != nullptr && args.size() != known->size()) {
         return count_mismatch(*this, known->size(), args.size());
     }
-    // The driver does not write through the argument array; its C signature is just not const.
     return checked(kernel_->driver->launch(kernel_->id, config, const_cast<void**>(args.data())));
 }
 

@@ -79,15 +79,15 @@ Result<KernelHandle> KernelCache::kernel_impl(std::string_view key, SourceFn mak
     if (!modules_->options.verify) {
         // Where every device of the process has one arch (the usual GPU node), a hit needs no
         // driver call at all: the arch is known without asking which context is current.
-        if (const std::optional<int> uniform = driver.uniform_arch()) {
-            if (auto handle = modules_->find_kernel(key, *uniform, kernel_name)) {
+        if (const int uniform = driver.uniform_arch(); uniform != 0) {
+            if (auto handle = modules_->find_kernel(key, uniform, kernel_name)) {
                 return std::move(*handle);
             }
         }
     }
     // Misses (and verification) need a current context: the compile resolves kernels in it.
     TRY_ASSIGN(const int arch, driver.current_arch());
-    if (!modules_->options.verify && !driver.uniform_arch()) {
+    if (!modules_->options.verify && driver.uniform_arch() == 0) {
         if (auto handle = modules_->find_kernel(key, arch, kernel_name)) return std::move(*handle);
     }
     auto module = modules_->module_slow(key, make_source, arch, prepared);

@@ -35,73 +35,91 @@ LoadedModule::~LoadedModule() {
         delete kernel;
         kernel = next;
     }
-    delete stripes_.load(std::memory_order_acquire);
+    if (RefStripes* stripes = block(); stripes != &sealed_block()) delete stripes;
 }
 
-std::atomic<std::int64_t>& LoadedModule::counter(std::uint32_t stripe) noexcept {
-    if (stripe == kHomeStripe) return home_refs_;
-    // A reference is held on this stripe, so the block that holds it is there.
-    return stripes_.load(std::memory_order_acquire)->stripes[stripe].count;
+LoadedModule::RefStripes& LoadedModule::sealed_block() noexcept {
+    static RefStripes sealed;  // trivially destructible: usable during static destruction too
+    static const bool made_dead = [] {
+        for (auto& stripe : sealed.stripes) stripe.count.store(kDead, std::memory_order_relaxed);
+        return true;
+    }();
+    (void)made_dead;
+    return sealed;
 }
 
-std::optional<std::uint32_t> LoadedModule::try_acquire(std::uint32_t stripe) noexcept {
-    // Seq_cst, not acquire, even when the block is found: the protocol's argument puts this load
-    // in the single total order, before the increment, so that a retirer that found no block
-    // also finds this reader after its store of `retired_` (see loaded_module.hpp).
-    RefStripes* block = stripes_.load(std::memory_order_seq_cst);
-    if (block == nullptr) {
-        auto* fresh = new (std::nothrow) RefStripes();
-        if (fresh != nullptr) {
-            if (stripes_.compare_exchange_strong(block, fresh, std::memory_order_seq_cst)) {
-                block = fresh;
-            } else {
-                delete fresh;  // another reader installed one first: `block` is now that one
-            }
+std::uint32_t LoadedModule::try_acquire_slow(std::uint32_t stripe) noexcept {
+    RefStripes* block = nullptr;
+    auto* fresh = new (std::nothrow) RefStripes();
+    if (fresh != nullptr) {
+        // Fails if another reader installed a block first, or the retirer sealed the module:
+        // `block` is then what they installed.
+        if (stripes_.compare_exchange_strong(block, fresh, std::memory_order_acq_rel,
+                                             std::memory_order_acquire)) {
+            block = fresh;
+        } else {
+            delete fresh;
         }
+    } else {
+        block = stripes_.load(std::memory_order_acquire);
     }
-    // Without memory for the block, the home counter still counts the reference.
-    std::atomic<std::int64_t>& count = block != nullptr ? block->stripes[stripe].count : home_refs_;
-    count.fetch_add(1, std::memory_order_seq_cst);
-    const std::uint32_t counted = block != nullptr ? stripe : kHomeStripe;
+    if (block != nullptr) return try_acquire(stripe);
+    // Without memory for the block, `home` counts the reference. Seq_cst: either the retirer's
+    // final sum of `home` comes after this increment, or this load sees `retired_`.
+    home_refs_.fetch_add(1, std::memory_order_seq_cst);
     if (retired_.load(std::memory_order_seq_cst)) {
-        release(counted);
-        return std::nullopt;
+        release_home();
+        return kNotAcquired;
     }
-    return counted;
+    return kHomeStripe;
 }
 
 void LoadedModule::add_ref(std::uint32_t stripe) noexcept {
-    counter(stripe).fetch_add(1, std::memory_order_relaxed);
+    // The source's reference keeps the module: relaxed, as for a shared_ptr copy.
+    if (stripe != kHomeStripe &&
+        !dead(block()->stripes[stripe].count.fetch_add(1, std::memory_order_relaxed))) {
+        return;
+    }
+    home_refs_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void LoadedModule::release(std::uint32_t stripe) noexcept {
-    auto guard = util::EpochDomain::global().pin();
-    counter(stripe).fetch_sub(1, std::memory_order_seq_cst);
-    if (retired_.load(std::memory_order_seq_cst)) try_unload();
+void LoadedModule::release_home() noexcept {
+    if (home_refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) unload();
 }
 
 void LoadedModule::retire() noexcept {
-    auto guard = util::EpochDomain::global().pin();
-    retired_.store(true, std::memory_order_seq_cst);
-    try_unload();
+    if (retired_.exchange(true, std::memory_order_seq_cst)) return;  // already retired
+    // The bias keeps releases that move to `home` during the collapse from reaching zero.
+    constexpr std::int64_t kBias = kDead;
+    home_refs_.fetch_add(kBias, std::memory_order_seq_cst);
+    // Seals a module no hit reached yet: a reader that would install a block finds this one.
+    RefStripes* stripes = nullptr;
+    std::int64_t moved = 0;
+    if (!stripes_.compare_exchange_strong(stripes, &sealed_block(), std::memory_order_acq_rel)) {
+        for (auto& stripe : stripes->stripes) {
+            moved += stripe.count.exchange(kDead, std::memory_order_acq_rel);
+        }
+    }
+    home_refs_.fetch_add(moved, std::memory_order_relaxed);
+    // The bias and the map's reference; acq_rel: the releases that came first happen before an
+    // unload here.
+    if (home_refs_.fetch_sub(kBias + 1, std::memory_order_acq_rel) == kBias + 1) unload();
 }
 
 bool LoadedModule::referenced() const noexcept {
-    return sum_refs() != 0;
-}
-
-std::int64_t LoadedModule::sum_refs() const noexcept {
-    std::int64_t total = home_refs_.load(std::memory_order_seq_cst);
-    if (const RefStripes* block = stripes_.load(std::memory_order_seq_cst); block != nullptr) {
-        for (const auto& stripe : block->stripes) {
-            total += stripe.count.load(std::memory_order_seq_cst);
+    std::int64_t total = home_refs_.load(std::memory_order_relaxed);
+    if (!retired_.load(std::memory_order_relaxed)) --total;  // the map's reference
+    if (const RefStripes* stripes = block(); stripes != nullptr) {
+        for (const auto& stripe : stripes->stripes) {
+            const std::int64_t count = stripe.count.load(std::memory_order_relaxed);
+            if (!dead(count)) total += count;
         }
     }
-    return total;
+    return total != 0;
 }
 
-void LoadedModule::try_unload() noexcept {
-    if (sum_refs() != 0) return;
+void LoadedModule::unload() noexcept {
+    // A hit that fell back on `home` may take it from zero and back again: unload once.
     bool expected = false;
     if (!unloaded_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return;
     driver_->unload_module(module_);
@@ -112,14 +130,6 @@ void LoadedModule::try_unload() noexcept {
     }
     // Readers pinned now may still be looking at this module (to find it retired).
     util::EpochDomain::global().retire([this] { delete this; });
-}
-
-const ResolvedKernel* LoadedModule::find_kernel(std::string_view name) const noexcept {
-    for (const ResolvedKernel* k = kernels_.load(std::memory_order_acquire); k != nullptr;
-         k = k->next) {
-        if (k->name == name) return k;
-    }
-    return nullptr;
 }
 
 void ResolvedKernel::set_param_sizes(std::vector<std::size_t> sizes) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include "compile/ptx_params.hpp"
 #include "driver/driver.hpp"
 #include "util/fingerprint.hpp"
+#include "util/same_bytes.hpp"
 #include "util/striped_counter.hpp"
 
 namespace kcache::cache {
@@ -39,6 +41,20 @@ struct ResolvedKernel {
     // (docs/performance.md). Null when the driver cannot tell (kUnsupported); a failed query is
     // returned and asked again next time.
     Result<const std::vector<std::size_t>*> param_sizes() const;
+    // The launch path's look at the above, with no Result: the parameter count once known,
+    // kCountUnknown where the driver cannot tell, kCountNotAsked before the first query.
+    static constexpr long kCountUnknown = -1;
+    static constexpr long kCountNotAsked = -2;
+    long param_count() const noexcept {
+        switch (params_state_.load(std::memory_order_acquire)) {
+            case 1:
+                return static_cast<long>(param_sizes_.size());
+            case 2:
+                return kCountUnknown;
+            default:
+                return kCountNotAsked;
+        }
+    }
     void set_param_sizes(std::vector<std::size_t> sizes);  // before publication only
 
 private:
@@ -75,30 +91,59 @@ public:
     // Reference counting, striped so that threads on different stripes never share a line.
     //
     // Two kinds of counter: `home`, on the module itself, for the reference made where the module
-    // was made (the first handle, and copies of it); and one per thread stripe for hits by key,
-    // in a block allocated at the first such hit (kStripes cache lines that a module only used
-    // through its first handle never needs, and that a new process would otherwise fault in for
-    // every module it loads).
+    // was made (the first handle, and copies of it) and for the map's own reference; and one per
+    // thread stripe for hits by key, in a block allocated at the first such hit (kStripes cache
+    // lines that a module only used through its first handle never needs, and that a new process
+    // would otherwise fault in for every module it loads). A reference is counted up and down on
+    // the same counter: copies count on the source's, so that no counter goes below zero.
     //
-    // Protocol (all seq_cst, but for the block's pointer read where a reference on the block is
-    // already held): a reader that found the module in the map (while pinned in the epoch domain)
-    // installs or finds the stripe block, increments its stripe, then reads `retired_`; if set,
-    // it backs out with release(). Eviction or clear first unlinks the module from the
-    // map, then sets `retired_`, then sums the counters (home, then the block if installed).
-    // Either the retirer sees the increment (and leaves the library loaded), or the reader sees
-    // `retired_` (and does not use it); a retirer that finds no block read it before the reader
-    // installed one, so that reader sees `retired_`. A live handle's +1 stays on one counter
-    // (copies count on the source's), so a sum of zero proves no handle exists.
-    // The library is unloaded once: by whoever first sees "retired and zero" and wins the CAS on
-    // `unloaded_`. The LoadedModule's memory is then freed through the epoch domain, which is why
-    // release() pins before it decrements.
+    // Protocol: the map holds one reference on `home` while the module is published. retire()
+    // (the module was unlinked from the map) installs a shared block of dead stripes where no
+    // hit installed one, so that none is installed any more; else it collapses each stripe of
+    // the block: it exchanges the stripe's count for kDead
+    // and adds the count to `home`, so from then on `home` alone holds every reference. A counter
+    // operation on a stripe that finds kDead in the value it replaced happened after the collapse:
+    // a hit backs out (the increment landed on a dead stripe, which nobody reads), a copy or a
+    // release moves to `home`. An increment or decrement that came before the exchange is in the
+    // count it moved. While it collapses, the retirer holds a large bias on `home` so that no
+    // release sees zero early; it drops the bias and the map's reference last. Whoever takes
+    // `home` to zero unloads the library (once: the CAS on `unloaded_`) and frees the module
+    // through the epoch domain, since readers pinned then may still look at it in an old table.
+    //
+    // So a hit is one locked increment (the probe's pin guards the module's memory until then)
+    // and a release one locked decrement, with no pin: a release that does not take `home` to
+    // zero does not touch the module again, and one that does owns it.
     static constexpr std::uint32_t kHomeStripe = util::kStripes;
     // Counts a hit on `stripe` (below kStripes): the counter the reference is on (kHomeStripe
-    // if the stripe block could not be allocated), or nothing if the module is retired.
-    std::optional<std::uint32_t> try_acquire(std::uint32_t stripe) noexcept;
+    // if the stripe block could not be allocated), or kNotAcquired if the module is retired. The
+    // caller is pinned in the epoch domain. A plain number, not an optional: an optional comes
+    // back through memory, which stalls the hit path.
+    static constexpr std::uint32_t kNotAcquired = ~std::uint32_t{0};
+    // Inline where the block is installed (every hit but a module's first): the hit path makes
+    // no call for it.
+    std::uint32_t try_acquire(std::uint32_t stripe) noexcept {
+        RefStripes* stripes = stripes_.load(std::memory_order_acquire);
+        if (stripes == nullptr) return try_acquire_slow(stripe);
+        // After the collapse (or on the sealed block) the increment lands on a dead stripe, which
+        // nobody reads again.
+        if (dead(stripes->stripes[stripe].count.fetch_add(1, std::memory_order_acq_rel))) {
+            return kNotAcquired;
+        }
+        return stripe;
+    }
     void add_ref(std::uint32_t stripe) noexcept;  // from a reference already held on `stripe`
-    void release(std::uint32_t stripe) noexcept;
-    void retire() noexcept;  // the module is no longer reachable from the map
+    void release(std::uint32_t stripe) noexcept {
+        // Release: this handle's uses of the module come before whoever unloads it sees the
+        // count. A decrement before the collapse is in the count it moves, and the module is not
+        // touched again; after it, the reference is on `home`.
+        if (stripe != kHomeStripe &&
+            !dead(block()->stripes[stripe].count.fetch_sub(1, std::memory_order_release))) {
+            return;
+        }
+        release_home();
+    }
+    void retire() noexcept;  // by whoever unlinked the module from the map, once
+    // Whether a handle holds the module; a snapshot for eviction's order, never for safety.
     bool referenced() const noexcept;
 
     // A __device__ or __constant__ variable of the module in the current context.
@@ -107,7 +152,13 @@ public:
     }
 
     // Finds a resolved kernel without locking; resolve() asks the driver on first use.
-    const ResolvedKernel* find_kernel(std::string_view name) const noexcept;
+    const ResolvedKernel* find_kernel(std::string_view name) const noexcept {
+        for (const ResolvedKernel* k = kernels_.load(std::memory_order_acquire); k != nullptr;
+             k = k->next) {
+            if (util::same_bytes(k->name, name)) return k;
+        }
+        return nullptr;
+    }
     Result<const ResolvedKernel*> resolve(std::string_view name);
     // Set when resolving a kernel hit a deferred JIT failure, or a launch found the code's bytes
     // gone for another context (kArtifactGone): the module is unusable, and the cache drops it
@@ -126,20 +177,30 @@ public:
     }
 
 private:
-    void try_unload() noexcept;
-    std::int64_t sum_refs() const noexcept;
-
     struct alignas(util::kCacheLine) RefStripe {
         std::atomic<std::int64_t> count{0};
     };
     struct RefStripes {
         RefStripe stripes[util::kStripes];
     };
-    std::atomic<std::int64_t>& counter(std::uint32_t stripe) noexcept;
+    // A collapsed stripe's count: far above any count of live references, and far below
+    // overflow for any number of late increments.
+    static constexpr std::int64_t kDead = std::int64_t{1} << 60;
+    // What a retirer installs where no block was: every stripe dead, shared by all modules, so
+    // that a block installed later cannot escape the collapse. Never freed.
+    static RefStripes& sealed_block() noexcept;
+
+    static bool dead(std::int64_t count) noexcept { return count >= kDead / 2; }
+    RefStripes* block() const noexcept { return stripes_.load(std::memory_order_acquire); }
+    std::uint32_t try_acquire_slow(std::uint32_t stripe) noexcept;
+    void release_home() noexcept;
+    void unload() noexcept;  // `home` reached zero
 
     // On a line of its own: handle copies write it, and probes read the fields around it.
-    alignas(util::kCacheLine) std::atomic<std::int64_t> home_refs_{0};
-    // Installed once, by the first hit by key; freed with the module.
+    // Starts at 1, the map's reference.
+    alignas(util::kCacheLine) std::atomic<std::int64_t> home_refs_{1};
+    // Installed once, by the first hit by key (freed with the module), or by the retirer
+    // (sealed_block()) where no hit came first.
     alignas(util::kCacheLine) std::atomic<RefStripes*> stripes_{nullptr};
     std::atomic<bool> retired_{false};
     std::atomic<bool> unloaded_{false};

@@ -112,27 +112,30 @@ std::optional<ModuleHandle> LoadedModules::probe(std::string_view key, int arch,
     auto guard = util::EpochDomain::global().pin();
     LoadedModule* entry = table_.load(std::memory_order_acquire)->find(key, arch, hash);
     if (entry == nullptr) return std::nullopt;
-    const std::optional<std::uint32_t> stripe = entry->try_acquire(util::my_stripe());
-    if (!stripe) return std::nullopt;
-    const std::uint64_t now = tick_.load(std::memory_order_relaxed);
-    if (entry->last_used.load(std::memory_order_relaxed) != now) {
-        entry->last_used.store(now, std::memory_order_relaxed);
-    }
-    return ModuleHandle(entry, *stripe);
+    const std::uint32_t stripe = entry->try_acquire(util::my_stripe());
+    if (stripe == LoadedModule::kNotAcquired) return std::nullopt;
+    touch(*entry);
+    return ModuleHandle(entry, stripe);
 }
 
 std::optional<KernelHandle> LoadedModules::find_kernel(std::string_view key, int arch,
                                                        std::string_view kernel_name) noexcept {
-    auto module = probe(key, arch, util::hash_key(key, arch));
-    if (!module) return std::nullopt;
+    const std::uint64_t hash = util::hash_key(key, arch);
+    auto guard = util::EpochDomain::global().pin();
+    LoadedModule* entry = table_.load(std::memory_order_acquire)->find(key, arch, hash);
     // A broken module (a deferred JIT failure, or code gone for another context) goes the slow
-    // way, which drops it and builds it again.
-    if (module->entry_->broken()) return std::nullopt;
-    const ResolvedKernel* kernel = module->entry_->find_kernel(kernel_name);
+    // way, which drops it and builds it again. Checked, with the kernel's name, before the
+    // reference is taken: the pin keeps the module's memory meanwhile, and a miss then costs no
+    // reference taken and given back.
+    if (entry == nullptr || entry->broken()) return std::nullopt;
+    const ResolvedKernel* kernel = entry->find_kernel(kernel_name);
     if (kernel == nullptr) return std::nullopt;
+    const std::uint32_t stripe = entry->try_acquire(util::my_stripe());
+    if (stripe == LoadedModule::kNotAcquired) return std::nullopt;
+    touch(*entry);
     hits.add();
     thread_counters().hits++;
-    return KernelHandle(std::move(*module), kernel);
+    return KernelHandle(ModuleHandle(entry, stripe), kernel);
 }
 
 Result<ModuleHandle> LoadedModules::module_slow(std::string_view key,

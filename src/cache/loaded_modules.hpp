@@ -116,6 +116,13 @@ private:
     bool probe_exists(std::string_view key, int arch, std::uint64_t hash) noexcept;
     // What prepare() for a load keeps of `source` and the artifact `built` made of it.
     PreparedArtifact prepared_for_load(Source source, build::BuiltArtifact built, int arch) const;
+    // Marks a hit's module as used now, for LRU; written only when it changes.
+    void touch(LoadedModule& entry) noexcept {
+        const std::uint64_t now = tick_.load(std::memory_order_relaxed);
+        if (entry.last_used.load(std::memory_order_relaxed) != now) {
+            entry.last_used.store(now, std::memory_order_relaxed);
+        }
+    }
     // A PTX source declares its kernels' parameters: no driver query at their first launch.
     // Verification trusts the driver's own answer instead (empty sizes). `stored`: what the
     // source's artifact recorded at compile time, taken instead of reading the PTX again.

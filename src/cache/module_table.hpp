@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cache/loaded_module.hpp"
+#include "util/same_bytes.hpp"
 
 namespace kcache::cache {
 
@@ -28,7 +29,9 @@ public:
             // Acquire: pairs with try_insert's release, so the module's fields are visible.
             LoadedModule* entry = slots_[i].load(std::memory_order_acquire);
             if (entry == nullptr) return nullptr;
-            if (entry->hash == hash && entry->arch == arch && entry->key == key) return entry;
+            if (entry->hash == hash && entry->arch == arch && util::same_bytes(entry->key, key)) {
+                return entry;
+            }
         }
     }
 

@@ -118,6 +118,13 @@ CudaCode::~CudaCode() {
 }
 
 Result<bool> CudaCode::at_home() const {
+    // On every launch: one driver call, the ID of the current context (a null context names the
+    // current one). A home implies a driver with context IDs.
+    if (module_ != nullptr) {
+        unsigned long long id = 0;
+        if (api_.cuCtxGetId(nullptr, &id) == CUDA_SUCCESS) return id == home_id_;
+    }
+    // No home, or no current context that can be identified: the calls below say which.
     CUcontext current = nullptr;
     CUresult rc = api_.cuCtxGetCurrent(&current);
     if (rc != CUDA_SUCCESS) return api_.error(Errc::kDriverError, "cuCtxGetCurrent", rc);

@@ -52,9 +52,11 @@ bool extended(const LaunchConfig& c) {
 class CudaDriver final : public Driver {
 public:
     explicit CudaDriver(const CudaApi& api)
-        : api_(api), uniform_arch_(find_uniform_arch(api)), device_count_(count_devices(api)) {}
+        : api_(api),
+          uniform_arch_(find_uniform_arch(api).value_or(0)),
+          device_count_(count_devices(api)) {}
 
-    std::optional<int> uniform_arch() const noexcept override { return uniform_arch_; }
+    int uniform_arch() const noexcept override { return uniform_arch_; }
 
     std::string describe() const override {
         return "CUDA driver " + std::to_string(api_.driver_version / 1000) + "." +
@@ -231,7 +233,7 @@ private:
     }
 
     const CudaApi& api_;
-    const std::optional<int> uniform_arch_;
+    const int uniform_arch_;  // 0: devices differ
     const int device_count_;
 };
 

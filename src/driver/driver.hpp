@@ -70,8 +70,9 @@ public:
     virtual Result<int> current_arch() = 0;
 
     // The arch of every device of the process when they all share one, so that a cache hit can
-    // skip current_arch(); nullopt when devices differ (or the driver cannot tell).
-    virtual std::optional<int> uniform_arch() const noexcept { return std::nullopt; }
+    // skip current_arch(); 0 when devices differ (or the driver cannot tell). A plain int, not an
+    // optional: it is asked on every hit, and an optional comes back through memory.
+    virtual int uniform_arch() const noexcept { return 0; }
 
     // Loads code for every context of the process: its kernels launch in whichever context is
     // current. A JIT or load failure comes back as kCompileFailed with the JIT's log.

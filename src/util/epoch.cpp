@@ -1,28 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "util/epoch.hpp"
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "util/striped_counter.hpp"
 
 namespace kcache::util {
 
-struct alignas(kCacheLine) ThreadRecord {
-    // 0 while the thread is outside every read section; otherwise the epoch it pinned.
-    std::atomic<std::uint64_t> epoch{0};
-    std::atomic<bool> in_use{true};
-    ThreadRecord* next = nullptr;  // immutable once the record is published
-    std::uint32_t nesting = 0;     // touched by the owning thread only
-    // Claimed by a thread whose thread_locals are already destroyed (a handle released from a
-    // static or thread_local destructor): given back when its pin ends.
-    bool temporary = false;
-};
+static_assert(alignof(ThreadRecord) == kCacheLine);
+
+namespace detail {
+constinit thread_local ThreadRecord* t_record = nullptr;
+}  // namespace detail
+
+using detail::t_record;
 
 namespace {
 
-// The calling thread's record. A plain pointer (trivially destructible, so reading it costs no
-// TLS wrapper call); RecordLease gives the record back when the thread ends.
-thread_local ThreadRecord* t_record = nullptr;
+// RecordLease gives the calling thread's record (detail::t_record) back when the thread ends.
 // Set once this thread's RecordLease is destroyed; trivially destructible, so still readable.
 thread_local bool t_exiting = false;
 
@@ -41,9 +42,35 @@ struct RecordLease {
 
 }  // namespace
 
-EpochDomain& EpochDomain::global() {
-    static EpochDomain* domain = new EpochDomain();  // leaked on purpose, see header
-    return *domain;
+namespace {
+
+long membarrier(int command) {
+    return syscall(__NR_membarrier, command, 0, 0);
+}
+
+bool fences_forced() {
+    const char* value = std::getenv("KCACHE_EPOCH_FENCES");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+bool register_membarrier() {
+    const long supported = membarrier(MEMBARRIER_CMD_QUERY);
+    if (supported < 0 || (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
+    return membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+}
+
+}  // namespace
+
+EpochDomain::EpochDomain() : asymmetric_(!fences_forced() && register_membarrier()) {}
+
+bool EpochDomain::heavy_barrier() const noexcept {
+    if (!asymmetric_) {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        return true;
+    }
+    // Not expected to fail once registered; if it does, the epoch simply does not advance (freeing
+    // is postponed), since readers pinned without a fence are only safe behind the barrier.
+    return membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 }
 
 ThreadRecord* EpochDomain::my_record() {
@@ -76,30 +103,14 @@ ThreadRecord* EpochDomain::my_record() {
     return found;
 }
 
-EpochDomain::Guard::Guard(EpochDomain& domain) noexcept : record_(domain.my_record()) {
-    if (record_->nesting++ == 0) {
-        // Acquire: everything unlinked before the epoch we see began is invisible to us.
-        record_->epoch.store(domain.epoch_.load(std::memory_order_acquire),
-                             std::memory_order_relaxed);
-        // Orders the publication above before this reader's loads of shared pointers; pairs with
-        // the fence in try_advance().
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-    }
-}
-
-EpochDomain::Guard::~Guard() {
-    if (--record_->nesting == 0) {
-        record_->epoch.store(0, std::memory_order_release);
-        if (record_->temporary) {
-            record_->temporary = false;
-            record_->in_use.store(false, std::memory_order_release);
-        }
-    }
+void EpochDomain::Guard::give_back(ThreadRecord* record) noexcept {
+    record->temporary = false;
+    record->in_use.store(false, std::memory_order_release);
 }
 
 bool EpochDomain::try_advance() {
     const std::uint64_t current = epoch_.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!heavy_barrier()) return false;
     for (ThreadRecord* r = records_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
         const std::uint64_t seen = r->epoch.load(std::memory_order_acquire);
         if (seen != 0 && seen != current) return false;

@@ -11,10 +11,34 @@
 
 namespace kcache::util {
 
+// A thread's place in the domain. In the header so that pinning, on every cache hit, is inline.
+struct alignas(64) ThreadRecord {
+    // 0 while the thread is outside every read section; otherwise the epoch it pinned.
+    std::atomic<std::uint64_t> epoch{0};
+    std::atomic<bool> in_use{true};
+    ThreadRecord* next = nullptr;  // immutable once the record is published
+    std::uint32_t nesting = 0;     // touched by the owning thread only
+    // Claimed by a thread whose thread_locals are already destroyed (a handle released from a
+    // static or thread_local destructor): given back when its pin ends.
+    bool temporary = false;
+};
+
+namespace detail {
+// The calling thread's record, or null before its first pin. A plain pointer, constinit: reading
+// it costs no TLS wrapper call.
+extern constinit thread_local ThreadRecord* t_record;
+}  // namespace detail
+
 // Scheme (the classic three-epoch EBR):
-//  - A reader pins: it publishes the global epoch it saw in its own thread record, then issues a
-//    seq_cst fence so that the publication is ordered before every load of shared data it makes.
-//    Unpinning is a release store of 0. No reader ever writes a line another reader writes.
+//  - A reader pins: it publishes the global epoch it saw in its own thread record, ordered before
+//    every load of shared data it then makes. Unpinning is a release store of 0. No reader ever
+//    writes a line another reader writes.
+//  - That ordering is asymmetric where Linux allows (membarrier PRIVATE_EXPEDITED, as userspace
+//    RCU does): the reader's side is a compiler barrier only, and the rare writer that advances
+//    the epoch makes every running thread of the process execute a full barrier first. Where
+//    membarrier is missing (old kernels, some sandboxes) or KCACHE_EPOCH_FENCES=1, the reader
+//    issues a seq_cst fence instead. Once the hit path lost its other locked instructions, the
+//    fence was a large part of what was left (docs/performance.md).
 //  - A writer unlinks an object, then retires it tagged with the current global epoch.
 //  - The epoch advances from E to E+1 only when every pinned reader has published E. An object
 //    retired at E is freed once the epoch reaches E+2: every reader that could have seen it was
@@ -23,17 +47,40 @@ class EpochDomain {
 public:
     class Guard {
     public:
-        explicit Guard(EpochDomain& domain) noexcept;
-        ~Guard();
+        explicit Guard(EpochDomain& domain) noexcept
+            : record_(detail::t_record != nullptr ? detail::t_record : domain.my_record()) {
+            if (record_->nesting++ == 0) {
+                // Acquire: everything unlinked before the epoch we see began is invisible to us.
+                record_->epoch.store(domain.epoch_.load(std::memory_order_acquire),
+                                     std::memory_order_relaxed);
+                // Orders the publication above before this reader's loads of shared pointers;
+                // pairs with heavy_barrier() in try_advance().
+                if (domain.asymmetric_) {
+                    std::atomic_signal_fence(std::memory_order_seq_cst);
+                } else {
+                    std::atomic_thread_fence(std::memory_order_seq_cst);
+                }
+            }
+        }
+        ~Guard() {
+            if (--record_->nesting == 0) {
+                record_->epoch.store(0, std::memory_order_release);
+                if (record_->temporary) give_back(record_);
+            }
+        }
         Guard(const Guard&) = delete;
         Guard& operator=(const Guard&) = delete;
 
     private:
-        struct ThreadRecord* record_;
+        static void give_back(ThreadRecord* record) noexcept;
+        ThreadRecord* record_;
     };
 
     // The process-wide domain. Never destroyed: readers may run during static destruction.
-    static EpochDomain& global();
+    static EpochDomain& global() {
+        static EpochDomain* const domain = new EpochDomain();  // leaked on purpose
+        return *domain;
+    }
 
     Guard pin() noexcept { return Guard(*this); }
 
@@ -49,13 +96,18 @@ public:
 
     std::size_t pending() const;
 
+    // True when readers rely on membarrier rather than their own fences.
+    bool asymmetric() const noexcept { return asymmetric_; }
+
     EpochDomain(const EpochDomain&) = delete;
     EpochDomain& operator=(const EpochDomain&) = delete;
 
 private:
-    EpochDomain() = default;
+    EpochDomain();
+    // Orders every reader's pin before what the caller reads next; false if it could not.
+    bool heavy_barrier() const noexcept;
     friend class Guard;
-    struct ThreadRecord* my_record();
+    ThreadRecord* my_record();
     bool try_advance();  // requires mutex_
 
     struct Retired {
@@ -63,9 +115,10 @@ private:
         std::function<void()> deleter;
     };
 
+    const bool asymmetric_;  // fixed at construction
     std::atomic<std::uint64_t> epoch_{1};
-    std::atomic<struct ThreadRecord*> records_{nullptr};  // push-only list, records are reused
-    mutable std::mutex mutex_;                            // guards retired_
+    std::atomic<ThreadRecord*> records_{nullptr};  // push-only list, records are reused
+    mutable std::mutex mutex_;                     // guards retired_
     std::vector<Retired> retired_;
 };
 

@@ -288,6 +288,39 @@ TEST(HandleAcrossThreads, AssigningOverAHandleReleasesItsOldEntry) {
     EXPECT_EQ(handle.key(), test::softmax_key(2));
 }
 
+TEST(HandleAcrossThreads, HitsOnManyThreadsThatComeAndGoAreCountedExactly) {
+    // Hits are counted on per-thread stripes without a locked instruction; threads ending and
+    // new ones taking their stripes must lose no count, nor the per-thread windows mix.
+    auto fake = std::make_shared<FakeDriver>();
+    KernelCache cache(test::fake_options(fake));
+    ASSERT_TRUE(softmax(cache, 32).ok());  // the miss
+    constexpr int kWaves = 3;
+    constexpr int kThreads = 40;  // more than there are stripes
+    constexpr int kHits = 200;
+    std::atomic<int> wrong_window{0};
+    for (int wave = 0; wave < kWaves; ++wave) {
+        std::latch start(kThreads);
+        std::vector<std::thread> threads;
+        threads.reserve(kThreads);
+        for (int t = 0; t < kThreads; ++t) {
+            threads.emplace_back([&] {
+                start.arrive_and_wait();
+                reset_thread_stats();
+                for (int i = 0; i < kHits; ++i) {
+                    if (!softmax(cache, 32).ok()) wrong_window.fetch_add(1000);
+                }
+                if (thread_stats().hits != kHits || thread_stats().misses != 0) {
+                    wrong_window.fetch_add(1);
+                }
+            });
+        }
+        for (auto& thread : threads) thread.join();
+    }
+    EXPECT_EQ(wrong_window.load(), 0);
+    EXPECT_EQ(cache.stats().hits, std::uint64_t{kWaves} * kThreads * kHits);
+    EXPECT_EQ(cache.stats().misses, 1u);
+}
+
 // Regression: eviction under concurrent handle traffic (see ConstantEviction above).
 TEST(HandleAcrossThreads, ThreadsHoldingHandlesThroughConstantEvictionLeaveNothingLoaded) {
     expect_in_child_process([] {

@@ -188,6 +188,19 @@ TEST_F(CudaCodeTest, HomeContextLaunchesTheModulesFunction) {
     EXPECT_EQ(calls().library_get_kernel, 0);
 }
 
+TEST_F(CudaCodeTest, ALaunchAtHomeAsksTheDriverOnlyTheCurrentContextsId) {
+    make_current(make_context());
+    auto code = load();
+    ASSERT_NE(code, nullptr);
+    auto kernel = code->kernel("scale");
+    ASSERT_TRUE(kernel.ok()) << kernel.error().describe();
+    const auto before = calls();
+    ASSERT_TRUE(code->launchable(**kernel).ok());
+    EXPECT_EQ(calls().ctx_get_id - before.ctx_get_id, 1);
+    EXPECT_EQ(calls().ctx_get_current - before.ctx_get_current, 0)
+        << "a launch pays one driver call to know where it is";
+}
+
 TEST_F(CudaCodeTest, AnotherContextLaunchesTheLibrarysKernelMadeOnce) {
     make_current(make_context());
     auto code = load();

@@ -199,7 +199,7 @@ public:
 
     std::string describe() const override { return "storm checking driver"; }
     Result<int> current_arch() override { return fake_.current_arch(); }
-    std::optional<int> uniform_arch() const noexcept override { return fake_.uniform_arch(); }
+    int uniform_arch() const noexcept override { return fake_.uniform_arch(); }
     Result<driver::ModuleId> load_module(const Source& source) override {
         ++counts_["loads_not_binary"];  // PTX to the driver's JIT: no cubin was kept or read
         return fake_.load_module(source);

@@ -149,9 +149,8 @@ FakeDriver::ScopedContext::~ScopedContext() {
     t_scoped_arch = previous_;
 }
 
-std::optional<int> FakeDriver::uniform_arch() const noexcept {
-    const int arch = uniform_arch_.load(std::memory_order_relaxed);
-    return arch != 0 ? std::optional<int>(arch) : std::nullopt;
+int FakeDriver::uniform_arch() const noexcept {
+    return uniform_arch_.load(std::memory_order_relaxed);
 }
 
 Result<int> FakeDriver::current_arch() {

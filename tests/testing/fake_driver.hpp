@@ -45,7 +45,7 @@ public:
 
     std::string describe() const override { return "fake driver"; }
     Result<int> current_arch() override;
-    std::optional<int> uniform_arch() const noexcept override;
+    int uniform_arch() const noexcept override;
     Result<ModuleId> load_module(const Source& source) override;
     // Loads a copy, as load_module does. Without `again` it holds `image.owner` until the
     // unload; with it, it lets the bytes go (as the real driver does in a process of one device)

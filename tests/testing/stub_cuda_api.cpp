@@ -20,6 +20,10 @@ const std::map<std::string, std::vector<KernelParam>>& layouts() {
 namespace {
 
 CUresult stub_ctx_get_current(CUcontext* context) {
+    {
+        std::lock_guard lock(stub.mutex);
+        ++stub.state.calls.ctx_get_current;
+    }
     *context = current_context;
     return CUDA_SUCCESS;
 }
@@ -28,6 +32,10 @@ CUresult stub_ctx_get_id(CUcontext context, unsigned long long* id) {
     std::lock_guard lock(stub.mutex);
     ++stub.state.calls.ctx_get_id;
     if (stub.state.ctx_get_id_error) return *stub.state.ctx_get_id_error;
+    if (context == nullptr) {  // as the driver: the current context's
+        if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+        context = current_context;
+    }
     auto found = stub.state.contexts.find(context);
     if (found == stub.state.contexts.end()) return CUDA_ERROR_INVALID_CONTEXT;
     if (!found->second.alive) return CUDA_ERROR_CONTEXT_IS_DESTROYED;

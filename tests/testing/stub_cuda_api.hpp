@@ -54,6 +54,7 @@ struct StubState {
         unsigned library_options = 0;
     };
     struct Calls {
+        int ctx_get_current = 0;
         int ctx_get_id = 0;
         int module_load_data = 0;
         int module_unload = 0;
