@@ -348,5 +348,30 @@ TEST_F(WriteBehindTest, APrebuildOfWhatALookupJustCompiledSaysWhenItsQueuedWrite
     EXPECT_TRUE(again->not_stored.has_value());
 }
 
+// An entry the memory tier cannot keep, its write still queued: a lookup of it in the same
+// process waits on the compile's lock until the write ends and reads it from disk; it neither
+// waits on itself for ever nor compiles it again.
+TEST_F(WriteBehindTest, ALookupOfAnEntryTooBigForMemoryWaitsForItsOwnProcesssWriteAndReadsIt) {
+    const Source source = test::residual_add_source();
+    auto plan = build::plan_build(90, source, true);
+    ASSERT_TRUE(plan.ok()) << plan.error().describe();
+    if (!*plan) GTEST_SKIP() << "no nvJitLink here";
+    build::BuildOptions o = options();
+    o.memory_bytes = 1;
+    build::ArtifactBuilder builder(o);
+    ASSERT_TRUE(builder.build("residual_add", 90, source).ok());
+    files_.gate.wait_for_waiters(1);
+    std::thread disk_answers([&] {
+        std::this_thread::sleep_for(100ms);
+        files_.gate.open();
+    });
+    auto again = builder.build("residual_add", 90, source);
+    disk_answers.join();
+    ASSERT_TRUE(again.ok()) << again.error().describe();
+    EXPECT_EQ(again->provenance, Provenance::kDiskTier);
+    builder.tiers()->drain_writes();
+    EXPECT_EQ(builder.tiers()->disk()->stats().writes, 1u);
+}
+
 }  // namespace
 }  // namespace kcache::store
