@@ -96,6 +96,14 @@ Result<BuiltArtifact> ArtifactBuilder::build(std::string_view key, int arch, con
     bool rejected = false;
     auto built = build_once(key, *plan, source, rejected, asking);
     if (asking == Asking::kLookup) tiers_->count(outcome_of(built, rejected));
+    // A prebuild is for the disk: what a lookup compiled (found in memory, or shared by its
+    // flight) may still be on its way there, and a failed write must be told.
+    if (asking == Asking::kPrebuild && built && built->artifact != nullptr && !built->not_stored &&
+        (built->provenance == Provenance::kMemoryTier ||
+         built->provenance == Provenance::kCompiled) &&
+        tiers_->disk() != nullptr) {
+        built->not_stored = tiers_->once_written(plan->fingerprint);
+    }
     return built;
 }
 

@@ -163,8 +163,11 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
                 if (!look) {
                     slot.error = cache::with_key(item.key, look.error());
                 } else if (look->to_compile) {
-                    compiles.push(i, bytes_of(*look->to_compile));
+                    // The source first: another worker may take the compile as soon as it is
+                    // queued.
+                    const std::size_t bytes = bytes_of(*look->to_compile);
                     slot.to_compile = std::move(look->to_compile);
+                    compiles.push(i, bytes);
                     continue;
                 } else {
                     slot.prepared = std::move(look->prepared);

@@ -80,6 +80,11 @@ void ArtifactStore::drain_writes() {
     if (writes_) writes_->drain();
 }
 
+std::optional<Error> ArtifactStore::once_written(const util::Fingerprint& fingerprint) {
+    drain_writes();
+    return why_not_on_disk(fingerprint);
+}
+
 void ArtifactStore::finish_writes() {
     // Local writes: a generous bound, only so that a stuck disk cannot hold the end for ever.
     if (writes_) writes_->finish(std::chrono::seconds(60));

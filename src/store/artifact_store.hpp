@@ -103,6 +103,9 @@ public:
                std::function<void(const Result<void>& written)> then = {});
     // Waits until the disk writes queued so far (kBehind) were written.
     void drain_writes();
+    // drain_writes(), then why the entry under `fingerprint` is not on disk (nullopt if it is, as
+    // far as this store wrote it): for a prebuild that found a lookup's compile in memory.
+    std::optional<Error> once_written(const util::Fingerprint& fingerprint);
     // The end of the process: the queued disk writes are written (within a bound), and their
     // threads stop.
     void finish_writes();

@@ -194,6 +194,7 @@ TEST(DiskWriteQueue, AForkedChildNeitherUsesNorWaitsForTheParentsThreads) {
 class GatedEntries final : public test::ForwardingFiles {
 public:
     Gate gate;
+    std::atomic<bool> fail{false};  // entries' writes fail once the gate opens
     std::mutex mutex;
     std::vector<std::thread::id> writers;  // guarded by mutex
 
@@ -205,6 +206,7 @@ public:
                 writers.push_back(std::this_thread::get_id());
             }
             gate.wait();
+            if (fail) return Error(Errc::kIoError, "the disk is full");
         }
         return ForwardingFiles::write_atomic(base, relative, bytes, durability);
     }
@@ -293,6 +295,82 @@ TEST_F(WriteBehindTest, TheTiersEndOnlyOnceTheQueuedEntriesAreOnDisk) {
     auto disk = DiskStore::open(options().disk);
     ASSERT_TRUE(disk.ok());
     EXPECT_NE((*disk)->get((*plan)->fingerprint), nullptr);
+}
+
+// A prebuild is for the disk: one that finds in memory what a lookup compiled just before, its
+// disk write still queued, returns once that write ended, and says so if it failed.
+TEST_F(WriteBehindTest, APrebuildOfWhatALookupJustCompiledReturnsOnceItIsOnDisk) {
+    const Source source = test::residual_add_source();
+    auto plan = build::plan_build(90, source, true);
+    ASSERT_TRUE(plan.ok()) << plan.error().describe();
+    if (!*plan) GTEST_SKIP() << "no nvJitLink here";
+    build::ArtifactBuilder builder(options());
+    ASSERT_TRUE(builder.build("residual_add", 90, source).ok());
+    files_.gate.wait_for_waiters(1);
+    std::thread disk_answers([&] {
+        std::this_thread::sleep_for(100ms);
+        files_.gate.open();
+    });
+    auto prebuilt =
+        builder.build("residual_add", 90, source, build::ArtifactBuilder::Asking::kPrebuild);
+    const bool on_disk = builder.tiers()->disk()->get((*plan)->fingerprint) != nullptr;
+    disk_answers.join();
+    ASSERT_TRUE(prebuilt.ok()) << prebuilt.error().describe();
+    EXPECT_FALSE(prebuilt->not_stored.has_value());
+    EXPECT_TRUE(on_disk);
+}
+
+TEST_F(WriteBehindTest, APrebuildOfWhatALookupJustCompiledSaysWhenItsQueuedWriteFailed) {
+    const Source source = test::residual_add_source();
+    auto plan = build::plan_build(90, source, true);
+    ASSERT_TRUE(plan.ok()) << plan.error().describe();
+    if (!*plan) GTEST_SKIP() << "no nvJitLink here";
+    files_.fail = true;
+    build::ArtifactBuilder builder(options());
+    ASSERT_TRUE(builder.build("residual_add", 90, source).ok());
+    files_.gate.wait_for_waiters(1);
+    std::thread disk_answers([&] {
+        std::this_thread::sleep_for(100ms);
+        files_.gate.open();
+    });
+    auto prebuilt =
+        builder.build("residual_add", 90, source, build::ArtifactBuilder::Asking::kPrebuild);
+    disk_answers.join();
+    ASSERT_TRUE(prebuilt.ok()) << prebuilt.error().describe();
+    ASSERT_TRUE(prebuilt->not_stored.has_value()) << "a prebuild said stored what is not on disk";
+    EXPECT_NE(prebuilt->not_stored->message().find("disk is full"), std::string::npos)
+        << prebuilt->not_stored->message();
+    // The failed write is counted, and a later memory hit still says it is not on disk.
+    EXPECT_GE(builder.tiers()->stats().disk.errors, 1u);
+    auto again = builder.build("residual_add", 90, source);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->provenance, Provenance::kMemoryTier);
+    EXPECT_TRUE(again->not_stored.has_value());
+}
+
+// An entry the memory tier cannot keep, its write still queued: a lookup of it in the same
+// process waits on the compile's lock until the write ends and reads it from disk; it neither
+// waits on itself for ever nor compiles it again.
+TEST_F(WriteBehindTest, ALookupOfAnEntryTooBigForMemoryWaitsForItsOwnProcesssWriteAndReadsIt) {
+    const Source source = test::residual_add_source();
+    auto plan = build::plan_build(90, source, true);
+    ASSERT_TRUE(plan.ok()) << plan.error().describe();
+    if (!*plan) GTEST_SKIP() << "no nvJitLink here";
+    build::BuildOptions o = options();
+    o.memory_bytes = 1;
+    build::ArtifactBuilder builder(o);
+    ASSERT_TRUE(builder.build("residual_add", 90, source).ok());
+    files_.gate.wait_for_waiters(1);
+    std::thread disk_answers([&] {
+        std::this_thread::sleep_for(100ms);
+        files_.gate.open();
+    });
+    auto again = builder.build("residual_add", 90, source);
+    disk_answers.join();
+    ASSERT_TRUE(again.ok()) << again.error().describe();
+    EXPECT_EQ(again->provenance, Provenance::kDiskTier);
+    builder.tiers()->drain_writes();
+    EXPECT_EQ(builder.tiers()->disk()->stats().writes, 1u);
 }
 
 }  // namespace

@@ -600,6 +600,29 @@ TEST_F(WarmUpTest, WhatNoTierHasIsCompiledLargestSourceFirstAfterTheTierHits) {
     for (const auto& [key, calls] : generated) EXPECT_EQ(calls, 1) << key;
 }
 
+// A worker compiles what another worker's first look queued: it must find the source that look
+// generated. Here the second worker queues the largest compile and goes on to a slow first
+// look, and the first worker, done looking, takes that compile (the thread sanitizer sees a
+// compile taken before its source was handed over).
+TEST_F(WarmUpTest, ACompileTakenByAnotherWorkerHasTheSourceItsFirstLookGenerated) {
+    KernelCache cache(options());
+    auto item = [](int cols, std::chrono::milliseconds slow, std::size_t padding) {
+        return WarmUpItem{"softmax:" + std::to_string(cols),
+                          [=]() -> Result<Source> {
+                              std::this_thread::sleep_for(slow);
+                              return Source::ptx(examples::softmax_rows_ptx(cols) + "// " +
+                                                 std::string(padding, 'x') + "\n");
+                          },
+                          "softmax_rows"};
+    };
+    const std::vector<WarmUpItem> items = {item(1, std::chrono::milliseconds(50), 0),
+                                           item(2, std::chrono::milliseconds(0), 65536),
+                                           item(3, std::chrono::milliseconds(150), 0)};
+    auto results = cache.warm_up(items, 2);
+    for (const auto& result : results) ASSERT_TRUE(result.ok()) << result.error().describe();
+    EXPECT_EQ(cache.stats().compiles, 3u);
+}
+
 TEST_F(WarmUpTest, ANewCacheOnAWarmDiskTierReadsEachEntryOnceAndCompilesNothing) {
     {
         KernelCache fill(options());
