@@ -55,8 +55,9 @@ BuiltArtifact store_compiled(store::ArtifactStore* tiers, std::string_view calle
     // process (a decoded one, without tiers), shared by the tier and the loaded module.
     store::DiskStore* disk = tiers != nullptr ? tiers->disk() : nullptr;
     if (tiers != nullptr) {
-        // The caller's key is recorded once the entry is on disk: a record naming an entry that
-        // is not there yet would explain a miss with the wrong entry's key material.
+        // The caller's key is recorded once the entry's write ended (whether or not it was
+        // stored, as before the write went behind): a record naming an entry not written yet
+        // would explain a miss with the key material of the entry it replaces.
         auto record = [disk, caller_key = std::string(caller_key), fingerprint = plan.fingerprint,
                        stored = std::move(stored)](const Result<void>&) {
             if (disk != nullptr) {
