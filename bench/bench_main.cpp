@@ -40,7 +40,10 @@ int main(int argc, char** argv) {
     std::string ptx_directory;
     std::string remote_directory;
     std::string corpus_directory;
+    std::string scale_directory;
+    bench::ScaleOptions scale;
     int rounds = 7;
+    bool rounds_given = false;
     int nvrtc_arch = 0;
     int light = 16, heavy = 8, nvrtc_threads = 16, cuda_warm_up = 16;
     int launches = 2000;
@@ -73,6 +76,18 @@ int main(int argc, char** argv) {
             const std::string mode = next();
             const std::string corpus = next();
             return bench::run_corpus_cold_child(mode, corpus, next());
+        } else if (!std::strcmp(argv[i], "--scale-child")) {
+            const std::string mode = next();
+            const std::string directory = next();
+            return bench::run_scale_child(mode, directory, std::atoi(next()));
+        } else if (!std::strcmp(argv[i], "--scale")) {
+            scale_directory = next();
+        } else if (!std::strcmp(argv[i], "--scale-max")) {
+            scale.max_kernels = std::atoi(next());
+        } else if (!std::strcmp(argv[i], "--scale-entries")) {
+            scale.max_entries = std::atoi(next());
+        } else if (!std::strcmp(argv[i], "--scale-kcache")) {
+            scale.kcache = next();
         } else if (!std::strcmp(argv[i], "--corpus")) {
             corpus_directory = next();
         } else if (!std::strcmp(argv[i], "--remote-child")) {
@@ -87,6 +102,7 @@ int main(int argc, char** argv) {
             ptx_directory = next();
         } else if (!std::strcmp(argv[i], "--rounds")) {
             rounds = std::atoi(next());
+            rounds_given = true;
         } else if (!std::strcmp(argv[i], "--cuda")) {
             cuda_directory = next();
         } else if (!std::strcmp(argv[i], "--cuda-warm-up")) {
@@ -116,6 +132,8 @@ int main(int argc, char** argv) {
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
                          "[--ptx-new-process DIR [--rounds N]] [--remote DIR [--rounds N]] "
                          "[--corpus PTX_DIR [--rounds N]] "
+                         "[--scale DIR [--scale-max N] [--scale-entries N] [--scale-kcache CLI] "
+                         "[--rounds N]] "
                          "[--kernel-speed] [--cuda DIR] "
                          "[--cuda-warm-up N] "
                          "[--nvrtc-scaling ARCH] "
@@ -134,6 +152,19 @@ int main(int argc, char** argv) {
         launch_threads = {1, 2};
     }
 
+    if (!scale_directory.empty()) {  // the memory and scale curve alone (issue 19)
+        std::string note;
+        if (rounds_given) scale.rounds = std::max(1, rounds);
+        if (scale.kcache.empty()) {  // beside this program, where the build puts both
+            scale.kcache =
+                (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kcache").string();
+        }
+        std::string table = bench::run_scale(scale_directory, scale, note);
+        std::fputs(table.c_str(), stdout);
+        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
+        if (!out_path.empty()) std::ofstream(out_path) << table;
+        return table.empty() || !note.empty() ? 1 : 0;
+    }
     if (!corpus_directory.empty()) {  // a directory of PTX kernels alone (issue 19)
         std::string note;
         const std::string work = (std::filesystem::temp_directory_path() /
