@@ -80,6 +80,9 @@ int main(int argc, char** argv) {
             const std::string mode = next();
             const std::string directory = next();
             return bench::run_scale_child(mode, directory, std::atoi(next()));
+        } else if (!std::strcmp(argv[i], "--scale-fill")) {
+            const std::string directory = next();
+            return bench::run_scale_fill(directory, std::atoi(next()));
         } else if (!std::strcmp(argv[i], "--scale")) {
             scale_directory = next();
         } else if (!std::strcmp(argv[i], "--scale-max")) {
@@ -133,7 +136,7 @@ int main(int argc, char** argv) {
                          "[--ptx-new-process DIR [--rounds N]] [--remote DIR [--rounds N]] "
                          "[--corpus PTX_DIR [--rounds N]] "
                          "[--scale DIR [--scale-max N] [--scale-entries N] [--scale-kcache CLI] "
-                         "[--rounds N]] "
+                         "[--rounds N]] [--scale-fill DIR N] "
                          "[--kernel-speed] [--cuda DIR] "
                          "[--cuda-warm-up N] "
                          "[--nvrtc-scaling ARCH] "

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,8 +92,9 @@ std::optional<std::string> run_self(
     return out;
 }
 
-std::optional<int> run_quiet(const std::string& program, const std::vector<std::string>& args,
-                             const std::vector<std::pair<std::string, std::string>>& environment) {
+std::optional<QuietRun> run_quiet(
+    const std::string& program, const std::vector<std::string>& args,
+    const std::vector<std::pair<std::string, std::string>>& environment) {
     std::vector<std::string> argv_text = {program};
     argv_text.insert(argv_text.end(), args.begin(), args.end());
     posix_spawn_file_actions_t actions;
@@ -102,7 +104,13 @@ std::optional<int> run_quiet(const std::string& program, const std::vector<std::
     const pid_t child = spawn(program, std::move(argv_text), environment, actions);
     posix_spawn_file_actions_destroy(&actions);
     if (child < 0) return std::nullopt;
-    return exit_status(child);
+    int status = 0;
+    struct rusage usage {};
+    if (wait4(child, &status, 0, &usage) != child || !WIFEXITED(status)) return std::nullopt;
+    const auto ms = [](const timeval& time) {
+        return static_cast<double>(time.tv_sec) * 1e3 + static_cast<double>(time.tv_usec) / 1e3;
+    };
+    return QuietRun{WEXITSTATUS(status), ms(usage.ru_utime) + ms(usage.ru_stime)};
 }
 
 }  // namespace kcache::bench

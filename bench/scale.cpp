@@ -7,6 +7,7 @@
 // new process. Per-kernel and per-entry costs are set against the smaller sizes' so that growth
 // worse than linear shows. Without a GPU the kernels load into the fake driver (compiled for
 // real by nvJitLink where it is installed).
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -264,6 +265,16 @@ Result<void> fill(const store::CacheDirectory& directory, const std::string& pay
     return ok();
 }
 
+// A real cubin (softmax_rows for sm_90) where nvJitLink can make one, else bytes of a small
+// cubin's size.
+std::string entry_payload() {
+    if (auto cubin = compile::link_ptx(examples::softmax_rows_ptx(kFirstRow),
+                                       compile::Target{90, false})) {
+        return std::move(cubin->cubin);
+    }
+    return std::string(8192, '\x5a');
+}
+
 struct Command {
     const char* label;
     std::vector<std::string> args;  // after `-d DIR`
@@ -280,13 +291,7 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
         note = opened.error().message();
         return {};
     }
-    std::string payload;
-    if (auto cubin = compile::link_ptx(examples::softmax_rows_ptx(kFirstRow),
-                                       compile::Target{90, false})) {
-        payload = std::move(cubin->cubin);
-    } else {
-        payload.assign(8192, '\x5a');  // no nvJitLink: bytes of a cubin's typical size
-    }
+    const std::string payload = entry_payload();
     const std::vector<Command> commands = {
         {"kcache -s", {"-s"}},
         {"kcache ls > /dev/null", {"ls"}},
@@ -295,22 +300,24 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
         {"kcache -c (KCACHE_MAX_FILES = N/2)", {"-c"}, true},
     };
     // What starting the program costs, subtracted from each command's time.
-    std::vector<double> start_ms;
+    std::vector<double> start_ms, start_cpu_ms;
     for (int round = 0; round < std::max(rounds, 3); ++round) {
         const auto start = std::chrono::steady_clock::now();
-        if (run_quiet(kcache, {"--version"}) != 0) {
+        const std::optional<QuietRun> run = run_quiet(kcache, {"--version"});
+        if (!run || run->status != 0) {
             note = "cannot run " + kcache + " --version (give the CLI with --scale-kcache)";
             return {};
         }
         start_ms.push_back(ms_since(start));
+        start_cpu_ms.push_back(run->cpu_ms);
     }
-    const double start = median(start_ms);
+    const double start = median(start_ms), start_cpu = median(start_cpu_ms);
 
     struct Row {
         int count = 0;
         double fill_ms = 0;
         DiskUsage disk;
-        std::vector<double> ms;  // per command
+        std::vector<double> ms, cpu_ms;  // per command: wall, and the process's CPU time
     };
     std::vector<Row> rows;
     for (int count : counts) {
@@ -321,6 +328,15 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
             note = "filling " + path + ": " + filled.error().message();
             return {};
         }
+        // The written bytes to the disk before any clock starts: a scan that ran while they were
+        // written back (a gigabyte at 100,000 entries) would time the disk's writeback, not kcache.
+        const int synced = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (synced < 0 || syncfs(synced) != 0) {
+            note = "syncfs " + path + " failed";
+            if (synced >= 0) ::close(synced);
+            return {};
+        }
+        ::close(synced);
         row.fill_ms = ms_since(filling);
         row.disk = disk_usage(path);
         if (row.disk.entries != static_cast<std::uint64_t>(count)) {
@@ -333,17 +349,20 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
             args.insert(args.end(), command.args.begin(), command.args.end());
             const std::vector<std::pair<std::string, std::string>> environment = {
                 {"KCACHE_MAX_FILES", std::to_string(count / 2)}, {"KCACHE_MAX_SIZE", "0"}};
-            std::vector<double> ms;
+            std::vector<double> ms, cpu_ms;
             for (int round = 0; round < (command.destructive ? 1 : rounds); ++round) {
                 const auto began = std::chrono::steady_clock::now();
-                const std::optional<int> status = run_quiet(kcache, args, environment);
+                const std::optional<QuietRun> run = run_quiet(kcache, args, environment);
                 ms.push_back(ms_since(began));
-                if (status != 0) {
+                cpu_ms.push_back(run ? run->cpu_ms : 0);
+                if (!run || run->status != 0) {
                     note = std::string(command.label) + " at " + std::to_string(count) +
-                           " entries exited " + (status ? std::to_string(*status) : "by a signal");
+                           " entries exited " +
+                           (run ? std::to_string(run->status) : "by a signal");
                 }
             }
             row.ms.push_back(median(ms));
+            row.cpu_ms.push_back(median(cpu_ms));
         }
         const DiskUsage left = disk_usage(path);
         if (left.entries * 2 > static_cast<std::uint64_t>(count)) {
@@ -358,28 +377,34 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
     append(text,
            "A cache directory of N entries (%zu-byte payload%s; files hot in the page cache). Each "
            "command a new process, the median of %d (-c once: it removes half); the program's "
-           "start (`kcache --version`, %.1f ms) subtracted. Ratios: per-entry time against N = "
-           "%d's (1.00x: linear).\n\n",
+           "start (`kcache --version`: %.1f ms, %.1f ms of CPU) subtracted. Wall time, then the "
+           "process's CPU time (user + system), which others' load on the machine moves less. "
+           "Ratios: per-entry time against N = %d's (1.00x: linear).\n\n",
            payload.size(), payload.size() == 8192 ? ", synthetic" : ", a real cubin", rounds,
-           start, rows.front().count);
+           start, start_cpu, rows.front().count);
     append(text, "| command |");
-    for (const Row& row : rows) append(text, " N = %d: us/entry | vs |", row.count);
+    for (const Row& row : rows) append(text, " N = %d: us/entry | vs | CPU us/entry | vs |", row.count);
     append(text, "\n|---|");
-    for (std::size_t i = 0; i < rows.size(); ++i) append(text, "---:|---:|");
+    for (std::size_t i = 0; i < rows.size(); ++i) append(text, "---:|---:|---:|---:|");
     append(text, "\n");
     const auto per_entry_us = [&](const Row& row, std::size_t c) {
         return std::max(0.0, row.ms[c] - start) * 1000.0 / row.count;
     };
+    const auto cpu_per_entry_us = [&](const Row& row, std::size_t c) {
+        return std::max(0.0, row.cpu_ms[c] - start_cpu) * 1000.0 / row.count;
+    };
     for (std::size_t c = 0; c < commands.size(); ++c) {
         append(text, "| %s |", commands[c].label);
         for (const Row& row : rows) {
-            const double us = per_entry_us(row, c);
-            append(text, " %.2f | %s |", us, ratio(us, per_entry_us(rows.front(), c)).c_str());
+            const double us = per_entry_us(row, c), cpu = cpu_per_entry_us(row, c);
+            append(text, " %.2f | %s | %.2f | %s |", us,
+                   ratio(us, per_entry_us(rows.front(), c)).c_str(), cpu,
+                   ratio(cpu, cpu_per_entry_us(rows.front(), c)).c_str());
         }
         append(text, "\n");
     }
-    append(text, "| filling it (the bench's writer, not timed for linearity) |");
-    for (const Row& row : rows) append(text, " %.2f | |", row.fill_ms * 1000.0 / row.count);
+    append(text, "| filling it, synced (the bench's writer, not timed for linearity) |");
+    for (const Row& row : rows) append(text, " %.2f | | | |", row.fill_ms * 1000.0 / row.count);
     append(text, "\n\n| N | bytes on disk | per entry | files | entries |\n|---:|---:|---:|---:|---:|\n");
     for (const Row& row : rows) {
         append(text, "| %d | %llu | %.0f | %llu | %llu |\n", row.count,
@@ -461,6 +486,19 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
     std::printf("%.3f %.1f %.1f %d %d %d\n", total_ms, static_cast<double>(rss_after - rss_before),
                 device_kib, loaded, static_cast<int>(stats.compiles),
                 static_cast<int>(stats.disk_hits));
+    return 0;
+}
+
+int run_scale_fill(const std::string& directory, int count) {
+    auto opened = store::CacheDirectory::open(directory, store::DirectoryPolicy{});
+    if (!opened) {
+        std::fprintf(stderr, "%s\n", opened.error().message().c_str());
+        return 1;
+    }
+    if (auto filled = fill(**opened, entry_payload(), 0, count); !filled) {
+        std::fprintf(stderr, "%s\n", filled.error().message().c_str());
+        return 1;
+    }
     return 0;
 }
 
