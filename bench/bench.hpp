@@ -214,8 +214,9 @@ struct ScaleOptions {
 std::string run_scale(const std::string& directory, const ScaleOptions& options,
                       std::string& note);
 // The child side: MODE "cold" (warm_up into an empty disk tier), "warm-up" or "one" (kernel()
-// for each) of `count` kernels; prints "total_ms rss_kib device_kib loaded compiles disk_hits".
-int run_scale_child(const std::string& mode, const std::string& directory, int count);
+// for each) of `count` kernels from the `first`; prints "total_ms cpu_ms rss_kib device_kib
+// loaded compiles disk_hits".
+int run_scale_child(const std::string& mode, const std::string& directory, int count, int first);
 // Fills `directory` with `count` valid entries (distinct artifacts around one small cubin),
 // those not there yet, through the entry format's encoder and the directory's atomic write.
 int run_scale_fill(const std::string& directory, int count);

@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
         } else if (!std::strcmp(argv[i], "--scale-child")) {
             const std::string mode = next();
             const std::string directory = next();
-            return bench::run_scale_child(mode, directory, std::atoi(next()));
+            const int count = std::atoi(next());
+            return bench::run_scale_child(mode, directory, count, std::atoi(next()));
         } else if (!std::strcmp(argv[i], "--scale-fill")) {
             const std::string directory = next();
             return bench::run_scale_fill(directory, std::atoi(next()));

@@ -8,6 +8,7 @@
 // worse than linear shows. Without a GPU the kernels load into the fake driver (compiled for
 // real by nvJitLink where it is installed).
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,6 +65,16 @@ long resident_kib() {
     return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+// This process's user and system time so far, all threads, in ms.
+double cpu_ms() {
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    const auto ms = [](const timeval& time) {
+        return static_cast<double>(time.tv_sec) * 1e3 + static_cast<double>(time.tv_usec) / 1e3;
+    };
+    return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
 // Device memory in use on the current context's device, in bytes; -1 without a driver.
 long long device_used_bytes() {
     const auto& api = driver::cuda_api();
@@ -76,6 +87,7 @@ long long device_used_bytes() {
 // What a --scale-child printed.
 struct KernelRun {
     double total_ms = 0;
+    double cpu_ms = 0;      // the process's user and system time meanwhile, all threads
     double rss_kib = 0;     // growth while the kernels loaded
     double device_kib = 0;  // the same on the device; -1 without one
     int loaded = 0;
@@ -83,12 +95,15 @@ struct KernelRun {
     int disk_hits = 0;
 };
 
+// `count` kernels from the `first` (of a row length each) in a --scale-child.
 std::optional<KernelRun> kernel_child(const std::string& mode, const std::string& directory,
-                                      int count) {
-    auto out = run_self({"--scale-child", mode, directory, std::to_string(count)});
+                                      int count, int first = 0) {
+    auto out = run_self(
+        {"--scale-child", mode, directory, std::to_string(count), std::to_string(first)});
     KernelRun run;
-    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %d %d %d", &run.total_ms, &run.rss_kib,
-                            &run.device_kib, &run.loaded, &run.compiles, &run.disk_hits) != 6) {
+    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %d %d %d", &run.total_ms, &run.cpu_ms,
+                            &run.rss_kib, &run.device_kib, &run.loaded, &run.compiles,
+                            &run.disk_hits) != 7) {
         return std::nullopt;
     }
     return run;
@@ -130,7 +145,7 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds,
     struct Row {
         int count = 0;
         KernelRun cold;
-        std::vector<double> warm_up_ms, one_ms;
+        std::vector<double> warm_up_ms, one_ms, warm_up_cpu_ms, one_cpu_ms;
         KernelRun warm;  // the last one-by-one child: its memory
         DiskUsage disk;
     };
@@ -164,6 +179,8 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds,
             }
             row.warm_up_ms.push_back(all->total_ms);
             row.one_ms.push_back(one->total_ms);
+            row.warm_up_cpu_ms.push_back(all->cpu_ms);
+            row.one_cpu_ms.push_back(one->cpu_ms);
             row.warm = *one;
         }
         if (row.cold.loaded != count || (stored && row.cold.compiles != count)) {
@@ -219,6 +236,21 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds,
                                      : static_cast<double>(row.disk.bytes) /
                                            static_cast<double>(row.disk.entries),
                static_cast<unsigned long long>(row.disk.files));
+    }
+    // CPU time, which others' load on the machine moves less than wall time.
+    const double c_cold = per(b.cold.cpu_ms, b.count);
+    const double c_all = per(median(b.warm_up_cpu_ms), b.count);
+    const double c_one = per(median(b.one_cpu_ms), b.count);
+    append(text,
+           "\n| N | CPU ms/kernel (user + system, all threads): cold warm_up | vs | warm warm_up | "
+           "vs | warm one by one | vs |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (const Row& row : rows) {
+        const double cold = per(row.cold.cpu_ms, row.count);
+        const double all = per(median(row.warm_up_cpu_ms), row.count);
+        const double one = per(median(row.one_cpu_ms), row.count);
+        append(text, "| %d | %.3f | %s | %.4f | %s | %.4f | %s |\n", row.count, cold,
+               ratio(cold, c_cold).c_str(), all, ratio(all, c_all).c_str(), one,
+               ratio(one, c_one).c_str());
     }
     return text + "\n";
 }
@@ -312,12 +344,31 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
         start_cpu_ms.push_back(run->cpu_ms);
     }
     const double start = median(start_ms), start_cpu = median(start_cpu_ms);
+    // One kernel compiled and stored by a new process: its first write is when its disk tier
+    // first scans the directory (store/disk_store.hpp), whose size it cannot know otherwise.
+    const auto one_compile_ms = [&](const std::string& directory, int first) -> double {
+        std::vector<double> ms;
+        for (int round = 0; round < rounds; ++round) {
+            auto run = kernel_child("cold", directory, 1, first + round);
+            if (!run || run->loaded != 1) {
+                note = "a child compiling one kernel into " + directory + " failed";
+                return -1;
+            }
+            ms.push_back(run->total_ms);
+        }
+        return median(ms);
+    };
+    const std::string empty = work + "/empty";
+    std::filesystem::remove_all(empty);
+    const double empty_compile_ms = one_compile_ms(empty, 2000000);
+    std::filesystem::remove_all(empty);
 
     struct Row {
         int count = 0;
         double fill_ms = 0;
         DiskUsage disk;
         std::vector<double> ms, cpu_ms;  // per command: wall, and the process's CPU time
+        double compile_ms = 0;           // one kernel compiled by a new process
     };
     std::vector<Row> rows;
     for (int count : counts) {
@@ -344,6 +395,7 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
                    std::to_string(count);
             return {};
         }
+        row.compile_ms = one_compile_ms(path, 1000000 + count);
         for (const Command& command : commands) {
             std::vector<std::string> args = {"-d", path};
             args.insert(args.end(), command.args.begin(), command.args.end());
@@ -405,20 +457,26 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
     }
     append(text, "| filling it, synced (the bench's writer, not timed for linearity) |");
     for (const Row& row : rows) append(text, " %.2f | | | |", row.fill_ms * 1000.0 / row.count);
-    append(text, "\n\n| N | bytes on disk | per entry | files | entries |\n|---:|---:|---:|---:|---:|\n");
+    append(text,
+           "\n\n| N | bytes on disk | per entry | files | entries | a new process compiling one "
+           "kernel into it: ms | vs an empty directory's (%.1f ms) |\n"
+           "|---:|---:|---:|---:|---:|---:|---:|\n",
+           empty_compile_ms);
     for (const Row& row : rows) {
-        append(text, "| %d | %llu | %.0f | %llu | %llu |\n", row.count,
+        append(text, "| %d | %llu | %.0f | %llu | %llu | %.1f | %s |\n", row.count,
                static_cast<unsigned long long>(row.disk.bytes),
                static_cast<double>(row.disk.bytes) / row.count,
                static_cast<unsigned long long>(row.disk.files),
-               static_cast<unsigned long long>(row.disk.entries));
+               static_cast<unsigned long long>(row.disk.entries), row.compile_ms,
+               ratio(row.compile_ms, empty_compile_ms).c_str());
     }
     return text + "\n";
 }
 
 }  // namespace
 
-int run_scale_child(const std::string& mode, const std::string& directory, int count) {
+int run_scale_child(const std::string& mode, const std::string& directory, int count,
+                    int first) {
     // The device's context, or the fake driver where there is none; made, like the kernels'
     // sources and the compiler library, before the memory is first read.
     std::optional<driver::PrimaryContext> context;
@@ -437,19 +495,22 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
     (void)driver::nvjitlink_api();
     std::vector<std::string> ptx;
     ptx.reserve(static_cast<std::size_t>(count));
-    for (int i = 0; i < count; ++i) ptx.push_back(examples::softmax_rows_ptx(kFirstRow + i));
+    for (int i = first; i < first + count; ++i) {
+        ptx.push_back(examples::softmax_rows_ptx(kFirstRow + i));
+    }
     std::vector<WarmUpItem> items;
     items.reserve(ptx.size());
     for (int i = 0; i < count; ++i) {
         const std::string* text = &ptx[static_cast<std::size_t>(i)];
         items.push_back(
-            {kernel_key(i), [text]() -> Result<Source> { return Source::ptx(*text); },
+            {kernel_key(first + i), [text]() -> Result<Source> { return Source::ptx(*text); },
              "softmax_rows"});
     }
     KernelCache cache(options);
     std::vector<KernelHandle> kept;  // every kernel stays loaded until the memory is read
     kept.reserve(items.size());
     const long rss_before = resident_kib();
+    const double cpu_before = cpu_ms();
     const long long device_before = context ? device_used_bytes() : -1;
     int loaded = 0;
     const auto start = std::chrono::steady_clock::now();
@@ -477,13 +538,15 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
         return 2;
     }
     const double total_ms = ms_since(start);
+    const double cpu = cpu_ms() - cpu_before;
     const long rss_after = resident_kib();
     const long long device_after = context ? device_used_bytes() : -1;
     const double device_kib = device_before >= 0 && device_after >= 0
                                   ? static_cast<double>(device_after - device_before) / 1024.0
                                   : -1.0;
     const CacheStats stats = cache.stats();
-    std::printf("%.3f %.1f %.1f %d %d %d\n", total_ms, static_cast<double>(rss_after - rss_before),
+    std::printf("%.3f %.3f %.1f %.1f %d %d %d\n", total_ms, cpu,
+                static_cast<double>(rss_after - rss_before),
                 device_kib, loaded, static_cast<int>(stats.compiles),
                 static_cast<int>(stats.disk_hits));
     return 0;
