@@ -211,8 +211,7 @@ struct ScaleOptions {
     int rounds = 3;            // warm children and CLI runs: the median of
     std::string kcache;        // the CLI whose scans are timed
 };
-std::string run_scale(const std::string& directory, const ScaleOptions& options,
-                      std::string& note);
+std::string run_scale(const std::string& directory, const ScaleOptions& options, std::string& note);
 // The child side: MODE "cold" (warm_up into an empty disk tier), "warm-up" or "one" (kernel()
 // for each) of `count` kernels from the `first`; prints "total_ms cpu_ms rss_kib device_kib
 // loaded compiles disk_hits".

@@ -98,8 +98,8 @@ struct KernelRun {
 // `count` kernels from the `first` (of a row length each) in a --scale-child.
 std::optional<KernelRun> kernel_child(const std::string& mode, const std::string& directory,
                                       int count, int first = 0) {
-    auto out = run_self(
-        {"--scale-child", mode, directory, std::to_string(count), std::to_string(first)});
+    auto out =
+        run_self({"--scale-child", mode, directory, std::to_string(count), std::to_string(first)});
     KernelRun run;
     if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %d %d %d", &run.total_ms, &run.cpu_ms,
                             &run.rss_kib, &run.device_kib, &run.loaded, &run.compiles,
@@ -138,8 +138,7 @@ std::string ratio(double value, double base) {
     return text;
 }
 
-std::string kernel_curve(const std::string& work, int max_kernels, int rounds,
-                         std::string& note) {
+std::string kernel_curve(const std::string& work, int max_kernels, int rounds, std::string& note) {
     const std::vector<int> counts = sizes_up_to(kKernelCounts, max_kernels);
     const bool stored = driver::nvjitlink_api().ok();
     struct Row {
@@ -232,9 +231,9 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds,
                row.count, cold, ratio(cold, b_cold).c_str(), all, ratio(all, b_all).c_str(), one,
                ratio(one, b_one).c_str(), row.cold.rss_kib / row.count,
                row.warm.rss_kib / row.count, device,
-               row.disk.entries == 0 ? 0.0
-                                     : static_cast<double>(row.disk.bytes) /
-                                           static_cast<double>(row.disk.entries),
+               row.disk.entries == 0
+                   ? 0.0
+                   : static_cast<double>(row.disk.bytes) / static_cast<double>(row.disk.entries),
                static_cast<unsigned long long>(row.disk.files));
     }
     // CPU time, which others' load on the machine moves less than wall time.
@@ -300,8 +299,8 @@ Result<void> fill(const store::CacheDirectory& directory, const std::string& pay
 // A real cubin (softmax_rows for sm_90) where nvJitLink can make one, else bytes of a small
 // cubin's size.
 std::string entry_payload() {
-    if (auto cubin = compile::link_ptx(examples::softmax_rows_ptx(kFirstRow),
-                                       compile::Target{90, false})) {
+    if (auto cubin =
+            compile::link_ptx(examples::softmax_rows_ptx(kFirstRow), compile::Target{90, false})) {
         return std::move(cubin->cubin);
     }
     return std::string(8192, '\x5a');
@@ -390,7 +389,8 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
         ::close(synced);
         row.fill_ms = ms_since(filling);
         row.disk = disk_usage(path);
-        if (row.disk.entries != static_cast<std::uint64_t>(count)) {
+        // More than N: the kernels compiled by the children below at a smaller size.
+        if (row.disk.entries < static_cast<std::uint64_t>(count)) {
             note = "filled " + std::to_string(row.disk.entries) + " entries, not " +
                    std::to_string(count);
             return {};
@@ -409,8 +409,7 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
                 cpu_ms.push_back(run ? run->cpu_ms : 0);
                 if (!run || run->status != 0) {
                     note = std::string(command.label) + " at " + std::to_string(count) +
-                           " entries exited " +
-                           (run ? std::to_string(run->status) : "by a signal");
+                           " entries exited " + (run ? std::to_string(run->status) : "by a signal");
                 }
             }
             row.ms.push_back(median(ms));
@@ -432,10 +431,11 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
            "start (`kcache --version`: %.1f ms, %.1f ms of CPU) subtracted. Wall time, then the "
            "process's CPU time (user + system), which others' load on the machine moves less. "
            "Ratios: per-entry time against N = %d's (1.00x: linear).\n\n",
-           payload.size(), payload.size() == 8192 ? ", synthetic" : ", a real cubin", rounds,
-           start, start_cpu, rows.front().count);
+           payload.size(), payload.size() == 8192 ? ", synthetic" : ", a real cubin", rounds, start,
+           start_cpu, rows.front().count);
     append(text, "| command |");
-    for (const Row& row : rows) append(text, " N = %d: us/entry | vs | CPU us/entry | vs |", row.count);
+    for (const Row& row : rows)
+        append(text, " N = %d: us/entry | vs | CPU us/entry | vs |", row.count);
     append(text, "\n|---|");
     for (std::size_t i = 0; i < rows.size(); ++i) append(text, "---:|---:|---:|---:|");
     append(text, "\n");
@@ -475,8 +475,7 @@ std::string directory_curve(const std::string& work, int max_entries, int rounds
 
 }  // namespace
 
-int run_scale_child(const std::string& mode, const std::string& directory, int count,
-                    int first) {
+int run_scale_child(const std::string& mode, const std::string& directory, int count, int first) {
     // The device's context, or the fake driver where there is none; made, like the kernels'
     // sources and the compiler library, before the memory is first read.
     std::optional<driver::PrimaryContext> context;
@@ -502,9 +501,9 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
     items.reserve(ptx.size());
     for (int i = 0; i < count; ++i) {
         const std::string* text = &ptx[static_cast<std::size_t>(i)];
-        items.push_back(
-            {kernel_key(first + i), [text]() -> Result<Source> { return Source::ptx(*text); },
-             "softmax_rows"});
+        items.push_back({kernel_key(first + i),
+                         [text]() -> Result<Source> { return Source::ptx(*text); },
+                         "softmax_rows"});
     }
     KernelCache cache(options);
     std::vector<KernelHandle> kept;  // every kernel stays loaded until the memory is read
@@ -546,9 +545,8 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
                                   : -1.0;
     const CacheStats stats = cache.stats();
     std::printf("%.3f %.3f %.1f %.1f %d %d %d\n", total_ms, cpu,
-                static_cast<double>(rss_after - rss_before),
-                device_kib, loaded, static_cast<int>(stats.compiles),
-                static_cast<int>(stats.disk_hits));
+                static_cast<double>(rss_after - rss_before), device_kib, loaded,
+                static_cast<int>(stats.compiles), static_cast<int>(stats.disk_hits));
     return 0;
 }
 
@@ -578,8 +576,8 @@ std::string run_scale(const std::string& directory, const ScaleOptions& options,
     if (options.max_entries > 0) {
         std::string entries =
             directory_curve(directory, options.max_entries, options.rounds, options.kcache, note);
-        if (entries.empty()) return {};
-        text += "### The cache directory: the CLI's scans\n\n" + entries;
+        // What the kernels' part measured is kept when this part fails (note says why).
+        if (!entries.empty()) text += "### The cache directory: the CLI's scans\n\n" + entries;
     }
     std::filesystem::remove_all(directory);
     return text;
