@@ -481,6 +481,9 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
     std::optional<driver::PrimaryContext> context;
     CacheOptions options;
     options.disk_directory = directory;
+    // Every kernel stays loaded: the curve is of what each loaded kernel costs.
+    options.max_entries =
+        std::max<std::size_t>(options.max_entries, static_cast<std::size_t>(count));
     if (driver::device_count()) {
         auto opened = driver::PrimaryContext::open(0);
         if (!opened) {
