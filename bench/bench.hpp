@@ -255,5 +255,21 @@ int run_corpus_cold_child(const std::string& mode, const std::string& corpus,
 // store against an unsynced one. Works below `directory`.
 std::string run_compile_scaling(const std::string& corpus, const std::string& directory,
                                 int workers, std::string& note);
+// Issue 19: the memory and scale curve, below `directory` (see bench/scale.cpp). No GPU needed:
+// without one the kernels load into the fake driver. A cap of 0 leaves that part out.
+struct ScaleOptions {
+    int max_kernels = 10000;   // distinct kernels: 10, 100, 1,000, 10,000 up to this
+    int max_entries = 100000;  // directory entries: 1,000, 10,000, 100,000 up to this
+    int rounds = 3;            // warm children and CLI runs: the median of
+    std::string kcache;        // the CLI whose scans are timed
+};
+std::string run_scale(const std::string& directory, const ScaleOptions& options, std::string& note);
+// The child side: MODE "cold" (warm_up into an empty disk tier), "warm-up" or "one" (kernel()
+// for each) of `count` kernels from the `first`; prints "total_ms cpu_ms rss_kib device_kib
+// loaded compiles disk_hits".
+int run_scale_child(const std::string& mode, const std::string& directory, int count, int first);
+// Fills `directory` with `count` valid entries (distinct artifacts around one small cubin),
+// those not there yet, through the entry format's encoder and the directory's atomic write.
+int run_scale_fill(const std::string& directory, int count);
 
 }  // namespace kcache::bench

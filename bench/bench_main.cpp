@@ -46,7 +46,10 @@ int main(int argc, char** argv) {
     std::string scaling_directory;
     int workers = static_cast<int>(std::thread::hardware_concurrency());
     int corpus_prebuild_arch = 0;
+    std::string scale_directory;
+    bench::ScaleOptions scale;
     int rounds = 7;
+    bool rounds_given = false;
     int nvrtc_arch = 0;
     int light = 16, heavy = 8, nvrtc_threads = 16, cuda_warm_up = 16;
     int launches = 2000;
@@ -79,6 +82,22 @@ int main(int argc, char** argv) {
             const std::string mode = next();
             const std::string corpus = next();
             return bench::run_corpus_cold_child(mode, corpus, next());
+        } else if (!std::strcmp(argv[i], "--scale-child")) {
+            const std::string mode = next();
+            const std::string directory = next();
+            const int count = std::atoi(next());
+            return bench::run_scale_child(mode, directory, count, std::atoi(next()));
+        } else if (!std::strcmp(argv[i], "--scale-fill")) {
+            const std::string directory = next();
+            return bench::run_scale_fill(directory, std::atoi(next()));
+        } else if (!std::strcmp(argv[i], "--scale")) {
+            scale_directory = next();
+        } else if (!std::strcmp(argv[i], "--scale-max")) {
+            scale.max_kernels = std::atoi(next());
+        } else if (!std::strcmp(argv[i], "--scale-entries")) {
+            scale.max_entries = std::atoi(next());
+        } else if (!std::strcmp(argv[i], "--scale-kcache")) {
+            scale.kcache = next();
         } else if (!std::strcmp(argv[i], "--corpus")) {
             corpus_directory = next();
         } else if (!std::strcmp(argv[i], "--compile-scaling")) {
@@ -99,6 +118,7 @@ int main(int argc, char** argv) {
             ptx_directory = next();
         } else if (!std::strcmp(argv[i], "--rounds")) {
             rounds = std::atoi(next());
+            rounds_given = true;
         } else if (!std::strcmp(argv[i], "--cuda")) {
             cuda_directory = next();
         } else if (!std::strcmp(argv[i], "--cuda-warm-up")) {
@@ -127,9 +147,10 @@ int main(int argc, char** argv) {
             std::fprintf(stderr,
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
                          "[--ptx-new-process DIR [--rounds N]] [--remote DIR [--rounds N]] "
-                         "[--corpus PTX_DIR [--rounds N]] "
                          "[--compile-scaling PTX_DIR [--workers N]] "
                          "[--corpus DIR [--rounds N] [--corpus-prebuild ARCH [--threads N]]] "
+                         "[--scale DIR [--scale-max N] [--scale-entries N] [--scale-kcache CLI] "
+                         "[--rounds N]] [--scale-fill DIR N] "
                          "[--kernel-speed] [--cuda DIR] "
                          "[--cuda-warm-up N] "
                          "[--nvrtc-scaling ARCH] "
@@ -148,23 +169,37 @@ int main(int argc, char** argv) {
         launch_threads = {1, 2};
     }
 
-    if (!scaling_directory.empty()) {  // where a cold warm-up's time goes; no GPU needed
-        std::string note;
-        const std::string work = (std::filesystem::temp_directory_path() /
-                                  ("kcache-scaling-" + std::to_string(::getpid())))
-                                     .string();
-        std::string table = bench::run_compile_scaling(scaling_directory, work, workers, note);
+    // A mode that prints one table alone: its table to stdout (and --out), its note to stderr.
+    auto finish = [&](const std::string& table, const std::string& note) {
         std::fputs(table.c_str(), stdout);
         if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
         if (!out_path.empty()) std::ofstream(out_path) << table;
         return table.empty() || !note.empty() ? 1 : 0;
+    };
+    auto work_directory = [](const char* prefix) {
+        return (std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid())))
+            .string();
+    };
+    if (!scaling_directory.empty()) {  // where a cold warm-up's time goes; no GPU needed
+        std::string note;
+        std::string table = bench::run_compile_scaling(
+            scaling_directory, work_directory("kcache-scaling-"), workers, note);
+        return finish(table, note);
+    }
+    if (!scale_directory.empty()) {  // the memory and scale curve alone (issue 19)
+        std::string note;
+        if (rounds_given) scale.rounds = std::max(1, rounds);
+        if (scale.kcache.empty()) {  // beside this program, where the build puts both
+            scale.kcache =
+                (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kcache").string();
+        }
+        std::string table = bench::run_scale(scale_directory, scale, note);
+        return finish(table, note);
     }
     // A directory of PTX kernels, or a CUDA C++ corpus (its kernels.tsv), alone (issue 19).
     if (!corpus_directory.empty()) {
         std::string note;
-        const std::string work = (std::filesystem::temp_directory_path() /
-                                  ("kcache-corpus-" + std::to_string(::getpid())))
-                                     .string();
+        const std::string work = work_directory("kcache-corpus-");
         // --corpus-prebuild: no GPU, the compile alone (threads: the largest of --threads).
         std::string table =
             corpus_prebuild_arch != 0
@@ -172,27 +207,18 @@ int main(int argc, char** argv) {
                       corpus_directory, work, corpus_prebuild_arch,
                       *std::max_element(hit.threads.begin(), hit.threads.end()), note)
                 : bench::run_corpus(corpus_directory, work, rounds, note);
-        std::fputs(table.c_str(), stdout);
-        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
-        if (!out_path.empty()) std::ofstream(out_path) << table;
-        return table.empty() || !note.empty() ? 1 : 0;
+        return finish(table, note);
     }
     if (!remote_directory.empty()) {  // the remote tier alone
         std::string note;
         std::string table = bench::run_remote_tier(remote_directory, rounds, note);
-        std::fputs(table.c_str(), stdout);
-        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
-        if (!out_path.empty()) std::ofstream(out_path) << table;
-        return table.empty() || !note.empty() ? 1 : 0;
+        return finish(table, note);
     }
     if (!ptx_directory.empty() || kernel_speed) {  // PTX measurements alone
         std::string note;
         std::string table = kernel_speed ? bench::run_kernel_speed(note)
                                          : bench::run_ptx_new_process(ptx_directory, rounds, note);
-        std::fputs(table.c_str(), stdout);
-        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
-        if (!out_path.empty()) std::ofstream(out_path) << table;
-        return table.empty() || !note.empty() ? 1 : 0;
+        return finish(table, note);
     }
     if (nvrtc_arch != 0 || !cuda_directory.empty()) {  // CUDA C++ measurements alone
         std::string note;
@@ -200,18 +226,12 @@ int main(int argc, char** argv) {
             nvrtc_arch != 0
                 ? bench::run_nvrtc_scaling(nvrtc_arch, light, heavy, nvrtc_threads, note)
                 : bench::run_cuda_warm_start(cuda_directory, cuda_warm_up, note);
-        std::fputs(table.c_str(), stdout);
-        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
-        if (!out_path.empty()) std::ofstream(out_path) << table;
-        return table.empty() || !note.empty() ? 1 : 0;
+        return finish(table, note);
     }
     if (!tiers_directory.empty()) {  // the issue-3 measurements in one process alone
         std::string note;
         std::string table = bench::run_warm_start(tiers_directory, note);
-        std::fputs(table.c_str(), stdout);
-        if (!note.empty()) std::fprintf(stderr, "kcache_bench: %s\n", note.c_str());
-        if (!out_path.empty()) std::ofstream(out_path) << table;
-        return table.empty() || !note.empty() ? 1 : 0;
+        return finish(table, note);
     }
 
     std::string report;

@@ -16,4 +16,15 @@ std::optional<std::string> run_self(
     const std::vector<std::string>& args,
     const std::vector<std::pair<std::string, std::string>>& environment = {});
 
+struct QuietRun {
+    int status = 0;     // the exit status
+    double cpu_ms = 0;  // user and system time, its own and its children's
+};
+// Another program (`program`, a path) with `args` and `environment` added, its standard output
+// and error sent to /dev/null; nullopt when it could not be run or did not exit. For timing a
+// command whose output is not wanted (`kcache ls` of a large directory).
+std::optional<QuietRun> run_quiet(
+    const std::string& program, const std::vector<std::string>& args,
+    const std::vector<std::pair<std::string, std::string>>& environment = {});
+
 }  // namespace kcache::bench

@@ -80,6 +80,9 @@ add_test(NAME kcache_tool_bad_value_exits_2
   COMMAND sh -c "$<TARGET_FILE:kcache_tool> demo --passes 0; test $? -eq 2")
 if(TARGET kcache_bench)
   add_test(NAME kcache_bench_smoke COMMAND kcache_bench --smoke)
+  # The scale curve's smallest sizes: 10 kernels cold and warm, a directory of 100 entries.
+  add_test(NAME kcache_bench_scale_smoke COMMAND kcache_bench --scale ${CMAKE_CURRENT_BINARY_DIR}/scale-smoke
+    --scale-max 10 --scale-entries 100 --rounds 1 --scale-kcache $<TARGET_FILE:kcache_tool>)
 endif()
 # The committed CUDA C++ corpus is what its generator writes (bench/corpus/README.md).
 add_test(NAME kcache_cuda_corpus_is_the_generators COMMAND python3

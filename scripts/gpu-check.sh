@@ -132,6 +132,10 @@ cuda_corpus() {
   return $rc
 }
 run cuda_corpus cuda_corpus
+# Issue 19: the memory and scale curve: 10 to 10,000 distinct kernels cold and warm (time, host and
+# device memory per loaded kernel, the disk tier's bytes), and the CLI's scans (-s, ls, verify, -c)
+# of a directory of 1,000 to 100,000 entries, each a new process.
+run scale "$BIN/kcache_bench" --scale "$(mktemp -d)/scale" --scale-kcache "$BIN/kcache" --out "$LOGS/scale.md"
 # Whether kcache's cubins (nvJitLink: PTX compiled as relocatable code, then linked) run as fast as
 # the driver's JIT of the same PTX (a whole program).
 run kernel_speed "$BIN/kcache_bench" --kernel-speed --out "$LOGS/kernel_speed.md"
@@ -190,6 +194,10 @@ run fleet_bench "$BIN/kcache_fleet" bench
   echo "## A corpus of CUDA C++ templates (CUB, CUTLASS-style), cold, warm and checked"
   echo
   cat "$LOGS/cuda_corpus.md" 2>/dev/null
+  echo
+  echo "## Memory and scale curve (issue 19)"
+  echo
+  cat "$LOGS/scale.md" 2>/dev/null
   echo
   echo "## CUDA C++: NVRTC inside one process"
   echo

@@ -52,6 +52,7 @@ namespace kcache::driver {
     X(cuLibraryGetGlobal)        \
     X(cuMemAlloc)                \
     X(cuMemFree)                 \
+    X(cuMemGetInfo)              \
     X(cuMemcpyHtoD)              \
     X(cuMemcpyDtoH)              \
     X(cuStreamCreate)            \

@@ -42,6 +42,22 @@ TEST_F(EvictionTest, CacheStaysWithinMaxEntries) {
     EXPECT_EQ(fake->loads(), 10);
 }
 
+// Each eviction sorts and rebuilds the whole table: done at every insertion beyond a large
+// budget, loading N kernels past it cost N times the table (issue 19's scale curve).
+TEST_F(EvictionTest, AnEvictionOverALargeBudgetMakesRoomForASixteenthOfIt) {
+    make_cache(64);
+    for (int cols = 1; cols <= 65; ++cols) ASSERT_TRUE(softmax(cols).ok());
+    EXPECT_EQ(cache->stats().evictions, 5u);  // down to 60, four below the budget
+    EXPECT_EQ(cache->size(), 60u);
+
+    for (int cols = 66; cols <= 69; ++cols) ASSERT_TRUE(softmax(cols).ok());
+    EXPECT_EQ(cache->stats().evictions, 5u);  // room left: no eviction, no sort
+    EXPECT_EQ(cache->size(), 64u);
+    ASSERT_TRUE(softmax(70).ok());
+    EXPECT_EQ(cache->stats().evictions, 10u);
+    EXPECT_EQ(cache->size(), 60u);
+}
+
 TEST_F(EvictionTest, EvictedLibrariesWithoutHandlesAreUnloaded) {
     make_cache(4);
     for (int cols = 1; cols <= 10; ++cols) ASSERT_TRUE(softmax(cols).ok());
