@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <span>
 #include <sstream>
 #include <type_traits>
 
@@ -154,6 +155,21 @@ Result<std::vector<T>> from_device(const driver::DeviceBuffer& buffer, std::size
     return out;
 }
 
+using Compared = std::pair<std::vector<float>, std::vector<float>>;
+
+// Launches `blocks` blocks of `block` threads (one dimension each) and reads `want.size()` floats
+// of `out` back, beside `want`: the tail most checks share.
+Result<Compared> launch_and_compare(const KernelHandle& kernel, unsigned blocks, unsigned block,
+                                    std::span<void* const> args, const driver::DeviceBuffer& out,
+                                    std::vector<float> want) {
+    LaunchConfig config;
+    config.grid = {blocks, 1, 1};
+    config.block = {block, 1, 1};
+    TRY(kernel.launch(config, args));
+    TRY_ASSIGN(auto got, from_device<float>(out, want.size()));
+    return Compared{std::move(got), std::move(want)};
+}
+
 // The largest |got - want| / max(1, |want|); a count mismatch is infinite.
 double worst_error(const std::vector<float>& got, const std::vector<float>& want) {
     if (got.size() != want.size()) return INFINITY;
@@ -261,12 +277,8 @@ Check softmax_check(const std::string& expression, unsigned block) {
                 std::uint64_t pin = din.address(), pout = dout.address();
                 int c = cols;
                 void* args[] = {&pin, &pout, &c};
-                LaunchConfig config;
-                config.grid = {rows, 1, 1};
-                config.block = {block, 1, 1};
-                TRY(kernel.launch(config, args));
-                TRY_ASSIGN(auto got, from_device<float>(dout, want.size()));
-                return std::pair{std::move(got), std::move(want)};
+                return launch_and_compare(kernel, static_cast<unsigned>(rows), block, args, dout,
+                                          std::move(want));
             }};
 }
 
@@ -299,12 +311,8 @@ Check layernorm_check(const std::string& expression, unsigned block) {
                 int c = cols;
                 float e = eps;
                 void* args[] = {&pin, &pgamma, &pbeta, &pout, &c, &e};
-                LaunchConfig config;
-                config.grid = {rows, 1, 1};
-                config.block = {block, 1, 1};
-                TRY(kernel.launch(config, args));
-                TRY_ASSIGN(auto got, from_device<float>(dout, want.size()));
-                return std::pair{std::move(got), std::move(want)};
+                return launch_and_compare(kernel, static_cast<unsigned>(rows), block, args, dout,
+                                          std::move(want));
             }};
 }
 
@@ -335,12 +343,8 @@ Check rmsnorm_check(const std::string& expression, unsigned block) {
                 int c = cols;
                 float e = eps;
                 void* args[] = {&pin, &pweight, &pout, &c, &e};
-                LaunchConfig config;
-                config.grid = {rows, 1, 1};
-                config.block = {block, 1, 1};
-                TRY(kernel.launch(config, args));
-                TRY_ASSIGN(auto got, from_device<float>(dout, want.size()));
-                return std::pair{std::move(got), std::move(want)};
+                return launch_and_compare(kernel, static_cast<unsigned>(rows), block, args, dout,
+                                          std::move(want));
             }};
 }
 
@@ -366,12 +370,7 @@ Check reduce_check(const std::string& expression, unsigned block, unsigned items
                 std::uint64_t pin = din.address(), pout = dout.address();
                 int count = n;
                 void* args[] = {&pin, &pout, &count};
-                LaunchConfig config;
-                config.grid = {blocks, 1, 1};
-                config.block = {block, 1, 1};
-                TRY(kernel.launch(config, args));
-                TRY_ASSIGN(auto got, from_device<float>(dout, want.size()));
-                return std::pair{std::move(got), std::move(want)};
+                return launch_and_compare(kernel, blocks, block, args, dout, std::move(want));
             }};
 }
 
@@ -424,12 +423,7 @@ Check warp_reduce_check(const std::string& expression, unsigned block) {
                 TRY_ASSIGN(auto dout, to_device(std::vector<float>(want.size(), 0.0f)));
                 std::uint64_t pin = din.address(), pout = dout.address();
                 void* args[] = {&pin, &pout};
-                LaunchConfig config;
-                config.grid = {blocks, 1, 1};
-                config.block = {block, 1, 1};
-                TRY(kernel.launch(config, args));
-                TRY_ASSIGN(auto got, from_device<float>(dout, want.size()));
-                return std::pair{std::move(got), std::move(want)};
+                return launch_and_compare(kernel, blocks, block, args, dout, std::move(want));
             }};
 }
 
@@ -449,12 +443,8 @@ Check scale_copy_check(const std::string& expression, unsigned block, unsigned i
                 float a = alpha;
                 int count = n;
                 void* args[] = {&pin, &pout, &a, &count};
-                LaunchConfig config;
-                config.grid = {blocks_for(in.size(), std::size_t(block) * items), 1, 1};
-                config.block = {block, 1, 1};
-                TRY(kernel.launch(config, args));
-                TRY_ASSIGN(auto got, from_device<float>(dout, want.size()));
-                return std::pair{std::move(got), std::move(want)};
+                return launch_and_compare(kernel, blocks_for(in.size(), std::size_t(block) * items),
+                                          block, args, dout, std::move(want));
             }};
 }
 

@@ -95,43 +95,28 @@ run warm_start env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --tiers "$(mktemp -d
 # The warm start as new processes see it: rounds of three (kcache from its disk tier, the floor,
 # the driver's ComputeCache, which the bench turns on for its own processes only).
 run ptx_new_process env CUDA_CACHE_DISABLE=1 "$BIN/kcache_bench" --ptx-new-process "$(mktemp -d)/ptx" --rounds "${PTX_ROUNDS:-9}" --out "$LOGS/ptx_new_process.md"
+# kcache_bench MODE on a corpus of bench/corpus unpacked into a scratch folder:
+#   on_corpus ARCHIVE SUBFOLDER MODE ARGS...
+on_corpus() {
+  local archive=$1 sub=$2 mode=$3 dir rc
+  shift 3
+  dir=$(mktemp -d)
+  tar xJf "bench/corpus/$archive" -C "$dir" || return 1
+  "$BIN/kcache_bench" "$mode" "$dir/$sub" "$@"
+  rc=$?
+  rm -rf "$dir"
+  return $rc
+}
 # Issue 19: 140 real Triton kernels (bench/corpus/) cold (the driver's JIT against kcache one by
 # one and warm_up, the ComputeCache off) and warm in new processes (floor, warm ComputeCache).
-corpus() {
-  local dir rc
-  dir=$(mktemp -d)
-  tar xJf bench/corpus/triton-corpus.tar.xz -C "$dir" || return 1
-  "$BIN/kcache_bench" --corpus "$dir/kernels" --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/corpus.md"
-  rc=$?
-  rm -rf "$dir"
-  return $rc
-}
-run corpus corpus
+run corpus on_corpus triton-corpus.tar.xz kernels --corpus --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/corpus.md"
 # Where a cold warm-up's time goes (no GPU involved): nvJitLink on the corpus one after another,
 # on 16 threads and in 16 processes; what the order costs; a durable store against an unsynced one.
-compile_scaling() {
-  local dir rc
-  dir=$(mktemp -d)
-  tar xJf bench/corpus/triton-corpus.tar.xz -C "$dir" || return 1
-  "$BIN/kcache_bench" --compile-scaling "$dir/kernels" --workers "$(nproc)" --out "$LOGS/compile_scaling.md"
-  rc=$?
-  rm -rf "$dir"
-  return $rc
-}
-run compile_scaling compile_scaling
+run compile_scaling on_corpus triton-corpus.tar.xz kernels --compile-scaling --workers "$(nproc)" --out "$LOGS/compile_scaling.md"
 # Issue 19, CUDA C++: the CUB and CUTLASS-style templates of bench/corpus/cuda-corpus.tar.xz, one
 # name expression per kernel, cold (one by one against warm_up) and warm in new processes; then a
 # sample launched on known inputs against a CPU reference (the run fails on a mismatch).
-cuda_corpus() {
-  local dir rc
-  dir=$(mktemp -d)
-  tar xJf bench/corpus/cuda-corpus.tar.xz -C "$dir" || return 1
-  "$BIN/kcache_bench" --corpus "$dir" --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/cuda_corpus.md"
-  rc=$?
-  rm -rf "$dir"
-  return $rc
-}
-run cuda_corpus cuda_corpus
+run cuda_corpus on_corpus cuda-corpus.tar.xz . --corpus --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/cuda_corpus.md"
 # Issue 19: the memory and scale curve: 10 to 10,000 distinct kernels cold and warm (time, host and
 # device memory per loaded kernel, the disk tier's bytes), and the CLI's scans (-s, ls, verify, -c)
 # of a directory of 1,000 to 100,000 entries, each a new process.
