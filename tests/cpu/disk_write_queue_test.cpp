@@ -59,6 +59,14 @@ DiskWrite write_of(std::uint64_t n, std::atomic<int>* ok_count = nullptr,
     return write;
 }
 
+// A disk that answers each write only once `gate` opens.
+DiskWriteQueue::Write gated_disk(Gate& gate) {
+    return [&gate](const DiskWrite&) {
+        gate.wait();
+        return kcache::ok();
+    };
+}
+
 TEST(DiskWriteQueue, AQueuedWriteIsWrittenAndItsThenToldSo) {
     std::atomic<int> writes{0}, ok{0};
     DiskWriteQueue queue(
@@ -78,12 +86,7 @@ TEST(DiskWriteQueue, AQueuedWriteIsWrittenAndItsThenToldSo) {
 
 TEST(DiskWriteQueue, AFullQueueRefusesAndLeavesTheWriteToItsCaller) {
     Gate gate;
-    DiskWriteQueue queue(
-        [&](const DiskWrite&) {
-            gate.wait();
-            return kcache::ok();
-        },
-        1, 1, 1 << 20);
+    DiskWriteQueue queue(gated_disk(gate), 1, 1, 1 << 20);
     std::atomic<int> ok{0};
     DiskWrite first = write_of(1, &ok);
     ASSERT_TRUE(queue.push(first));
@@ -102,12 +105,7 @@ TEST(DiskWriteQueue, AFullQueueRefusesAndLeavesTheWriteToItsCaller) {
 
 TEST(DiskWriteQueue, WritesBeyondOneThreadRunAtOnce) {
     Gate gate;
-    DiskWriteQueue queue(
-        [&](const DiskWrite&) {
-            gate.wait();
-            return kcache::ok();
-        },
-        3, 16, 1 << 20);
+    DiskWriteQueue queue(gated_disk(gate), 3, 16, 1 << 20);
     std::atomic<int> ok{0};
     for (std::uint64_t n = 1; n <= 3; ++n) {
         DiskWrite write = write_of(n, &ok);
@@ -135,12 +133,7 @@ TEST(DiskWriteQueue, FinishingWritesWhatIsQueuedAndRefusesLaterWrites) {
 TEST(DiskWriteQueue, WhatAStuckDiskLeftQueuedAtTheBoundIsToldItWasNotWritten) {
     Gate gate;
     std::atomic<int> ok{0}, failed{0};
-    DiskWriteQueue queue(
-        [&](const DiskWrite&) {
-            gate.wait();
-            return kcache::ok();
-        },
-        1, 16, 1 << 20);
+    DiskWriteQueue queue(gated_disk(gate), 1, 16, 1 << 20);
     DiskWrite first = write_of(1, &ok, &failed);
     ASSERT_TRUE(queue.push(first));
     gate.wait_for_waiters(1);
@@ -162,12 +155,7 @@ TEST(DiskWriteQueue, WhatAStuckDiskLeftQueuedAtTheBoundIsToldItWasNotWritten) {
 TEST(DiskWriteQueue, AForkedChildNeitherUsesNorWaitsForTheParentsThreads) {
     Gate gate;
     std::atomic<int> ok{0};
-    auto queue = std::make_unique<DiskWriteQueue>(
-        [&](const DiskWrite&) {
-            gate.wait();
-            return kcache::ok();
-        },
-        1, 16, 1 << 20);
+    auto queue = std::make_unique<DiskWriteQueue>(gated_disk(gate), 1, 16, 1 << 20);
     DiskWrite first = write_of(1, &ok);
     ASSERT_TRUE(queue->push(first));
     gate.wait_for_waiters(1);  // a thread is writing, and holds no lock of the queue's
