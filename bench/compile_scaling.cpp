@@ -68,6 +68,7 @@ Parallel on_threads(const KernelSet& set, const std::vector<std::size_t>& order,
     std::vector<double> ms(order.size(), 0.0);
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::thread> pool;
+    pool.reserve(static_cast<std::size_t>(threads));
     for (int t = 0; t < threads; ++t) {
         pool.emplace_back([&] {
             for (std::size_t n = next.fetch_add(1); n < order.size(); n = next.fetch_add(1)) {

@@ -159,18 +159,19 @@ Stored ArtifactStore::put(const util::Fingerprint& fingerprint, const Artifact& 
         if (then) then(ok());
         return {std::move(decoded), ok()};
     }
+    std::function<void(const Result<void>&)> done =
+        [this, fingerprint, then = std::move(then)](const Result<void>& written) {
+            note_disk_write(fingerprint, written);
+            if (then) then(written);
+        };
     if (writing == Writing::kBehind && decoded && writes_) {
-        DiskWrite write{fingerprint, decoded,
-                        [this, fingerprint, then](const Result<void>& written) {
-                            note_disk_write(fingerprint, written);
-                            if (then) then(written);
-                        }};
+        DiskWrite write{fingerprint, decoded, std::move(done)};
         if (writes_->push(write)) return {std::move(decoded), ok()};
+        done = std::move(write.then);  // refused, untouched: written here
     }
     Result<void> written = decoded ? disk_->put_encoded(fingerprint, decoded->encoded(), cleaning)
                                    : disk_->put(fingerprint, entry, cleaning);
-    note_disk_write(fingerprint, written);
-    if (then) then(written);
+    done(written);
     return {std::move(decoded), std::move(written)};
 }
 

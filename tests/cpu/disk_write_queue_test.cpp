@@ -153,6 +153,8 @@ TEST(DiskWriteQueue, WhatAStuckDiskLeftQueuedAtTheBoundIsToldItWasNotWritten) {
 // A forked child has none of the parent's writing threads: its queue refuses writes (its caller
 // writes them) and its end neither waits for nor joins them.
 TEST(DiskWriteQueue, AForkedChildNeitherUsesNorWaitsForTheParentsThreads) {
+    if (test::kThreadSanitizer)
+        GTEST_SKIP() << "ThreadSanitizer cannot follow a fork of a process with threads";
     Gate gate;
     std::atomic<int> ok{0};
     auto queue = std::make_unique<DiskWriteQueue>(gated_disk(gate), 1, 16, 1 << 20);

@@ -726,6 +726,8 @@ namespace {
 // ends without waiting for the parent's threads, and the parent's conversation with the server is
 // undisturbed.
 TEST_F(RemoteTierTest, AForkedChildLeavesTheRemoteTierAloneAndEndsAtOnce) {
+    if (test::kThreadSanitizer)
+        GTEST_SKIP() << "ThreadSanitizer cannot follow a fork of a process with threads";
     auto server = start();
     ASSERT_TRUE(server);
     auto parent = std::make_unique<KernelCache>(node(server->url()));

@@ -36,6 +36,20 @@
 
 namespace kcache::test {
 
+// ThreadSanitizer cannot follow a fork of a process with threads (the child dies when it starts
+// one): tests that fork such a process skip under it.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+
 // Waits up to `limit` for a forked `child` to end, and kills it if it has not: its wait status, or
 // nullopt if it hung.
 inline std::optional<int> wait_for_child(
