@@ -97,11 +97,10 @@ Result<BuiltArtifact> ArtifactBuilder::build(std::string_view key, int arch, con
     auto built = build_once(key, *plan, source, rejected, asking);
     if (asking == Asking::kLookup) tiers_->count(outcome_of(built, rejected));
     // A prebuild is for the disk: what a lookup compiled (found in memory, or shared by its
-    // flight) may still be on its way there, and a failed write must be told.
+    // flight, both served as memory hits) may still be on its way there, and a failed write must
+    // be told. What the prebuild compiled itself it wrote before returning here.
     if (asking == Asking::kPrebuild && built && built->artifact != nullptr && !built->not_stored &&
-        (built->provenance == Provenance::kMemoryTier ||
-         built->provenance == Provenance::kCompiled) &&
-        tiers_->disk() != nullptr) {
+        built->provenance == Provenance::kMemoryTier && tiers_->disk() != nullptr) {
         built->not_stored = tiers_->once_written(plan->fingerprint);
     }
     return built;

@@ -204,6 +204,20 @@ public:
 
 class WriteBehindTest : public ::testing::Test {
 protected:
+    void SetUp() override {
+        auto plan = build::plan_build(90, source, true);
+        ASSERT_TRUE(plan.ok()) << plan.error().describe();
+        if (!*plan) GTEST_SKIP() << "no nvJitLink here";
+        fingerprint = (*plan)->fingerprint;
+    }
+    // The disk answers only after a while, from another thread: whoever must wait for the write
+    // is seen to wait.
+    std::thread open_gate_later() {
+        return std::thread([this] {
+            std::this_thread::sleep_for(100ms);
+            files_.gate.open();
+        });
+    }
     build::BuildOptions options() {
         build::BuildOptions o;
         o.memory_bytes = 64 << 20;
@@ -211,15 +225,13 @@ protected:
         o.disk.files = &files_;
         return o;
     }
+    const Source source = test::residual_add_source();
+    util::Fingerprint fingerprint{};
     test::TempDir dir_;
     GatedEntries files_;
 };
 
 TEST_F(WriteBehindTest, ALookupHasItsArtifactWhileTheDiskWriteWaitsAndTheLockIsHeldUntilWritten) {
-    const Source source = test::residual_add_source();
-    auto plan = build::plan_build(90, source, true);
-    ASSERT_TRUE(plan.ok()) << plan.error().describe();
-    if (!*plan) GTEST_SKIP() << "no nvJitLink here";
     build::ArtifactBuilder builder(options());
     // The gate is closed: the entry's write cannot end, and the lookup still returns.
     auto built = builder.build("residual_add", 90, source);
@@ -236,7 +248,7 @@ TEST_F(WriteBehindTest, ALookupHasItsArtifactWhileTheDiskWriteWaitsAndTheLockIsH
     DiskStore* disk = builder.tiers()->disk();
     ASSERT_NE(disk, nullptr);
     // Another process asking now would wait on the compile's lock, then find the entry on disk.
-    EXPECT_FALSE(disk->lock((*plan)->fingerprint, 0ms).has_value());
+    EXPECT_FALSE(disk->lock(fingerprint, 0ms).has_value());
     // This process finds it in memory meanwhile.
     auto again = builder.build("residual_add", 90, source);
     ASSERT_TRUE(again.ok());
@@ -244,16 +256,12 @@ TEST_F(WriteBehindTest, ALookupHasItsArtifactWhileTheDiskWriteWaitsAndTheLockIsH
 
     files_.gate.open();
     builder.tiers()->drain_writes();
-    EXPECT_TRUE(disk->lock((*plan)->fingerprint, 0ms).has_value());
-    EXPECT_NE(disk->get((*plan)->fingerprint), nullptr);
+    EXPECT_TRUE(disk->lock(fingerprint, 0ms).has_value());
+    EXPECT_NE(disk->get(fingerprint), nullptr);
     EXPECT_EQ(disk->stats().writes, 1u);
 }
 
 TEST_F(WriteBehindTest, APrebuildIsOnDiskWhenItReturns) {
-    const Source source = test::residual_add_source();
-    auto plan = build::plan_build(90, source, true);
-    ASSERT_TRUE(plan.ok()) << plan.error().describe();
-    if (!*plan) GTEST_SKIP() << "no nvJitLink here";
     files_.gate.open();
     build::ArtifactBuilder builder(options());
     auto built =
@@ -266,44 +274,30 @@ TEST_F(WriteBehindTest, APrebuildIsOnDiskWhenItReturns) {
 }
 
 TEST_F(WriteBehindTest, TheTiersEndOnlyOnceTheQueuedEntriesAreOnDisk) {
-    const Source source = test::residual_add_source();
-    auto plan = build::plan_build(90, source, true);
-    ASSERT_TRUE(plan.ok()) << plan.error().describe();
-    if (!*plan) GTEST_SKIP() << "no nvJitLink here";
     std::thread disk_answers;
     {
         build::ArtifactBuilder builder(options());
         ASSERT_TRUE(builder.build("residual_add", 90, source).ok());
         files_.gate.wait_for_waiters(1);
         // The disk answers only after the builder began to end: its end must wait for the write.
-        disk_answers = std::thread([&] {
-            std::this_thread::sleep_for(100ms);
-            files_.gate.open();
-        });
+        disk_answers = open_gate_later();
     }
     disk_answers.join();
     auto disk = DiskStore::open(options().disk);
     ASSERT_TRUE(disk.ok());
-    EXPECT_NE((*disk)->get((*plan)->fingerprint), nullptr);
+    EXPECT_NE((*disk)->get(fingerprint), nullptr);
 }
 
 // A prebuild is for the disk: one that finds in memory what a lookup compiled just before, its
 // disk write still queued, returns once that write ended, and says so if it failed.
 TEST_F(WriteBehindTest, APrebuildOfWhatALookupJustCompiledReturnsOnceItIsOnDisk) {
-    const Source source = test::residual_add_source();
-    auto plan = build::plan_build(90, source, true);
-    ASSERT_TRUE(plan.ok()) << plan.error().describe();
-    if (!*plan) GTEST_SKIP() << "no nvJitLink here";
     build::ArtifactBuilder builder(options());
     ASSERT_TRUE(builder.build("residual_add", 90, source).ok());
     files_.gate.wait_for_waiters(1);
-    std::thread disk_answers([&] {
-        std::this_thread::sleep_for(100ms);
-        files_.gate.open();
-    });
+    std::thread disk_answers = open_gate_later();
     auto prebuilt =
         builder.build("residual_add", 90, source, build::ArtifactBuilder::Asking::kPrebuild);
-    const bool on_disk = builder.tiers()->disk()->get((*plan)->fingerprint) != nullptr;
+    const bool on_disk = builder.tiers()->disk()->get(fingerprint) != nullptr;
     disk_answers.join();
     ASSERT_TRUE(prebuilt.ok()) << prebuilt.error().describe();
     EXPECT_FALSE(prebuilt->not_stored.has_value());
@@ -311,18 +305,11 @@ TEST_F(WriteBehindTest, APrebuildOfWhatALookupJustCompiledReturnsOnceItIsOnDisk)
 }
 
 TEST_F(WriteBehindTest, APrebuildOfWhatALookupJustCompiledSaysWhenItsQueuedWriteFailed) {
-    const Source source = test::residual_add_source();
-    auto plan = build::plan_build(90, source, true);
-    ASSERT_TRUE(plan.ok()) << plan.error().describe();
-    if (!*plan) GTEST_SKIP() << "no nvJitLink here";
     files_.fail = true;
     build::ArtifactBuilder builder(options());
     ASSERT_TRUE(builder.build("residual_add", 90, source).ok());
     files_.gate.wait_for_waiters(1);
-    std::thread disk_answers([&] {
-        std::this_thread::sleep_for(100ms);
-        files_.gate.open();
-    });
+    std::thread disk_answers = open_gate_later();
     auto prebuilt =
         builder.build("residual_add", 90, source, build::ArtifactBuilder::Asking::kPrebuild);
     disk_answers.join();
@@ -342,19 +329,12 @@ TEST_F(WriteBehindTest, APrebuildOfWhatALookupJustCompiledSaysWhenItsQueuedWrite
 // process waits on the compile's lock until the write ends and reads it from disk; it neither
 // waits on itself for ever nor compiles it again.
 TEST_F(WriteBehindTest, ALookupOfAnEntryTooBigForMemoryWaitsForItsOwnProcesssWriteAndReadsIt) {
-    const Source source = test::residual_add_source();
-    auto plan = build::plan_build(90, source, true);
-    ASSERT_TRUE(plan.ok()) << plan.error().describe();
-    if (!*plan) GTEST_SKIP() << "no nvJitLink here";
     build::BuildOptions o = options();
     o.memory_bytes = 1;
     build::ArtifactBuilder builder(o);
     ASSERT_TRUE(builder.build("residual_add", 90, source).ok());
     files_.gate.wait_for_waiters(1);
-    std::thread disk_answers([&] {
-        std::this_thread::sleep_for(100ms);
-        files_.gate.open();
-    });
+    std::thread disk_answers = open_gate_later();
     auto again = builder.build("residual_add", 90, source);
     disk_answers.join();
     ASSERT_TRUE(again.ok()) << again.error().describe();
