@@ -7,6 +7,7 @@
 // timed apart and left out; everything else a process does is in.
 #include <sys/resource.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,12 +15,14 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <thread>
 
 #include "bench/bench.hpp"
 #include "bench/child_process.hpp"
 #include "compile/compiler.hpp"
 #include "driver/cuda_api.hpp"
 #include "driver/device_memory.hpp"
+#include "driver/nvjitlink.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/artifact_format.hpp"
@@ -33,6 +36,29 @@ constexpr int kKernels = 64;
 
 std::string floor_file(const std::string& directory) {
     return directory + "/floor.cubins";
+}
+// For scale: the floor's kernels linked into one cubin (when their names and globals allow it).
+std::string bundle_file(const std::string& directory) {
+    return directory + "/bundle.cubins";
+}
+// Threads of the floor-threads mode.
+constexpr unsigned kFloorThreads = 8;
+
+// The kernels' PTX linked into one cubin by nvJitLink, each an input of its own: fails where two
+// define the same symbol.
+Result<std::string> link_bundle(const std::vector<std::string>& ptx,
+                                const compile::Target& target) {
+    auto session = driver::NvJitLinkSession::create({"-arch=" + target.name()});
+    if (!session) return std::move(session).error();
+    for (std::size_t i = 0; i < ptx.size(); ++i) {
+        // The size includes the terminating NUL, as nvJitLink expects for PTX text.
+        auto added = session->add(driver::LinkInput::kPtx,
+                                  std::string_view(ptx[i].c_str(), ptx[i].size() + 1),
+                                  "kernel" + std::to_string(i) + ".ptx");
+        if (!added) return std::move(added).error();
+    }
+    if (auto completed = session->complete(); !completed) return std::move(completed).error();
+    return session->cubin();
 }
 
 // The floor's cubins in one file: for each, its size as text on a line, then its bytes.
@@ -513,6 +539,48 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory,
         profile_window("disable");
         total_ms = ms_since(start);
         driver_ms = DriverClock::ms();
+    } else if (mode == "floor-threads") {  // the floor's loads spread over threads
+        // Whether the driver loads modules in parallel: what a warm-up loading on its workers
+        // could gain over loading on the calling thread.
+        const std::vector<std::string> images = read_cubins(floor_file(directory));
+        if (images.size() != ptx.size()) return 4;
+        CUcontext current = nullptr;
+        if (cu.cuCtxGetCurrent(&current) != CUDA_SUCCESS) return 4;
+        std::vector<CUfunction> functions(images.size());
+        std::atomic<int> next{0};
+        std::atomic<bool> failed{false};
+        const auto start = std::chrono::steady_clock::now();
+        std::vector<std::thread> threads;
+        for (unsigned t = 0; t < kFloorThreads; ++t) {
+            threads.emplace_back([&] {
+                if (cu.cuCtxSetCurrent(current) != CUDA_SUCCESS) failed = true;
+                for (int i = next++; i < count && !failed; i = next++) {
+                    const auto at = static_cast<std::size_t>(i);
+                    CUmodule module = nullptr;
+                    if (cu.cuModuleLoadData(&module, images[at].c_str()) != CUDA_SUCCESS ||
+                        cu.cuModuleGetFunction(&functions[at], module, set.name(i).c_str()) !=
+                            CUDA_SUCCESS) {
+                        failed = true;
+                    }
+                }
+            });
+        }
+        for (auto& thread : threads) thread.join();
+        total_ms = ms_since(start);
+        if (failed) return 4;
+    } else if (mode == "floor-bundle") {  // every kernel in one module, linked before the clock
+        const std::vector<std::string> images = read_cubins(bundle_file(directory));
+        if (images.size() != 1) return 4;
+        const auto start = std::chrono::steady_clock::now();
+        CUmodule module = nullptr;
+        if (cu.cuModuleLoadData(&module, images[0].c_str()) != CUDA_SUCCESS) return 4;
+        for (int i = 0; i < count; ++i) {
+            CUfunction function = nullptr;
+            if (cu.cuModuleGetFunction(&function, module, set.name(i).c_str()) != CUDA_SUCCESS) {
+                return 4;
+            }
+        }
+        total_ms = ms_since(start);
     } else if (auto load = driver_load(cu, mode)) {  // the floors and the ComputeCache
         // The images are in memory before the clock starts, but for floor-read, whose file read
         // is timed too.
@@ -613,6 +681,15 @@ std::string run_ptx_new_process_set(const std::string& directory, const std::str
         note = "could not write " + floor_file(directory);
         return {};
     }
+    // For scale: one module for them all, where nvJitLink can link them together.
+    std::string bundle_note;
+    if (!set.launchable) {
+        auto bundle = link_bundle(ptx, compile::Target{arch, set.arch_specific[0]});
+        if (!bundle || !write_cubins(bundle_file(directory), {*bundle})) {
+            bundle_note = bundle ? "could not write the bundle" : bundle.error().describe();
+            bundle_note = bundle_note.substr(0, bundle_note.find('\n'));
+        }
+    }
     // The driver's ComputeCache, filled by a first process (a cold JIT of them all).
     auto fill = run_ptx_child("compute", directory, spec, compute_cache_env(directory));
     if (!fill) {
@@ -658,6 +735,16 @@ std::string run_ptx_new_process_set(const std::string& directory, const std::str
         modes[3].what =
             "kcache: the same, all asked for at once (warm_up, 16 threads; opening "
             "included)";
+        modes.push_back({"floor-threads",
+                         "for scale: the floor's loads spread over 8 threads, the context current "
+                         "on each"});
+        if (bundle_note.empty()) {
+            modes.push_back({"floor-bundle",
+                             "for scale: every kernel linked into one cubin before the clock "
+                             "(nvJitLink), one cuModuleLoadData + a cuModuleGetFunction each"});
+        } else {
+            bundle_note = "\n- no bundle row: " + bundle_note + "\n";
+        }
     }
     const int kModes = static_cast<int>(modes.size());
     constexpr int kCompute = 2;
@@ -729,7 +816,7 @@ std::string run_ptx_new_process_set(const std::string& directory, const std::str
                   "| (the ComputeCache's fill, a cold JIT in its first process) | %.4f | | | | | "
                   "| | | | | |\n",
                   fill->total_ms / count);
-    return text + line;
+    return text + line + bundle_note;
 }
 
 std::string run_ptx_new_process(const std::string& directory, int rounds, std::string& note) {
