@@ -53,6 +53,8 @@ struct DiskStats {
     std::uint64_t corrupt = 0;        // entries that failed to decode, removed
     std::uint64_t evicted = 0;        // entries removed by this process's cleanups
     std::uint64_t evicted_bytes = 0;  // their size
+    std::uint64_t scans = 0;          // cleanup passes this process ran (dry runs too)
+    std::uint64_t sampled = 0;        // first writes that trusted a sample instead of a pass
 };
 
 // KCACHE_DIR, else $XDG_CACHE_HOME/kcache, else $HOME/.cache/kcache; kIoError without any.
@@ -77,8 +79,9 @@ public:
     // older than kStampGranularity.
     std::shared_ptr<const VerifiedArtifact> get(const util::Fingerprint& fingerprint,
                                                 Reading reading = Reading::kLookup);
-    // After a successful write, cleans the directory when due: at this store's first write,
-    // then whenever it has written a tenth of a budget since its last scan, or enough to take
+    // After a successful write, cleans the directory when due: at this store's first write
+    // (unless a sample of the directory shows a recent cleanup and room in its budgets: see
+    // store/disk_cleaner.hpp's full_scan_due), then whenever it has written a tenth of a budget since its last scan, or enough to take
     // the directory that scan found over a budget. A failed cleanup is counted and logged; it
     // never fails the put.
     // kDeferred leaves a due cleanup to run_pending_cleanup(): a caller holding the entry's
@@ -117,6 +120,9 @@ private:
 
     // Counts a write; true when a cleanup is due (see put()).
     bool cleanup_due(std::uint64_t bytes_written);
+    // At the first write: true when a sample of the directory may stand in for a full scan; its
+    // estimate is then the size known.
+    bool trust_sample();
     void run_due_cleanup();
 
     // Every file is reached below the directory it holds; a write that finds the directory
@@ -125,10 +131,11 @@ private:
     const std::uint64_t max_bytes_;
     const std::uint64_t max_files_;
     std::atomic<std::uint64_t> hits_{0}, misses_{0}, writes_{0}, errors_{0}, corrupt_{0};
-    std::atomic<std::uint64_t> evicted_{0}, evicted_bytes_{0};
+    std::atomic<std::uint64_t> evicted_{0}, evicted_bytes_{0}, scans_{0}, sampled_{0};
     // What this store has written since its last scan, and what that scan left in the directory,
     // to tell when the next is due. Relaxed, like the flag: a scan that starts a few writes early
-    // or late is harmless. The known_ pair is written only under cleaning_.
+    // or late is harmless. The known_ pair is written under cleaning_, or by the first write's
+    // sample.
     std::atomic<std::uint64_t> bytes_since_scan_{0}, files_since_scan_{0};
     std::atomic<std::uint64_t> known_bytes_{0}, known_files_{0};
     std::atomic<bool> scanned_{false};

@@ -474,6 +474,117 @@ TEST(DiskStoreCleanup, FirstWriteSweepsStaleTemporariesEvenWithoutBudgets) {
     EXPECT_FALSE(fs::exists(stale));
 }
 
+// `per_folder` made-up entries of `size` bytes in each of the 256 entry folders, an hour old.
+void make_large_directory(const std::string& dir, unsigned per_folder, std::size_t size) {
+    for (unsigned folder = 0; folder < 256; ++folder) {
+        for (unsigned i = 0; i < per_folder; ++i) {
+            char name[64];
+            std::snprintf(name, sizeof name, "/%02x/%030x.kc", folder, i);
+            make_file(dir + name, size, 1h);
+        }
+    }
+}
+
+TEST(DirectorySample, ScalesItsFoldersUpToTheWholeDirectory) {
+    TempDir dir;
+    make_large_directory(dir.path(), 3, 100);
+    make_file(dir.path() + "/fe/abc.kc.tmp.host.1.2", 5000, 0h);  // no entry: not counted
+    make_file(dir.path() + "/ff/notes.txt", 5000, 0h);
+    auto opened = CacheDirectory::open(dir.path(), {}, util::real_files());
+    ASSERT_TRUE(opened.ok()) << opened.error().describe();
+    // Folders fe, ff, 00 and 01: the run wraps.
+    auto sample = sample_directory(**opened, 0xfe, 4);
+    ASSERT_TRUE(sample.ok()) << sample.error().describe();
+    EXPECT_EQ(sample->sampled_files, 12u);
+    EXPECT_EQ(sample->estimated_files, 768u);
+    EXPECT_EQ(sample->estimated_bytes, 76800u);
+    EXPECT_FALSE(sample->last_cleanup.has_value());  // no cleaner was ever here
+
+    // Missing folders are empty; the cleanup lock's stamp is the last cleanup.
+    fs::remove_all(dir.path() + "/00");
+    fs::remove_all(dir.path() + "/01");
+    make_file(dir.path() + "/" + kCleanupLockName, 0, 5min);
+    sample = sample_directory(**opened, 0xfe, 4);
+    ASSERT_TRUE(sample.ok());
+    EXPECT_EQ(sample->sampled_files, 6u);
+    EXPECT_EQ(sample->estimated_files, 384u);
+    ASSERT_TRUE(sample->last_cleanup.has_value());
+    EXPECT_NEAR(std::chrono::duration<double>(Clock::now() - *sample->last_cleanup).count(), 300,
+                5);
+}
+
+TEST(DirectorySample, AFullScanIsDueUnlessALargeSampleFollowsARecentCleanupWithRoomLeft) {
+    const auto now = Clock::now();
+    DirectorySample large;
+    large.sampled_files = kTrustedSampleFiles;
+    large.estimated_files = 4096;
+    large.estimated_bytes = 4096 * 1000;
+    large.last_cleanup = now - 10min;
+    EXPECT_FALSE(full_scan_due(large, 0, 0, now));
+    EXPECT_FALSE(full_scan_due(large, 10'000'000, 10'000, now));  // well within both budgets
+
+    DirectorySample small = large;
+    small.sampled_files = kTrustedSampleFiles - 1;  // a small directory: a pass is cheap
+    EXPECT_TRUE(full_scan_due(small, 0, 0, now));
+    DirectorySample never = large;
+    never.last_cleanup.reset();
+    EXPECT_TRUE(full_scan_due(never, 0, 0, now));
+    DirectorySample stale = large;
+    stale.last_cleanup = now - kStaleTemporaryAge;  // dead writers' temporaries may wait
+    EXPECT_TRUE(full_scan_due(stale, 0, 0, now));
+    DirectorySample future = large;
+    future.last_cleanup = now + 1h;  // a stamp from the future proves nothing
+    EXPECT_TRUE(full_scan_due(future, 0, 0, now));
+    // Within a fifth of a budget, the estimate's error could hide an overshoot.
+    EXPECT_TRUE(full_scan_due(large, 0, 5120, now));
+    EXPECT_FALSE(full_scan_due(large, 0, 5130, now));
+    EXPECT_TRUE(full_scan_due(large, 5'120'000, 0, now));
+    EXPECT_FALSE(full_scan_due(large, 5'130'000, 0, now));
+}
+
+// A directory of 4,096 entries (16 a folder), cleaned a minute ago, and a stale temporary that
+// only a full pass would sweep.
+struct LargeDirectory {
+    TempDir dir;
+    std::string stale = dir.path() + "/7f/0123.kc.tmp.host.1.2";
+    LargeDirectory() {
+        make_large_directory(dir.path(), 16, 100);
+        make_file(stale, 10, 2h);
+        make_file(dir.path() + "/" + kCleanupLockName, 0, 1min);
+    }
+};
+
+TEST(DiskStoreCleanup, AFirstWriteIntoALargeRecentlyCleanedDirectoryScansNothing) {
+    LargeDirectory large;
+    auto store = open_store(large.dir.path(), 0, 0);
+    ASSERT_TRUE(store->put(print(1), sample(10, 1)).ok());
+    EXPECT_EQ(store->stats().scans, 0u);
+    EXPECT_EQ(store->stats().sampled, 1u);
+    EXPECT_TRUE(fs::exists(large.stale));  // left to the next pass
+}
+
+TEST(DiskStoreCleanup, AFirstWriteScansALargeDirectoryThatNoCleanerVisitedLately) {
+    LargeDirectory large;
+    set_age(large.dir.path() + "/" + kCleanupLockName, kStaleTemporaryAge + 1min);
+    auto store = open_store(large.dir.path(), 0, 0);
+    ASSERT_TRUE(store->put(print(1), sample(10, 1)).ok());
+    EXPECT_EQ(store->stats().scans, 1u);
+    EXPECT_EQ(store->stats().sampled, 0u);
+    EXPECT_FALSE(fs::exists(large.stale));
+}
+
+TEST(DiskStoreCleanup, AFirstWriteScansALargeDirectoryNearItsBudget) {
+    LargeDirectory large;
+    auto store = open_store(large.dir.path(), 0, 4500);  // 4,097 entries: over 80% of it
+    ASSERT_TRUE(store->put(print(1), sample(10, 1)).ok());
+    EXPECT_EQ(store->stats().scans, 1u);
+    EXPECT_EQ(usage_of(large.dir.path()).files, 4097u);  // within budget: nothing evicted
+    // Trusting the sample, a later write still counts on its estimate against the budget.
+    auto within = open_store(large.dir.path(), 0, 6000);
+    ASSERT_TRUE(within->put(print(2), sample(10, 2)).ok());
+    EXPECT_EQ(within->stats().scans, 0u);
+}
+
 // Entries cannot be removed, or the directory cannot even be listed.
 class StuckFiles final : public ForwardingFiles {
 public:
