@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "store/disk_store.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-
-#include <unistd.h>
 
 #include "util/env.hpp"
 #include "util/log.hpp"
@@ -187,9 +187,9 @@ bool DiskStore::cleanup_due(std::uint64_t bytes_written) {
 bool DiskStore::trust_sample() {
     // Which folders: a different run of them in each process, so that no one folder's luck
     // decides for every process.
-    const auto seed = static_cast<std::uint64_t>(
-                          std::chrono::steady_clock::now().time_since_epoch().count()) ^
-                      static_cast<std::uint64_t>(::getpid());
+    const auto seed =
+        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+        static_cast<std::uint64_t>(::getpid());
     auto sample = sample_directory(*directory_, static_cast<unsigned>(seed % 256));
     if (!sample ||
         full_scan_due(*sample, max_bytes_, max_files_, std::chrono::system_clock::now())) {
