@@ -41,20 +41,32 @@ std::string floor_file(const std::string& directory) {
 std::string bundle_file(const std::string& directory) {
     return directory + "/bundle.cubins";
 }
-// Threads of the floor-threads mode.
-constexpr unsigned kFloorThreads = 8;
+// The floor-threads-N modes: the floor's loads on N threads.
+constexpr std::string_view kFloorThreads = "floor-threads-";
 
-// The kernels' PTX linked into one cubin by nvJitLink, each an input of its own: fails where two
-// define the same symbol.
-Result<std::string> link_bundle(const std::vector<std::string>& ptx,
-                                const compile::Target& target) {
+// Kernel i's name in the bundle: generators reuse names (Triton's triton_poi_fused_0 in many
+// graphs), so each is made unique.
+std::string bundled_name(const std::string& name, int i) {
+    return name + "_kcache_bundle_" + std::to_string(i);
+}
+
+// The kernels' PTX linked into one cubin by nvJitLink, each an input of its own, each kernel
+// renamed by bundled_name; fails where two inputs define another symbol alike.
+Result<std::string> link_bundle(const KernelSet& set, const compile::Target& target) {
     auto session = driver::NvJitLinkSession::create({"-arch=" + target.name()});
     if (!session) return std::move(session).error();
-    for (std::size_t i = 0; i < ptx.size(); ++i) {
+    for (int i = 0; i < set.count(); ++i) {
+        std::string ptx = set.ptx[static_cast<std::size_t>(i)];
+        const std::string entry = ".entry " + set.name(i);
+        const std::size_t at = ptx.find(entry + "(");
+        if (at == std::string::npos) {
+            return Error(Errc::kInvalidArgument, "no `" + entry + "(` in kernel " + set.key(i));
+        }
+        ptx.replace(at, entry.size(), ".entry " + bundled_name(set.name(i), i));
         // The size includes the terminating NUL, as nvJitLink expects for PTX text.
-        auto added = session->add(driver::LinkInput::kPtx,
-                                  std::string_view(ptx[i].c_str(), ptx[i].size() + 1),
-                                  "kernel" + std::to_string(i) + ".ptx");
+        auto added =
+            session->add(driver::LinkInput::kPtx, std::string_view(ptx.c_str(), ptx.size() + 1),
+                         "kernel" + std::to_string(i) + ".ptx");
         if (!added) return std::move(added).error();
     }
     if (auto completed = session->complete(); !completed) return std::move(completed).error();
@@ -539,7 +551,7 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory,
         profile_window("disable");
         total_ms = ms_since(start);
         driver_ms = DriverClock::ms();
-    } else if (mode == "floor-threads") {  // the floor's loads spread over threads
+    } else if (mode.starts_with(kFloorThreads)) {  // the floor's loads spread over threads
         // Whether the driver loads modules in parallel: what a warm-up loading on its workers
         // could gain over loading on the calling thread.
         const std::vector<std::string> images = read_cubins(floor_file(directory));
@@ -551,7 +563,8 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory,
         std::atomic<bool> failed{false};
         const auto start = std::chrono::steady_clock::now();
         std::vector<std::thread> threads;
-        for (unsigned t = 0; t < kFloorThreads; ++t) {
+        const int loaders = std::max(1, std::atoi(mode.c_str() + kFloorThreads.size()));
+        for (int t = 0; t < loaders; ++t) {
             threads.emplace_back([&] {
                 if (cu.cuCtxSetCurrent(current) != CUDA_SUCCESS) failed = true;
                 for (int i = next++; i < count && !failed; i = next++) {
@@ -576,7 +589,8 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory,
         if (cu.cuModuleLoadData(&module, images[0].c_str()) != CUDA_SUCCESS) return 4;
         for (int i = 0; i < count; ++i) {
             CUfunction function = nullptr;
-            if (cu.cuModuleGetFunction(&function, module, set.name(i).c_str()) != CUDA_SUCCESS) {
+            if (cu.cuModuleGetFunction(&function, module, bundled_name(set.name(i), i).c_str()) !=
+                CUDA_SUCCESS) {
                 return 4;
             }
         }
@@ -683,8 +697,8 @@ std::string run_ptx_new_process_set(const std::string& directory, const std::str
     }
     // For scale: one module for them all, where nvJitLink can link them together.
     std::string bundle_note;
-    if (!set.launchable) {
-        auto bundle = link_bundle(ptx, compile::Target{arch, set.arch_specific[0]});
+    if (!set.launchable && set.ptx.size() == static_cast<std::size_t>(set.count())) {
+        auto bundle = link_bundle(set, compile::Target{arch, set.arch_specific[0]});
         if (!bundle || !write_cubins(bundle_file(directory), {*bundle})) {
             bundle_note = bundle ? "could not write the bundle" : bundle.error().describe();
             bundle_note = bundle_note.substr(0, bundle_note.find('\n'));
@@ -735,9 +749,10 @@ std::string run_ptx_new_process_set(const std::string& directory, const std::str
         modes[3].what =
             "kcache: the same, all asked for at once (warm_up, 16 threads; opening "
             "included)";
-        modes.push_back({"floor-threads",
-                         "for scale: the floor's loads spread over 8 threads, the context current "
+        modes.push_back({"floor-threads-4",
+                         "for scale: the floor's loads spread over 4 threads, the context current "
                          "on each"});
+        modes.push_back({"floor-threads-16", "for scale: the same on 16 threads"});
         if (bundle_note.empty()) {
             modes.push_back({"floor-bundle",
                              "for scale: every kernel linked into one cubin before the clock "
