@@ -562,8 +562,9 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory,
         std::atomic<int> next{0};
         std::atomic<bool> failed{false};
         const auto start = std::chrono::steady_clock::now();
-        std::vector<std::thread> threads;
         const int loaders = std::max(1, std::atoi(mode.c_str() + kFloorThreads.size()));
+        std::vector<std::thread> threads;
+        threads.reserve(static_cast<std::size_t>(loaders));
         for (int t = 0; t < loaders; ++t) {
             threads.emplace_back([&] {
                 if (cu.cuCtxSetCurrent(current) != CUDA_SUCCESS) failed = true;
