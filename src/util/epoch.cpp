@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "util/striped_counter.hpp"
@@ -61,10 +62,35 @@ bool register_membarrier() {
 
 }  // namespace
 
-EpochDomain::EpochDomain() : asymmetric_(!fences_forced() && register_membarrier()) {}
+EpochDomain::EpochDomain() : membarrier_wanted_(!fences_forced()) {}
+
+bool EpochDomain::register_membarrier_now() noexcept {
+    if (!membarrier_wanted_) return false;
+    if (asymmetric_.load(std::memory_order_acquire)) return true;
+    // The slow part, outside the lock: readers and writers go on with fences meanwhile.
+    if (!register_membarrier()) return false;
+    {
+        // Writers choose their barrier under mutex_: once this is set, every later advance uses
+        // membarrier, and none that chose the fence is still running.
+        std::lock_guard lock(mutex_);
+        registered_ = true;
+    }
+    asymmetric_.store(true, std::memory_order_release);
+    return true;
+}
+
+void EpochDomain::register_in_background() noexcept {
+    if (!membarrier_wanted_ || registration_started_.exchange(true)) return;
+    try {
+        // The domain is never destroyed, so the thread may outlive everything else.
+        std::thread([this] { register_membarrier_now(); }).detach();
+    } catch (const std::system_error&) {
+        registration_started_.store(false);  // no thread now: another reader's count may retry
+    }
+}
 
 bool EpochDomain::heavy_barrier() const noexcept {
-    if (!asymmetric_) {
+    if (!registered_) {
         std::atomic_thread_fence(std::memory_order_seq_cst);
         return true;
     }

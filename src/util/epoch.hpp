@@ -16,8 +16,9 @@ struct alignas(64) ThreadRecord {
     // 0 while the thread is outside every read section; otherwise the epoch it pinned.
     std::atomic<std::uint64_t> epoch{0};
     std::atomic<bool> in_use{true};
-    ThreadRecord* next = nullptr;  // immutable once the record is published
-    std::uint32_t nesting = 0;     // touched by the owning thread only
+    ThreadRecord* next = nullptr;   // immutable once the record is published
+    std::uint32_t nesting = 0;      // touched by the owning thread only
+    std::uint32_t fenced_pins = 0;  // touched by the owning thread only: pins made with a fence
     // Claimed by a thread whose thread_locals are already destroyed (a handle released from a
     // static or thread_local destructor): given back when its pin ends.
     bool temporary = false;
@@ -39,6 +40,12 @@ extern constinit thread_local ThreadRecord* t_record;
 //    membarrier is missing (old kernels, some sandboxes) or KCACHE_EPOCH_FENCES=1, the reader
 //    issues a seq_cst fence instead. Once the hit path lost its other locked instructions, the
 //    fence was a large part of what was left (docs/performance.md).
+//  - Registering for membarrier waits for an RCU grace period in a process that has threads (a
+//    CUDA context starts some): several milliseconds, which a new process's first kernel must not
+//    pay. So readers start with fences, and a thread that has pinned kPinsBeforeRegistering times
+//    has a background thread register; the switch is made under the writers' mutex (see
+//    register_membarrier_now()), so that no writer that chose the plain fence is still advancing
+//    when a reader first skips its own.
 //  - A writer unlinks an object, then retires it tagged with the current global epoch.
 //  - The epoch advances from E to E+1 only when every pinned reader has published E. An object
 //    retired at E is freed once the epoch reaches E+2: every reader that could have seen it was
@@ -55,10 +62,13 @@ public:
                                      std::memory_order_relaxed);
                 // Orders the publication above before this reader's loads of shared pointers;
                 // pairs with heavy_barrier() in try_advance().
-                if (domain.asymmetric_) {
+                if (domain.asymmetric_.load(std::memory_order_relaxed)) {
                     std::atomic_signal_fence(std::memory_order_seq_cst);
                 } else {
                     std::atomic_thread_fence(std::memory_order_seq_cst);
+                    if (++record_->fenced_pins == kPinsBeforeRegistering) {
+                        domain.register_in_background();
+                    }
                 }
             }
         }
@@ -96,8 +106,18 @@ public:
 
     std::size_t pending() const;
 
-    // True when readers rely on membarrier rather than their own fences.
-    bool asymmetric() const noexcept { return asymmetric_; }
+    // True when readers rely on membarrier rather than their own fences (see the scheme above:
+    // not before a thread has pinned kPinsBeforeRegistering times, or register_membarrier_now()).
+    bool asymmetric() const noexcept { return asymmetric_.load(std::memory_order_acquire); }
+
+    // Registers for membarrier on the calling thread (several milliseconds where the process has
+    // threads) and, if that worked, lets readers skip their fence from now on. Idempotent. False
+    // when membarrier is missing or KCACHE_EPOCH_FENCES=1: readers keep their fences. For a
+    // program that wants the switch before it starts timing; the cache never needs to call it.
+    bool register_membarrier_now() noexcept;
+
+    // A reader's pins made with a fence before its thread asks for membarrier in the background.
+    static constexpr std::uint32_t kPinsBeforeRegistering = 1024;
 
     EpochDomain(const EpochDomain&) = delete;
     EpochDomain& operator=(const EpochDomain&) = delete;
@@ -105,7 +125,10 @@ public:
 private:
     EpochDomain();
     // Orders every reader's pin before what the caller reads next; false if it could not.
+    // Requires mutex_.
     bool heavy_barrier() const noexcept;
+    // Starts register_membarrier_now() on a thread of its own, once; nothing if none starts.
+    void register_in_background() noexcept;
     friend class Guard;
     ThreadRecord* my_record();
     bool try_advance();  // requires mutex_
@@ -115,7 +138,10 @@ private:
         std::function<void()> deleter;
     };
 
-    const bool asymmetric_;  // fixed at construction
+    const bool membarrier_wanted_;  // KCACHE_EPOCH_FENCES is not 1
+    std::atomic<bool> registration_started_{false};
+    std::atomic<bool> asymmetric_{false};  // readers skip their fence; set after registered_
+    bool registered_ = false;              // guarded by mutex_: writers use membarrier
     std::atomic<std::uint64_t> epoch_{1};
     std::atomic<ThreadRecord*> records_{nullptr};  // push-only list, records are reused
     mutable std::mutex mutex_;                     // guards retired_

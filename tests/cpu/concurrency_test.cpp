@@ -1,13 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The lock-free hit path under fire: hits racing clear(), eviction and handle churn must never
 // touch an unloaded library, and every library must be unloaded exactly once in the end.
-#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstddef>
-#include <cstdio>
-#include <cstdlib>
 #include <latch>
 #include <memory>
 #include <optional>
@@ -15,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "child_process.hpp"
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
 #include "testing/fake_driver.hpp"
@@ -30,36 +28,6 @@ constexpr int kIterations = 800;
 // Races are probabilistic: a few short rounds catch more interleavings than one long one.
 constexpr int kRounds = 3;
 constexpr int kKeys = 8;
-
-// Runs `scenario` in a child process: gtest's death-test machinery in "threadsafe" style
-// re-executes this binary for this one test, so that a crash in the library under a race fails this
-// test instead of killing the whole suite. Assertions inside `scenario` are intercepted in the
-// child and written to its stderr, which the parent prints as "Actual msg" when the child does not
-// exit with status 0.
-template <class Scenario>
-void expect_in_child_process(Scenario scenario) {
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-    EXPECT_EXIT(
-        {
-            ::testing::TestPartResultArray failures;
-            {
-                ::testing::ScopedFakeTestPartResultReporter reporter(
-                    ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ALL_THREADS, &failures);
-                scenario();
-            }
-            for (int i = 0; i < failures.size(); ++i) {
-                const auto& failure = failures.GetTestPartResult(i);
-                std::fprintf(stderr, "%s:%d: %s\n",
-                             failure.file_name() != nullptr ? failure.file_name() : "?",
-                             failure.line_number(), failure.message());
-            }
-            std::fflush(stderr);
-            std::_Exit(failures.size() == 0 ? 0 : 1);
-        },
-        ::testing::ExitedWithCode(0), "")
-        << "the child crashed (Result names the signal) or an assertion failed (listed under "
-           "Actual msg)";
-}
 
 Result<KernelHandle> softmax(KernelCache& cache, int cols) {
     return cache.kernel(
@@ -154,7 +122,7 @@ protected:
 };
 
 TEST_P(ClearRacingTest, NoLibraryIsUsedAfterUnload) {
-    expect_in_child_process([&] {
+    test::expect_in_child_process([&] {
         const StormOutcome outcome = storm(cache);
         ASSERT_GT(outcome.clears, 0) << "the clearing thread never ran";
         ASSERT_GT(outcome.churned, 0) << "the handle-churning thread never ran";
@@ -164,7 +132,7 @@ TEST_P(ClearRacingTest, NoLibraryIsUsedAfterUnload) {
 }
 
 TEST_P(ClearRacingTest, EveryLookupSucceeds) {
-    expect_in_child_process([&] {
+    test::expect_in_child_process([&] {
         const StormOutcome outcome = storm(cache);
         EXPECT_EQ(outcome.failed_lookups, 0);
         EXPECT_GE(fake->launches(), kRounds * kHitters * kIterations);
@@ -172,7 +140,7 @@ TEST_P(ClearRacingTest, EveryLookupSucceeds) {
 }
 
 TEST_P(ClearRacingTest, EveryLibraryIsUnloadedExactlyOnceAfterFinalClear) {
-    expect_in_child_process([&] {
+    test::expect_in_child_process([&] {
         storm(cache);
         cache.clear();
         util::EpochDomain::global().synchronize();
@@ -323,7 +291,7 @@ TEST(HandleAcrossThreads, HitsOnManyThreadsThatComeAndGoAreCountedExactly) {
 
 // Regression: eviction under concurrent handle traffic (see ConstantEviction above).
 TEST(HandleAcrossThreads, ThreadsHoldingHandlesThroughConstantEvictionLeaveNothingLoaded) {
-    expect_in_child_process([] {
+    test::expect_in_child_process([] {
         auto fake = std::make_shared<FakeDriver>();
         {
             KernelCache cache(test::fake_options(fake, 2));

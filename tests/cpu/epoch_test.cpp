@@ -4,11 +4,21 @@
 #include "util/epoch.hpp"
 
 #include <gtest/gtest.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <latch>
+#include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
+#include <vector>
+
+#include "child_process.hpp"
 
 namespace kcache::util {
 namespace {
@@ -159,6 +169,114 @@ TEST(EpochDomain, ReaderPinnedAfterRetireDoesNotHoldBackOlderDeleter) {
     EXPECT_TRUE(freed.load()) << "a reader pinned after retire() blocked the deleter";
     late.release();
     domain.synchronize();
+}
+
+// Whether this kernel lets a process register for membarrier's private expedited command.
+bool membarrier_available() {
+    const long supported = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    return supported >= 0 && (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0;
+}
+
+bool fences_forced_here() {
+    const char* value = std::getenv("KCACHE_EPOCH_FENCES");
+    return value != nullptr && std::string_view(value) == "1";
+}
+
+// Waits up to five seconds for the domain's readers to be allowed to skip their fence.
+bool becomes_asymmetric(const EpochDomain& domain) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!domain.asymmetric() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return domain.asymmetric();
+}
+
+// Registering for membarrier in a process with threads waits for an RCU grace period (several
+// ms): a new process's first hit must not pay it, so the first pins fence and the switch comes
+// from a background thread once a thread has pinned often.
+TEST(EpochDomainBarrier, AFreshProcessFencesUntilAThreadHasPinnedOftenThenSwitchesInTheBackground) {
+    if (!membarrier_available() || fences_forced_here()) GTEST_SKIP() << "no membarrier here";
+    test::expect_in_child_process([] {
+        std::latch done{1};
+        std::thread other([&] { done.wait(); });  // a process with threads, as a CUDA one is
+        auto& domain = EpochDomain::global();
+        { auto guard = domain.pin(); }
+        EXPECT_FALSE(domain.asymmetric()) << "the first pin registered for membarrier itself";
+        for (std::uint32_t i = 2; i < EpochDomain::kPinsBeforeRegistering; ++i) {
+            auto guard = domain.pin();
+        }
+        EXPECT_FALSE(domain.asymmetric()) << "registered before the thread pinned often";
+        { auto guard = domain.pin(); }
+        EXPECT_TRUE(becomes_asymmetric(domain)) << "no switch after enough pins";
+        EXPECT_TRUE(domain.register_membarrier_now()) << "a second registration failed";
+        done.count_down();
+        other.join();
+    });
+}
+
+TEST(EpochDomainBarrier, FencesForcedByTheEnvironmentStayFences) {
+    test::expect_in_child_process([] {
+        ::setenv("KCACHE_EPOCH_FENCES", "1", 1);
+        auto& domain = EpochDomain::global();
+        for (std::uint32_t i = 0; i < 2 * EpochDomain::kPinsBeforeRegistering; ++i) {
+            auto guard = domain.pin();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        EXPECT_FALSE(domain.asymmetric());
+        EXPECT_FALSE(domain.register_membarrier_now());
+        EXPECT_FALSE(domain.asymmetric());
+    });
+}
+
+// Readers and a writer across the switch from fences to membarrier: a reader pinned while it
+// looks at an object never sees that object's deleter run, before, during or after the switch.
+TEST(EpochDomainBarrier, NoDeleterRunsUnderAPinnedReaderAcrossTheSwitch) {
+    test::expect_in_child_process([] {
+        struct Node {
+            std::atomic<bool> alive{true};
+        };
+        auto& domain = EpochDomain::global();
+        std::atomic<Node*> current{new Node()};
+        std::mutex graveyard_mutex;
+        std::vector<Node*> graveyard;  // freed at the end: a late reader's check stays defined
+        std::atomic<bool> stop{false};
+        std::atomic<long> violations{0}, reads{0};
+        std::vector<std::thread> readers;
+        for (int t = 0; t < 4; ++t) {
+            readers.emplace_back([&] {
+                while (!stop.load(std::memory_order_relaxed)) {
+                    auto guard = domain.pin();
+                    Node* node = current.load(std::memory_order_acquire);
+                    for (int spin = 0; spin < 16; ++spin) {
+                        if (!node->alive.load(std::memory_order_acquire)) ++violations;
+                    }
+                    reads.fetch_add(1, std::memory_order_relaxed);
+                }
+            });
+        }
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+        long replaced = 0;
+        while (std::chrono::steady_clock::now() < end) {
+            Node* old = current.exchange(new Node(), std::memory_order_acq_rel);
+            domain.retire([old, &graveyard, &graveyard_mutex] {
+                old->alive.store(false, std::memory_order_release);
+                const std::lock_guard lock(graveyard_mutex);
+                graveyard.push_back(old);
+            });
+            ++replaced;
+        }
+        stop = true;
+        for (auto& reader : readers) reader.join();
+        domain.synchronize();
+        EXPECT_EQ(violations.load(), 0) << "a deleter ran under a pinned reader";
+        EXPECT_GT(replaced, 100);
+        EXPECT_GT(reads.load(), 4L * EpochDomain::kPinsBeforeRegistering);
+        if (membarrier_available() && !fences_forced_here()) {
+            EXPECT_TRUE(domain.asymmetric()) << "the run never reached the switch";
+        }
+        delete current.load();
+        for (Node* node : graveyard) delete node;
+    });
 }
 
 }  // namespace
