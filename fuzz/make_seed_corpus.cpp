@@ -109,12 +109,14 @@ void worker_protocol() {
     compiled.lowered_names = {{"fill<float, 4>", "_Z4fillIfLi4EEvPT_"}};
     const compile::CompileResponse failed(
         Error(Errc::kCompileFailed, "kernel.cu(1): error", "1 error detected"));
-    const compile::WorkerHello hello{"NVRTC build-id 65be0d"};
+    const compile::WorkerHello hello{"NVRTC build-id 65be0d", "nvJitLink build-id 9a41c3"};
+    const compile::LinkRequest link{examples::residual_add_ptx(), compile::Target{90, false}};
 
     const std::string request_bytes = compile::encode_request(request);
     const std::string response_bytes = compile::encode_response(compile::CompileResponse(compiled));
     const std::string hello_bytes = compile::encode_hello(hello);
     put("worker_protocol", "request", request_bytes);
+    put("worker_protocol", "link_request", compile::encode_link_request(link));
     put("worker_protocol", "response_ok", response_bytes);
     put("worker_protocol", "response_error", compile::encode_response(failed));
     put("worker_protocol", "hello", hello_bytes);

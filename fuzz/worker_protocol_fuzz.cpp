@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzz target: the compile worker protocol (compile::decode_request, decode_response,
-// decode_hello, and read_frame fed through a pipe), which a pool reads from a worker process.
+// Fuzz target: the compile worker protocol (compile::decode_request, decode_link_request,
+// decode_response, decode_hello, and read_frame fed through a pipe), which a pool reads from a
+// worker process and a worker from its pool.
 #include <unistd.h>
 
 #include <cstddef>
@@ -36,9 +37,19 @@ bool same_response(const CompileResponse& a, const CompileResponse& b) {
 // and what one accepts encodes to bytes that decode to the same message.
 void check_payload(std::string_view payload) {
     auto request = decode_request(payload);
+    auto link = decode_link_request(payload);
     auto response = decode_response(payload);
     auto hello = decode_hello(payload);
-    KCACHE_FUZZ_CHECK(int{request.ok()} + int{response.ok()} + int{hello.ok()} <= 1);
+    KCACHE_FUZZ_CHECK(int{request.ok()} + int{link.ok()} + int{response.ok()} + int{hello.ok()} <=
+                      1);
+    // A decoder accepts only the kind the first byte names.
+    if (request) KCACHE_FUZZ_CHECK(request_kind(payload) == RequestKind::kCompileCuda);
+    if (link) {
+        KCACHE_FUZZ_CHECK(request_kind(payload) == RequestKind::kLinkPtx);
+        KCACHE_FUZZ_CHECK(encode_link_request(*link) == payload);
+    } else {
+        KCACHE_FUZZ_CHECK(link.error().code() == kcache::Errc::kIoError);
+    }
     if (request) {
         // Every field of a request is kept as sent: its encoding is the payload itself.
         KCACHE_FUZZ_CHECK(encode_request(*request) == payload);

@@ -20,6 +20,21 @@ bool is_executable_cubin(std::string_view cubin) {
            cubin[16] == 2 && cubin[17] == 0;
 }
 
+// `on_worker` if there are usable workers, else `here`; `here` again when the workers fail
+// (kIoError: they died or spoke garbage), not the compile.
+template <class OnWorker, class Here>
+Result<compile::Compiled> on_workers_or_here(compile::WorkerPool* workers, OnWorker on_worker,
+                                             Here here) {
+    if (workers == nullptr || !workers->usable_here()) return here();
+    auto compiled = on_worker(*workers);
+    if (!compiled && compiled.error().code() == Errc::kIoError) {
+        util::warn_once("workers-failed", "compile workers failed (" + compiled.error().message() +
+                                              "); compiling in this process");
+        return here();
+    }
+    return compiled;
+}
+
 Result<compile::Compiled> compile_cuda(const Source& source, const compile::Target& target,
                                        compile::WorkerPool* workers) {
     compile::CudaProgram program;
@@ -28,16 +43,16 @@ Result<compile::Compiled> compile_cuda(const Source& source, const compile::Targ
     program.options = source.options;
     program.name_expressions = source.name_expressions;
     program.allow_disk_headers = source.allow_disk_headers;
-    if (workers == nullptr || !workers->usable_here())
-        return compile::compile_cuda(program, target);
-    auto compiled = workers->compile_cuda(program, target);
-    if (!compiled && compiled.error().code() == Errc::kIoError) {
-        // The workers failed, not the compile: this process can still do it.
-        util::warn_once("workers-failed", "compile workers failed (" + compiled.error().message() +
-                                              "); compiling in this process");
-        return compile::compile_cuda(program, target);
-    }
-    return compiled;
+    return on_workers_or_here(
+        workers, [&](compile::WorkerPool& pool) { return pool.compile_cuda(program, target); },
+        [&] { return compile::compile_cuda(program, target); });
+}
+
+Result<compile::Compiled> link_ptx(const Source& source, const compile::Target& target,
+                                   compile::WorkerPool* workers) {
+    return on_workers_or_here(
+        workers, [&](compile::WorkerPool& pool) { return pool.link_ptx(source.bytes, target); },
+        [&] { return compile::link_ptx(source.bytes, target); });
 }
 
 }  // namespace
@@ -47,7 +62,7 @@ Result<std::optional<compile::Compiled>> compile_planned(const Source& source,
                                                          compile::WorkerPool* workers) {
     Result<compile::Compiled> compiled = source.kind == SourceKind::kCuda
                                              ? compile_cuda(source, plan.target, workers)
-                                             : compile::link_ptx(source.bytes, plan.target);
+                                             : link_ptx(source, plan.target, workers);
     if (!compiled && source.kind == SourceKind::kPtx &&
         compiled.error().code() == Errc::kUnsupported) {
         util::warn_once("nvjitlink", "nvJitLink unusable (" + compiled.error().message() +

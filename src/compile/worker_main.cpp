@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The loop of a compile worker process: hello, then request in, compile_cuda, response out.
+// The loop of a compile worker process: hello, then request in, compile_cuda or link_ptx, response
+// out.
 #include "compile/worker_main.hpp"
 
 #include <fcntl.h>
@@ -7,6 +8,7 @@
 
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "compile/compiler.hpp"
 #include "compile/worker_protocol.hpp"
@@ -16,17 +18,28 @@ namespace kcache::compile {
 
 namespace {
 
+// The request's compile, whichever compiler it names, and what to call it in a message.
+std::pair<CompileResponse, std::string> run_request(const std::string& payload) {
+    if (request_kind(payload) == RequestKind::kLinkPtx) {
+        auto request = decode_link_request(payload);
+        if (!request) return {CompileResponse(std::move(request).error()), "PTX"};
+        return {link_ptx(request->ptx, request->target), "PTX for " + request->target.name()};
+    }
+    auto request = decode_request(payload);  // an unknown kind fails here, saying what it was
+    if (!request) return {CompileResponse(std::move(request).error()), "request"};
+    return {compile_cuda(request->program, request->target), request->program.name};
+}
+
 // The answer to one request payload. Whatever the payload holds, the worker answers: a bad
 // request or a compiler that throws (out of memory) is an error for that request alone.
 std::string answer(const std::string& payload) {
     try {
-        auto request = decode_request(payload);
-        if (!request) return encode_response(CompileResponse(std::move(request).error()));
-        std::string response = encode_response(compile_cuda(request->program, request->target));
+        auto [result, what] = run_request(payload);
+        std::string response = encode_response(result);
         // A frame the pool would refuse must not cost the worker (and a retry): say so instead.
         if (response.size() > kMaxFramePayload) {
             return encode_response(CompileResponse(
-                Error(Errc::kCompileFailed, request->program.name + ": the compiler's output (" +
+                Error(Errc::kCompileFailed, what + ": the compiler's output (" +
                                                 std::to_string(response.size()) +
                                                 " bytes) is larger than a worker can send")));
         }
@@ -48,11 +61,11 @@ int run_compile_worker(int in_fd, int out_fd) {
         }
         out_fd = protocol_fd;
     }
-    // The identity only (a file read): loading NVRTC waits for the first request.
-    auto identity = cuda_compiler_identity();
-    if (!write_frame(out_fd, encode_hello(WorkerHello{identity ? *identity : std::string()}))) {
-        return 1;
-    }
+    // The identities only (file reads): loading a compiler waits for the first request.
+    const auto& cuda = cuda_compiler_identity();
+    const auto& ptx = ptx_compiler_identity();
+    const WorkerHello hello{cuda ? *cuda : std::string(), ptx ? *ptx : std::string()};
+    if (!write_frame(out_fd, encode_hello(hello))) return 1;
     for (;;) {
         auto frame = read_frame(in_fd);
         if (!frame) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Worker processes for CUDA C++ compiles: spawning, reuse, replacement of a dead worker and
+// Worker processes for compiles (CUDA C++, PTX): spawning, reuse, replacement of a dead worker and
 // reaping (compile/worker_pool.hpp).
 #include "compile/worker_pool.hpp"
 
@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include "compile/worker_protocol.hpp"
 #include "driver/compiler_libraries.hpp"
@@ -37,7 +38,9 @@ std::string default_worker_command() {
 
 namespace {
 
+// The variables that name the exact compiler library a process uses.
 constexpr const char* kNvrtcOverride = "KCACHE_NVRTC_LIBRARY";
+constexpr const char* kNvJitLinkOverride = "KCACHE_NVJITLINK_LIBRARY";
 
 // A pipe whose ends are both close-on-exec from birth (another thread may spawn meanwhile: a
 // worker that inherits another worker's stdin never sees end of file) and above 0-2, so that the
@@ -71,19 +74,28 @@ std::string describe_status(int status) {
     return "ended with wait status " + std::to_string(status);
 }
 
-// The child's environment: ours, with KCACHE_NVRTC_LIBRARY set to the file this process's
-// fingerprints name, so that the worker cannot pick another NVRTC (this process may have found
-// one already loaded, which the worker would not have).
-std::vector<std::string> child_environment(const std::string& compiler_path) {
+// The child's environment: ours, with KCACHE_NVRTC_LIBRARY and KCACHE_NVJITLINK_LIBRARY set to
+// the files this process's fingerprints name, so that the worker cannot pick another compiler
+// (this process may have found one already loaded, which the worker would not have). `overrides`
+// pairs a variable with its value; an empty value leaves ours as it is.
+std::vector<std::string> child_environment(
+    const std::vector<std::pair<std::string, std::string>>& overrides) {
     std::vector<std::string> out;
-    const std::string prefix = std::string(kNvrtcOverride) + "=";
-    for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-        if (!compiler_path.empty() && std::strncmp(*entry, prefix.c_str(), prefix.size()) == 0) {
-            continue;
+    auto overridden = [&](const char* entry) {
+        for (const auto& [name, value] : overrides) {
+            if (!value.empty() && std::strncmp(entry, name.c_str(), name.size()) == 0 &&
+                entry[name.size()] == '=') {
+                return true;
+            }
         }
-        out.emplace_back(*entry);
+        return false;
+    };
+    for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+        if (!overridden(*entry)) out.emplace_back(*entry);
     }
-    if (!compiler_path.empty()) out.push_back(prefix + compiler_path);
+    for (const auto& [name, value] : overrides) {
+        if (!value.empty()) out.emplace_back(name).append("=").append(value);
+    }
     return out;
 }
 
@@ -126,9 +138,12 @@ WorkerPool::WorkerPool(std::string command, std::vector<std::string> args, std::
       startup_timeout_(startup_timeout),
       free_slots_(workers),
       owner_(::getpid()) {
-    // The identity is a file read; NVRTC itself is never loaded in this process for the pool.
-    if (auto identity = cuda_compiler_identity(); identity) compiler_identity_ = *identity;
+    // The identities are file reads; no compiler is loaded in this process for the pool.
+    if (const auto& identity = cuda_compiler_identity(); identity) compiler_identity_ = *identity;
     if (const auto& found = driver::nvrtc_identity(); found) compiler_path_ = found->path;
+    if (const auto& identity = ptx_compiler_identity(); identity)
+        ptx_compiler_identity_ = *identity;
+    if (const auto& found = driver::nvjitlink_identity(); found) ptx_compiler_path_ = found->path;
 }
 
 WorkerPool::~WorkerPool() {
@@ -212,7 +227,8 @@ Result<WorkerPool::Worker> WorkerPool::spawn() {
 
     std::vector<std::string> argv_strings = {command_};
     argv_strings.insert(argv_strings.end(), args_.begin(), args_.end());
-    std::vector<std::string> env_strings = child_environment(compiler_path_);
+    std::vector<std::string> env_strings = child_environment(
+        {{kNvrtcOverride, compiler_path_}, {kNvJitLinkOverride, ptx_compiler_path_}});
     auto argv = pointers_to(argv_strings);
     auto envp = pointers_to(env_strings);
 
@@ -253,6 +269,10 @@ Result<WorkerPool::Worker> WorkerPool::spawn() {
     if (!compiler_identity_.empty() && hello->compiler_identity != compiler_identity_) {
         return refuse("compiles with '" + hello->compiler_identity + "', this process with '" +
                       compiler_identity_ + "'");
+    }
+    if (!ptx_compiler_identity_.empty() && hello->ptx_compiler_identity != ptx_compiler_identity_) {
+        return refuse("links PTX with '" + hello->ptx_compiler_identity + "', this process with '" +
+                      ptx_compiler_identity_ + "'");
     }
     util::log_line(util::LogLevel::kDebug,
                    "compile worker pid " + std::to_string(worker.pid) + " started");
@@ -303,8 +323,15 @@ WorkerPool::Ending WorkerPool::retire(Worker& worker) {
 }
 
 Result<Compiled> WorkerPool::compile_cuda(const CudaProgram& program, const Target& target) {
-    const std::string request = encode_request(CompileRequest{program, target});
-    const std::string what = program.name + " for " + target.name();
+    return run(encode_request(CompileRequest{program, target}),
+               program.name + " for " + target.name());
+}
+
+Result<Compiled> WorkerPool::link_ptx(const std::string& ptx, const Target& target) {
+    return run(encode_link_request(LinkRequest{ptx, target}), "PTX for " + target.name());
+}
+
+Result<Compiled> WorkerPool::run(const std::string& request, const std::string& what) {
     // Refused here, not by write_frame: a failed send would count against a healthy worker.
     if (request.size() > kMaxFramePayload) {
         return Error(Errc::kInvalidArgument, what +

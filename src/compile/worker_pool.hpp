@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Compiles CUDA C++ in worker processes (`kcache compile-worker`): NVRTC serializes compiles in one
-// process, processes don't (docs/performance.md).
+// Compiles CUDA C++ and links PTX in worker processes (`kcache compile-worker`): NVRTC serializes
+// compiles in one process and nvJitLink slows down beside itself there; processes do neither
+// (docs/performance.md).
 #pragma once
 
 #include <sys/types.h>
@@ -47,6 +48,8 @@ public:
     // kCompileFailed when the worker died during the compile both times (the compiler crashes on
     // this source), else kIoError; either names the worker command.
     Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target);
+    // The same for PTX: the worker's link_ptx result (kCompileFailed with nvJitLink's log).
+    Result<Compiled> link_ptx(const std::string& ptx, const Target& target);
 
     // False in a process forked from the one that started the pool: the workers' pipes are then
     // shared with the parent, and an answer could reach the wrong process. Compile in-process.
@@ -78,6 +81,9 @@ private:
     // Spawns a worker for a slot this thread holds and waits for its hello. On failure the
     // process, if any, is ended; the slot stays held.
     Result<Worker> spawn();
+    // One encoded request on a worker, retried once on a fresh one (compile_cuda's contract);
+    // `what` names it in messages.
+    Result<Compiled> run(const std::string& request, const std::string& what);
     // Sends one request and reads its response. An error here is the worker's failure (died,
     // garbage); the compile's own result, error or not, is the inner value.
     Result<Result<Compiled>> exchange(const Worker& worker, const std::string& request);
@@ -92,10 +98,13 @@ private:
     const std::size_t slots_;
     const std::chrono::milliseconds startup_timeout_;
     static constexpr std::chrono::minutes kCompileTimeout{10};
-    // NVRTC of this process, as its fingerprints name it; empty when it has none. A worker that
-    // reports another is refused. Set once in the constructor.
+    // NVRTC and nvJitLink of this process, as its fingerprints name them; empty when it has
+    // none. A worker that reports another is refused. Set once in the constructor.
     std::string compiler_identity_;
-    std::string compiler_path_;  // passed to workers as KCACHE_NVRTC_LIBRARY, so that they agree
+    std::string ptx_compiler_identity_;
+    // Passed to workers as KCACHE_NVRTC_LIBRARY and KCACHE_NVJITLINK_LIBRARY, so that they agree.
+    std::string compiler_path_;
+    std::string ptx_compiler_path_;
 
     mutable std::mutex mutex_;
     std::condition_variable changed_;  // with mutex_: a worker became idle or a slot free

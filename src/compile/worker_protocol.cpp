@@ -22,7 +22,7 @@ namespace {
 constexpr char kMagic[4] = {'K', 'C', 'W', 'P'};
 
 // The first payload byte says what the message is, so that a response is never read as a request.
-enum class Kind : std::uint8_t { kRequest = 1, kResponse = 2, kHello = 3 };
+enum class Kind : std::uint8_t { kRequest = 1, kResponse = 2, kHello = 3, kLinkRequest = 4 };
 enum class Status : std::uint8_t { kOk = 0, kError = 1 };
 
 Error protocol_error(const std::string& what) {
@@ -147,6 +147,22 @@ std::optional<Errc> errc_from_name(std::string_view name) {
     return std::nullopt;
 }
 
+void put_target(std::string& out, const Target& target) {
+    put_u32(out, static_cast<std::uint32_t>(target.arch));
+    put_u8(out, target.arch_specific ? 1 : 0);
+}
+
+Target get_target(Reader& in) {
+    Target target;
+    target.arch = static_cast<int>(in.u32("target arch"));
+    std::uint8_t arch_specific = in.u8("target arch-specific flag");
+    if (!in.failed() && arch_specific > 1) {
+        in.fail("target arch-specific flag " + std::to_string(arch_specific));
+    }
+    target.arch_specific = arch_specific == 1;
+    return target;
+}
+
 }  // namespace
 
 std::string encode_request(const CompileRequest& request) {
@@ -165,8 +181,7 @@ std::string encode_request(const CompileRequest& request) {
     for (const auto& option : program.options) put_string(out, option);
     put_count(out, program.name_expressions.size());
     for (const auto& expression : program.name_expressions) put_string(out, expression);
-    put_u32(out, static_cast<std::uint32_t>(request.target.arch));
-    put_u8(out, request.target.arch_specific ? 1 : 0);
+    put_target(out, request.target);
     put_u8(out, program.allow_disk_headers ? 1 : 0);
     return out;
 }
@@ -192,12 +207,7 @@ Result<CompileRequest> decode_request(std::string_view payload) {
     for (std::uint32_t i = 0; i < expressions && !in.failed(); ++i) {
         program.name_expressions.push_back(in.string("name expression"));
     }
-    request.target.arch = static_cast<int>(in.u32("target arch"));
-    std::uint8_t arch_specific = in.u8("target arch-specific flag");
-    if (!in.failed() && arch_specific > 1) {
-        in.fail("target arch-specific flag " + std::to_string(arch_specific));
-    }
-    request.target.arch_specific = arch_specific == 1;
+    request.target = get_target(in);
     std::uint8_t allow_disk_headers = in.u8("disk headers flag");
     if (!in.failed() && allow_disk_headers > 1) {
         in.fail("disk headers flag " + std::to_string(allow_disk_headers));
@@ -205,6 +215,38 @@ Result<CompileRequest> decode_request(std::string_view payload) {
     program.allow_disk_headers = allow_disk_headers == 1;
     in.expect_end();
     if (in.failed()) return protocol_error("bad request: " + in.error());
+    return request;
+}
+
+RequestKind request_kind(std::string_view payload) {
+    if (payload.empty()) return RequestKind::kUnknown;
+    switch (static_cast<Kind>(static_cast<std::uint8_t>(payload[0]))) {
+        case Kind::kRequest:
+            return RequestKind::kCompileCuda;
+        case Kind::kLinkRequest:
+            return RequestKind::kLinkPtx;
+        default:
+            return RequestKind::kUnknown;
+    }
+}
+
+std::string encode_link_request(const LinkRequest& request) {
+    std::string out;
+    out.reserve(32 + request.ptx.size());
+    put_u8(out, static_cast<std::uint8_t>(Kind::kLinkRequest));
+    put_string(out, request.ptx);
+    put_target(out, request.target);
+    return out;
+}
+
+Result<LinkRequest> decode_link_request(std::string_view payload) {
+    Reader in(payload);
+    LinkRequest request;
+    in.expect_kind(Kind::kLinkRequest);
+    request.ptx = in.string("PTX");
+    request.target = get_target(in);
+    in.expect_end();
+    if (in.failed()) return protocol_error("bad link request: " + in.error());
     return request;
 }
 
@@ -277,6 +319,7 @@ std::string encode_hello(const WorkerHello& hello) {
     std::string out;
     put_u8(out, static_cast<std::uint8_t>(Kind::kHello));
     put_string(out, hello.compiler_identity);
+    put_string(out, hello.ptx_compiler_identity);
     return out;
 }
 
@@ -285,6 +328,7 @@ Result<WorkerHello> decode_hello(std::string_view payload) {
     in.expect_kind(Kind::kHello);
     WorkerHello hello;
     hello.compiler_identity = in.string("compiler identity");
+    hello.ptx_compiler_identity = in.string("PTX compiler identity");
     in.expect_end();
     if (in.failed()) return protocol_error("bad hello: " + in.error());
     return hello;

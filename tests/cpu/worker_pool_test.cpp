@@ -264,8 +264,10 @@ TEST(WorkerPoolCommand, CommandThatSpeaksGarbageIsNotAWorker) {
 class WorkerDying : public ::testing::Test {
 protected:
     std::unique_ptr<WorkerPool> pool_ending_with(const std::string& then) {
-        auto identity = cuda_compiler_identity();
-        std::string hello = encode_hello(WorkerHello{identity ? *identity : std::string()});
+        const auto& identity = cuda_compiler_identity();
+        const auto& ptx = ptx_compiler_identity();
+        std::string hello = encode_hello(
+            WorkerHello{identity ? *identity : std::string(), ptx ? *ptx : std::string()});
         hello_path_ = dir_.path() + "/hello";
         {
             // The frame as write_frame sends it, captured through a pipe.

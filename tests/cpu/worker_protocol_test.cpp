@@ -122,9 +122,49 @@ TEST(WorkerProtocol, ErrorResponseKeepsCodeMessageAndLog) {
 }
 
 TEST(WorkerProtocol, HelloRoundTrips) {
-    auto decoded = decode_hello(encode_hello(WorkerHello{"NVRTC build-id 0123abcd"}));
+    auto decoded = decode_hello(
+        encode_hello(WorkerHello{"NVRTC build-id 0123abcd", "nvJitLink build-id 4567"}));
     ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
     EXPECT_EQ(decoded->compiler_identity, "NVRTC build-id 0123abcd");
+    EXPECT_EQ(decoded->ptx_compiler_identity, "nvJitLink build-id 4567");
+}
+
+LinkRequest sample_link_request() {
+    return LinkRequest{".version 8.0\n.target sm_90a\n\0after a NUL"s, Target{90, true}};
+}
+
+TEST(WorkerProtocol, LinkRequestRoundTripsEveryField) {
+    const LinkRequest request = sample_link_request();
+    const std::string bytes = encode_link_request(request);
+    EXPECT_EQ(request_kind(bytes), RequestKind::kLinkPtx);
+    auto decoded = decode_link_request(bytes);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().describe();
+    EXPECT_EQ(decoded->ptx, request.ptx);
+    EXPECT_EQ(decoded->target.arch, 90);
+    EXPECT_TRUE(decoded->target.arch_specific);
+}
+
+TEST(WorkerProtocol, EveryTruncationOfALinkRequestIsAnError) {
+    const std::string bytes = encode_link_request(sample_link_request());
+    for (std::size_t size = 0; size < bytes.size(); ++size) {
+        auto decoded = decode_link_request(std::string_view(bytes).substr(0, size));
+        ASSERT_FALSE(decoded.ok()) << "a prefix of " << size << " bytes decoded";
+        EXPECT_EQ(decoded.error().code(), Errc::kIoError);
+    }
+    EXPECT_FALSE(decode_link_request(bytes + "x").ok());
+    std::string bad_flag = bytes;
+    bad_flag.back() = 2;
+    EXPECT_FALSE(decode_link_request(bad_flag).ok());
+}
+
+TEST(WorkerProtocol, ARequestsFirstByteSaysWhichCompilerItAsksFor) {
+    EXPECT_EQ(request_kind(encode_request(sample_request())), RequestKind::kCompileCuda);
+    EXPECT_EQ(request_kind(encode_link_request(sample_link_request())), RequestKind::kLinkPtx);
+    EXPECT_EQ(request_kind(encode_response(CompileResponse(sample_compiled()))),
+              RequestKind::kUnknown);
+    EXPECT_EQ(request_kind(""), RequestKind::kUnknown);
+    EXPECT_FALSE(decode_request(encode_link_request(sample_link_request())).ok());
+    EXPECT_FALSE(decode_link_request(encode_request(sample_request())).ok());
 }
 
 TEST(WorkerProtocol, EveryTruncationOfARequestIsAnError) {
@@ -149,7 +189,8 @@ TEST(WorkerProtocol, EveryTruncationOfAResponseIsAnError) {
 }
 
 TEST(WorkerProtocol, EveryTruncationOfAHelloIsAnError) {
-    const std::string bytes = encode_hello(WorkerHello{"NVRTC build-id 01"});
+    const std::string bytes =
+        encode_hello(WorkerHello{"NVRTC build-id 01", "nvJitLink build-id 02"});
     for (std::size_t size = 0; size < bytes.size(); ++size) {
         EXPECT_FALSE(decode_hello(std::string_view(bytes).substr(0, size)).ok()) << size;
     }
@@ -343,6 +384,20 @@ TEST_F(WorkerMainTest, BadRequestIsAnsweredWithAnErrorAndTheWorkerGoesOn) {
     }
     requests_.close_write();
     EXPECT_EQ(worker_.get(), 0);  // end of input: a clean exit
+}
+
+TEST_F(WorkerMainTest, ABadLinkRequestIsAnsweredWithAnErrorAndTheWorkerGoesOn) {
+    std::string cut = encode_link_request(sample_link_request());
+    cut.pop_back();
+    for (const std::string& bad : {cut, cut + "xy"}) {
+        auto answer = ask(bad);
+        ASSERT_TRUE(answer.ok()) << answer.error().describe();
+        ASSERT_FALSE(answer->ok());
+        EXPECT_NE(answer->error().message().find("bad link request"), std::string::npos)
+            << answer->error().describe();
+    }
+    requests_.close_write();
+    EXPECT_EQ(worker_.get(), 0);
 }
 
 TEST_F(WorkerMainTest, BrokenFramingIsAnsweredThenTheWorkerStops) {
