@@ -156,14 +156,11 @@ struct KcacheRun {
     bool all_compiled = false;
 };
 
-KcacheRun kcache_cold(KernelSet set, const std::string& directory, int workers, bool warm_up,
-                      bool compile_workers = false) {
+KcacheRun kcache_cold(KernelSet set, const std::string& directory, int workers, bool warm_up) {
     std::filesystem::remove_all(directory);
     CacheOptions options;
     options.driver = std::make_shared<fakes::FakeDriver>();
     options.disk_directory = directory;
-    // Worker processes (a `kcache` beside this program), started on the clock by the warm-up.
-    if (compile_workers) options.compile_workers = static_cast<std::size_t>(workers);
     KcacheRun run;
     {
         KernelCache cache(options);
@@ -240,8 +237,7 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
     }
     const KcacheRun one = kcache_cold(set, directory + "/one", workers, false);
     const KcacheRun all = kcache_cold(set, directory + "/warm-up", workers, true);
-    const KcacheRun in_workers = kcache_cold(set, directory + "/workers", workers, true, true);
-    if (!one.all_compiled || !all.all_compiled || !in_workers.all_compiled) {
+    if (!one.all_compiled || !all.all_compiled) {
         note = "kcache did not compile every kernel";
         return {};
     }
@@ -267,13 +263,9 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
            "wall ms | / the compiles alone | its compiles (compile_ns), summed ms |\n"
            "|---|---:|---:|---:|\n"
            "| kernel() one after another | %.1f | %.2fx (of one after another) | %.1f |\n"
-           "| warm_up, %d threads | %.1f | %.2fx (of %d threads) | %.1f |\n"
-           "| warm_up, %d threads, compile_workers %d | %.1f | %.2fx (of %d processes) | %.1f "
-           "|\n\n",
+           "| warm_up, %d threads | %.1f | %.2fx (of %d threads) | %.1f |\n\n",
            one.wall_ms, one.wall_ms / serial_ms, one.compile_ms, workers, all.wall_ms,
-           all.wall_ms / threads.wall_ms, workers, all.compile_ms, workers, workers,
-           in_workers.wall_ms, in_workers.wall_ms / processes->wall_ms, workers,
-           in_workers.compile_ms);
+           all.wall_ms / threads.wall_ms, workers, all.compile_ms);
     const double bound = std::max(slowest, own_sum / workers);
     append(text,
            "| the order, on %d workers, from the kernels' own times (no contention) | makespan "

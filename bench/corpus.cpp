@@ -58,7 +58,7 @@ std::string named(const KernelSet& set, int i) {
 
 // What a cold run's kernels cost one by one: their sum, the slowest, the compile times.
 void append_cold_detail(std::string& text, const KernelSet& set, const ColdRun& one,
-                        const ColdRun& all, const ColdRun& workers) {
+                        const ColdRun& all) {
     append(text,
            "| kcache cold, one by one: each kernel timed alone | ms |\n"
            "|---|---:|\n"
@@ -66,11 +66,9 @@ void append_cold_detail(std::string& text, const KernelSet& set, const ColdRun& 
            "| slowest kernel (a warm_up's critical path): %s | %.1f |\n"
            "| compile time from stats (compile_ns), one by one | %.1f |\n"
            "| compile time from stats (compile_ns), warm_up: summed over its threads | %.1f |\n"
-           "| the same, warm_up with compile workers (a request's round trip to its worker) | "
-           "%.1f |\n"
            "| warm_up's bound on %u threads: max(slowest, sum / %u) | %.1f |\n\n",
            one.sum_ms, named(set, one.max_index).c_str(), one.max_ms, one.compile_ms,
-           all.compile_ms, workers.compile_ms, kWarmUpThreads, kWarmUpThreads,
+           all.compile_ms, kWarmUpThreads, kWarmUpThreads,
            std::max(one.max_ms, one.sum_ms / static_cast<double>(kWarmUpThreads)));
 }
 
@@ -121,7 +119,7 @@ std::string run_cuda_corpus(const KernelSet& set, const std::string& device,
            count, one->total_ms, one->total_ms / count, kWarmUpThreads, all->total_ms,
            all->total_ms / count, one->total_ms / all->total_ms, kWarmUpThreads, kWarmUpThreads,
            workers->total_ms, workers->total_ms / count, one->total_ms / workers->total_ms);
-    append_cold_detail(text, set, *one, *all, *workers);
+    append_cold_detail(text, set, *one, *all);
 
     // Warm: rounds of new processes, each mode once a round, the order turning.
     const std::vector<std::string> modes = {"kcache", "kcache-warm-up"};
@@ -312,8 +310,7 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
     }
     auto one = cold_child("one", corpus, directory + "/cold-one");
     auto all = cold_child("warm-up", corpus, directory + "/cold-warm-up");
-    auto workers = cold_child("warm-up-workers", corpus, directory + "/cold-workers");
-    if (!one || !all || !workers) {
+    if (!one || !all) {
         note = "a kcache cold child failed";
         return {};
     }
@@ -321,7 +318,6 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
     append(text, "Device: %s. %d PTX kernels from %s.\n\n", device.c_str(), count, corpus.c_str());
     append_loaded(text, "one by one", *one, count, note);
     append_loaded(text, "warm_up", *all, count, note);
-    append_loaded(text, "warm_up with compile workers", *workers, count, note);
     const double jit_ms = jit->total_ms;
     append(text,
            "\n| %d kernels, cold, each side a new process, CUDA_CACHE_DISABLE=1 | total ms | per "
@@ -331,14 +327,11 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
            "| %.2f | 1.0x |\n"
            "| (b) kcache, kernel() for one after another, 1 thread (nvJitLink + store + load) | "
            "%.1f | %.2f | %.2fx |\n"
-           "| (c) kcache warm_up, %u threads | %.1f | %.2f | %.2fx |\n"
-           "| (d) kcache warm_up, %u threads, compile_workers %u (nvJitLink in worker processes) "
-           "| %.1f | %.2f | %.2fx |\n\n",
+           "| (c) kcache warm_up, %u threads | %.1f | %.2f | %.2fx |\n\n",
            count, jit_ms, jit_ms / count, one->total_ms, one->total_ms / count,
            jit_ms / one->total_ms, kWarmUpThreads, all->total_ms, all->total_ms / count,
-           jit_ms / all->total_ms, kWarmUpThreads, kWarmUpThreads, workers->total_ms,
-           workers->total_ms / count, jit_ms / workers->total_ms);
-    append_cold_detail(text, set, *one, *all, *workers);
+           jit_ms / all->total_ms);
+    append_cold_detail(text, set, *one, *all);
 
     // Warm: new processes, rounds in turns; the warm kcache mode fails unless all come from disk.
     std::string warm = run_ptx_new_process_set(directory + "/warm", corpus, rounds, note);

@@ -141,7 +141,7 @@ typedef struct kcache_options {
     const char* disk_directory; /* the disk tier's directory; NULL or "": no disk tier (default) */
     int read_only;              /* non-zero: read the disk directory, write nothing to it */
     const char* remote;         /* the remote tier (KCACHE_REMOTE's syntax); NULL or "": none */
-    size_t compile_workers;     /* compile worker processes (CUDA C++, PTX); 0: in this process */
+    size_t compile_workers;     /* CUDA C++ compile worker processes; 0: compile in this process */
     uint64_t disk_max_bytes;    /* the disk directory's budget in bytes; 0: no limit */
     uint64_t disk_max_files;    /* the disk directory's budget in files; 0: no limit */
 } kcache_options;

@@ -60,9 +60,9 @@ struct CacheOptions {
     // Read the disk directory, write nothing to it; accept one owned by root that others cannot
     // write (KCACHE_READ_ONLY=1): a cache baked into an image and read by a service user.
     bool read_only = false;
-    // Compile CUDA C++ and link PTX in this many worker processes (`kcache compile-worker`), so
-    // that a warm-up compiles in parallel: NVRTC serializes compiles inside one process, and
-    // nvJitLink's slow down beside each other there. 0: in this process.
+    // Compile CUDA C++ in this many worker processes (`kcache compile-worker`), so that a warm-up
+    // compiles in parallel: NVRTC serializes compiles inside one process. A PTX link goes to a
+    // worker that is started and idle, never starting one. 0: in this process.
     // KCACHE_COMPILE_WORKERS; the command is KCACHE_COMPILE_WORKER, else a `kcache` beside this
     // program. Without a usable command, compiles stay in this process (logged).
     std::size_t compile_workers = 0;

@@ -20,19 +20,13 @@ bool is_executable_cubin(std::string_view cubin) {
            cubin[16] == 2 && cubin[17] == 0;
 }
 
-// `on_worker` if there are usable workers, else `here`; `here` again when the workers fail
-// (kIoError: they died or spoke garbage), not the compile.
-template <class OnWorker, class Here>
-Result<compile::Compiled> on_workers_or_here(compile::WorkerPool* workers, OnWorker on_worker,
-                                             Here here) {
-    if (workers == nullptr || !workers->usable_here()) return here();
-    auto compiled = on_worker(*workers);
-    if (!compiled && compiled.error().code() == Errc::kIoError) {
-        util::warn_once("workers-failed", "compile workers failed (" + compiled.error().message() +
-                                              "); compiling in this process");
-        return here();
-    }
-    return compiled;
+// The workers failed (kIoError: they died or spoke garbage), not the compile: this process can
+// still do it.
+bool workers_failed(const Error& error) {
+    if (error.code() != Errc::kIoError) return false;
+    util::warn_once("workers-failed",
+                    "compile workers failed (" + error.message() + "); compiling in this process");
+    return true;
 }
 
 Result<compile::Compiled> compile_cuda(const Source& source, const compile::Target& target,
@@ -43,16 +37,24 @@ Result<compile::Compiled> compile_cuda(const Source& source, const compile::Targ
     program.options = source.options;
     program.name_expressions = source.name_expressions;
     program.allow_disk_headers = source.allow_disk_headers;
-    return on_workers_or_here(
-        workers, [&](compile::WorkerPool& pool) { return pool.compile_cuda(program, target); },
-        [&] { return compile::compile_cuda(program, target); });
+    if (workers != nullptr && workers->usable_here()) {
+        auto compiled = workers->compile_cuda(program, target);
+        if (compiled || !workers_failed(compiled.error())) return compiled;
+    }
+    return compile::compile_cuda(program, target);
 }
 
+// On a compile worker that is started and idle, else here: a worker's start costs more than a
+// PTX link gains outside this process (docs/performance.md), so PTX never starts one or waits.
 Result<compile::Compiled> link_ptx(const Source& source, const compile::Target& target,
                                    compile::WorkerPool* workers) {
-    return on_workers_or_here(
-        workers, [&](compile::WorkerPool& pool) { return pool.link_ptx(source.bytes, target); },
-        [&] { return compile::link_ptx(source.bytes, target); });
+    if (workers != nullptr && workers->usable_here()) {
+        auto linked = workers->link_ptx_if_idle(source.bytes, target);
+        if (linked && (linked->ok() || !workers_failed(linked->error()))) {
+            return std::move(*linked);
+        }
+    }
+    return compile::link_ptx(source.bytes, target);
 }
 
 }  // namespace

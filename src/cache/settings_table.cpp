@@ -82,8 +82,8 @@ constexpr std::array kSettings = {
                   "file budget of the disk directory, same eviction"},
     util::Setting{"compile_workers", "KCACHE_COMPILE_WORKERS", util::SettingType::kUnsigned,
                   util::SettingScope::kAnywhere, "0", "`0`",
-                  "compile CUDA C++ and link PTX in this many worker processes (compiles "
-                  "slow each other down inside one process; see below); `0`: in this process"},
+                  "compile CUDA C++ in this many worker processes (NVRTC serialises inside one "
+                  "process; see below), which link PTX too while idle; `0`: in this process"},
     util::Setting{
         "compile_worker", "KCACHE_COMPILE_WORKER", util::SettingType::kPath,
         util::SettingScope::kNotInFile, "", "a `kcache` beside the program",

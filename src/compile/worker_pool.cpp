@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -172,6 +173,14 @@ std::vector<pid_t> WorkerPool::worker_pids() const {
     return live_pids_;
 }
 
+std::optional<WorkerPool::Worker> WorkerPool::acquire_idle() {
+    std::lock_guard lock(mutex_);
+    if (idle_.empty()) return std::nullopt;
+    Worker worker = std::move(idle_.back());
+    idle_.pop_back();
+    return worker;
+}
+
 Result<WorkerPool::Worker> WorkerPool::acquire() {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return !idle_.empty() || free_slots_ > 0; });
@@ -322,32 +331,42 @@ WorkerPool::Ending WorkerPool::retire(Worker& worker) {
     return Ending{"did not exit and was killed", false};
 }
 
+std::optional<Error> WorkerPool::too_large(const std::string& request, const std::string& what) {
+    // Refused before sending, not by write_frame: a failed send would count against a healthy
+    // worker.
+    if (request.size() <= kMaxFramePayload) return std::nullopt;
+    return Error(Errc::kInvalidArgument, what + ": the program is larger than a worker takes (" +
+                                             std::to_string(request.size()) + " bytes)");
+}
+
 Result<Compiled> WorkerPool::compile_cuda(const CudaProgram& program, const Target& target) {
-    return run(encode_request(CompileRequest{program, target}),
-               program.name + " for " + target.name());
-}
-
-Result<Compiled> WorkerPool::link_ptx(const std::string& ptx, const Target& target) {
-    return run(encode_link_request(LinkRequest{ptx, target}), "PTX for " + target.name());
-}
-
-Result<Compiled> WorkerPool::run(const std::string& request, const std::string& what) {
-    // Refused here, not by write_frame: a failed send would count against a healthy worker.
-    if (request.size() > kMaxFramePayload) {
-        return Error(Errc::kInvalidArgument, what +
-                                                 ": the program is larger than a worker takes (" +
-                                                 std::to_string(request.size()) + " bytes)");
-    }
+    const std::string request = encode_request(CompileRequest{program, target});
+    const std::string what = program.name + " for " + target.name();
+    if (auto refused = too_large(request, what)) return std::move(*refused);
     auto worker = acquire();
     if (!worker) return std::move(worker).error();
+    return run(std::move(*worker), request, what);
+}
 
-    auto first = exchange(*worker, request);
+std::optional<Result<Compiled>> WorkerPool::link_ptx_if_idle(const std::string& ptx,
+                                                             const Target& target) {
+    const std::string request = encode_link_request(LinkRequest{ptx, target});
+    const std::string what = "PTX for " + target.name();
+    if (too_large(request, what)) return std::nullopt;  // this process links it instead
+    std::optional<Worker> worker = acquire_idle();
+    if (!worker) return std::nullopt;
+    return run(std::move(*worker), request, what);
+}
+
+Result<Compiled> WorkerPool::run(Worker worker, const std::string& request,
+                                 const std::string& what) {
+    auto first = exchange(worker, request);
     if (first) {
-        release(std::move(*worker));
+        release(std::move(worker));
         return std::move(*first);
     }
-    Ending first_ending = retire(*worker);
-    std::string first_failure = "pid " + std::to_string(worker->pid) + ": " +
+    Ending first_ending = retire(worker);
+    std::string first_failure = "pid " + std::to_string(worker.pid) + ": " +
                                 first.error().message() + "; it " + first_ending.how;
     util::log_line(util::LogLevel::kInfo, "compile worker " + describe_command() + " failed on " +
                                               what + " (" + first_failure + "), retrying");

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,8 +49,12 @@ public:
     // kCompileFailed when the worker died during the compile both times (the compiler crashes on
     // this source), else kIoError; either names the worker command.
     Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target);
-    // The same for PTX: the worker's link_ptx result (kCompileFailed with nvJitLink's log).
-    Result<Compiled> link_ptx(const std::string& ptx, const Target& target);
+    // The same for PTX, on a worker that is started and idle now: nullopt when there is none
+    // (nothing is started or waited for), else the worker's link_ptx result (kCompileFailed with
+    // nvJitLink's log) or the pool's failure as compile_cuda says. A worker's start (a process,
+    // its compiler loaded: tens of ms) costs more than what a PTX link gains from running
+    // outside this process, so PTX only fills workers that CUDA C++ compiles started.
+    std::optional<Result<Compiled>> link_ptx_if_idle(const std::string& ptx, const Target& target);
 
     // False in a process forked from the one that started the pool: the workers' pipes are then
     // shared with the parent, and an answer could reach the wrong process. Compile in-process.
@@ -77,13 +82,17 @@ private:
 
     // An idle worker, or a slot to start one in (then spawns it, outside the lock).
     Result<Worker> acquire();
+    // An idle worker if there is one now; nothing is started or waited for.
+    std::optional<Worker> acquire_idle();
     void release(Worker worker);
     // Spawns a worker for a slot this thread holds and waits for its hello. On failure the
     // process, if any, is ended; the slot stays held.
     Result<Worker> spawn();
-    // One encoded request on a worker, retried once on a fresh one (compile_cuda's contract);
+    // One encoded request on `worker`, retried once on a fresh one (compile_cuda's contract);
     // `what` names it in messages.
-    Result<Compiled> run(const std::string& request, const std::string& what);
+    Result<Compiled> run(Worker worker, const std::string& request, const std::string& what);
+    // An error for a request a worker cannot take (over kMaxFramePayload), else nothing.
+    static std::optional<Error> too_large(const std::string& request, const std::string& what);
     // Sends one request and reads its response. An error here is the worker's failure (died,
     // garbage); the compile's own result, error or not, is the inner value.
     Result<Result<Compiled>> exchange(const Worker& worker, const std::string& request);

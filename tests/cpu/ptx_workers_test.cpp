@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // PTX linked in compile worker processes: nvJitLink's compiles slow each other down inside one
-// process, so a warm-up with compile_workers links PTX in `kcache compile-worker` processes. The
-// worker's cubin is the one this process would make, its errors keep nvJitLink's log, and a worker
-// that would link with another nvJitLink is refused.
+// process, so a PTX link goes to a compile worker that is started and idle (CUDA C++ compiles
+// start them; PTX never does). The worker's cubin is the one this process would make, its errors
+// keep nvJitLink's log, and a worker that would link with another nvJitLink is refused.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,33 +35,53 @@ bool is_executable_elf(const std::string& bytes) {
            bytes[16] == 2;
 }
 
-// Identities only (file reads) decide whether to run; the workers load nvJitLink themselves.
+const char* const kTinyCuda = "extern \"C\" __global__ void tiny(float* p) { p[0] = 1.0f; }\n";
+
+// Identities only (file reads) decide whether to run; the workers load the compilers themselves.
 class PtxWorkersTest : public ::testing::Test {
 protected:
     void SetUp() override {
         if (!driver::nvjitlink_identity().ok()) {
             GTEST_SKIP() << driver::nvjitlink_identity().error().describe();
         }
+        if (!driver::nvrtc_identity().ok()) {
+            GTEST_SKIP() << "workers start on CUDA C++: "
+                         << driver::nvrtc_identity().error().describe();
+        }
     }
 
     std::unique_ptr<WorkerPool> start_pool(const std::string& command,
                                            std::vector<std::string> args) {
-        auto pool = WorkerPool::start(command, std::move(args), 2);
+        auto pool = WorkerPool::start(command, std::move(args), 1);
         EXPECT_TRUE(pool.ok()) << pool.error().describe();
         return pool.ok() ? std::move(pool).value() : nullptr;
     }
+    // A pool whose one worker was started by a CUDA C++ compile and is idle now.
+    std::unique_ptr<WorkerPool> started_pool() {
+        auto pool = start_pool(test::tool_path(), {"compile-worker"});
+        if (!pool) return nullptr;
+        compile::CudaProgram program;
+        program.code = kTinyCuda;
+        auto compiled = pool->compile_cuda(program, Target{90, false});
+        EXPECT_TRUE(compiled.ok()) << compiled.error().describe();
+        EXPECT_EQ(pool->worker_pids().size(), 1u);
+        return pool;
+    }
 
-    // A script that notes each start in `starts` and then runs the real worker.
-    std::string counting_worker() {
-        const std::string path = temp_.path() + "/counting-worker";
-        std::ofstream(path) << "#!/bin/sh\necho started >> '" << starts_path() << "'\nexec '"
+    // A script that notes each start in `starts`, copies what the pool sends into `requests`
+    // and runs the real worker on it.
+    std::string recording_worker() {
+        const std::string path = temp_.path() + "/recording-worker";
+        std::ofstream(path) << "#!/bin/sh\necho started >> '" << temp_.path()
+                            << "/starts'\ntee -a '" << requests_path() << "' | '"
                             << test::tool_path() << "' \"$@\"\n";
         ::chmod(path.c_str(), 0700);
         return path;
     }
-    std::string starts_path() const { return temp_.path() + "/starts"; }
+    std::string requests_path() const { return temp_.path() + "/requests"; }
+    std::string requests() const { return test::read_file(requests_path()); }
     int starts() const {
-        std::ifstream in(starts_path());
+        std::ifstream in(temp_.path() + "/starts");
         int lines = 0;
         for (std::string line; std::getline(in, line);) ++lines;
         return lines;
@@ -70,33 +90,42 @@ protected:
     test::TempDir temp_;
 };
 
-TEST_F(PtxWorkersTest, AWorkerLinksPtxToTheCubinThisProcessWouldMake) {
+TEST_F(PtxWorkersTest, APtxLinkNeverStartsAWorker) {
     auto pool = start_pool(test::tool_path(), {"compile-worker"});
     ASSERT_TRUE(pool);
+    EXPECT_FALSE(pool->link_ptx_if_idle(examples::residual_add_ptx(), Target{90, false}));
+    EXPECT_TRUE(pool->worker_pids().empty());
+}
+
+TEST_F(PtxWorkersTest, AnIdleWorkerLinksPtxToTheCubinThisProcessWouldMake) {
+    auto pool = started_pool();
+    ASSERT_TRUE(pool);
     const std::string ptx = examples::residual_add_ptx();
-    auto linked = pool->link_ptx(ptx, Target{90, false});
-    ASSERT_TRUE(linked.ok()) << linked.error().describe();
-    EXPECT_TRUE(is_executable_elf(linked->cubin));
-    EXPECT_NE(linked->cubin.find("residual_add"), std::string::npos);
-    ASSERT_EQ(pool->worker_pids().size(), 1u);
-    EXPECT_NE(pool->worker_pids()[0], ::getpid());
+    auto linked = pool->link_ptx_if_idle(ptx, Target{90, false});
+    ASSERT_TRUE(linked) << "the started worker was not used";
+    ASSERT_TRUE(linked->ok()) << linked->error().describe();
+    EXPECT_TRUE(is_executable_elf(linked->value().cubin));
+    EXPECT_NE(linked->value().cubin.find("residual_add"), std::string::npos);
     auto here = compile::link_ptx(ptx, Target{90, false});
     ASSERT_TRUE(here.ok()) << here.error().describe();
-    EXPECT_TRUE(linked->cubin == here->cubin) << "the worker's cubin differs from this process's";
+    EXPECT_TRUE(linked->value().cubin == here->cubin)
+        << "the worker's cubin differs from this process's";
 }
 
 TEST_F(PtxWorkersTest, BadPtxComesBackWithNvJitLinksLogAndKeepsTheWorker) {
-    auto pool = start_pool(test::tool_path(), {"compile-worker"});
+    auto pool = started_pool();
     ASSERT_TRUE(pool);
+    const auto pids = pool->worker_pids();
     const std::string bad =
         ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() {\n"
         "  add.f32 %f1, %f2, %nope;\n  ret;\n}\n";
-    auto failed = pool->link_ptx(bad, Target{90, false});
-    ASSERT_FALSE(failed.ok());
-    EXPECT_EQ(failed.error().code(), Errc::kCompileFailed) << failed.error().describe();
-    EXPECT_NE(failed.error().log().find("nope"), std::string::npos) << failed.error().log();
-    const auto pids = pool->worker_pids();
-    ASSERT_TRUE(pool->link_ptx(examples::scale_ptx(), Target{90, false}).ok());
+    auto failed = pool->link_ptx_if_idle(bad, Target{90, false});
+    ASSERT_TRUE(failed);
+    ASSERT_FALSE(failed->ok());
+    EXPECT_EQ(failed->error().code(), Errc::kCompileFailed) << failed->error().describe();
+    EXPECT_NE(failed->error().log().find("nope"), std::string::npos) << failed->error().log();
+    auto next = pool->link_ptx_if_idle(examples::scale_ptx(), Target{90, false});
+    ASSERT_TRUE(next && next->ok());
     EXPECT_EQ(pool->worker_pids(), pids) << "a PTX error cost the worker";
 }
 
@@ -118,15 +147,17 @@ TEST_F(PtxWorkersTest, AWorkerThatWouldLinkWithAnotherNvJitLinkIsRefused) {
     }
     auto pool = start_pool("/bin/sh", {"-c", "cat '" + frame_path + "'; head -c 1 >/dev/null"});
     ASSERT_TRUE(pool);
-    auto linked = pool->link_ptx(examples::residual_add_ptx(), Target{90, false});
-    ASSERT_FALSE(linked.ok());
-    EXPECT_EQ(linked.error().code(), Errc::kIoError);
-    EXPECT_NE(linked.error().message().find("links PTX with 'nvJitLink build-id 0000"),
+    compile::CudaProgram program;
+    program.code = kTinyCuda;
+    auto compiled = pool->compile_cuda(program, Target{90, false});
+    ASSERT_FALSE(compiled.ok());
+    EXPECT_EQ(compiled.error().code(), Errc::kIoError);
+    EXPECT_NE(compiled.error().message().find("links PTX with 'nvJitLink build-id 0000"),
               std::string::npos)
-        << linked.error().message();
+        << compiled.error().message();
 }
 
-TEST_F(PtxWorkersTest, AWarmUpWithCompileWorkersLinksItsPtxInThemAndStoresWhatThisProcessFinds) {
+TEST_F(PtxWorkersTest, ACacheLinksPtxOnAWorkerThatCudaCompilesStartedAndStoresWhatItWouldFind) {
     const std::string directory = temp_.path() + "/cache";
     auto options = [&] {
         CacheOptions o;
@@ -134,32 +165,36 @@ TEST_F(PtxWorkersTest, AWarmUpWithCompileWorkersLinksItsPtxInThemAndStoresWhatTh
         o.disk_directory = directory;
         return o;
     };
-    std::vector<WarmUpItem> items;
-    items.push_back({"residual", [] { return test::residual_add_source(); }, "residual_add"});
-    items.push_back({"scale", [] { return test::scale_source(); }, "scale_kernel"});
-    for (int cols : {32, 64, 128}) {
-        items.push_back({test::softmax_key(cols), [cols] { return test::softmax_source(cols); },
-                         test::kSoftmax});
-    }
     {
         CacheOptions o = options();
-        o.compile_workers = 2;
-        o.compile_worker_command = counting_worker();
+        o.compile_workers = 1;
+        o.compile_worker_command = recording_worker();
         KernelCache cache(o);
-        for (const auto& result : cache.warm_up(items, 4)) {
-            ASSERT_TRUE(result.ok()) << result.error().describe();
-        }
-        EXPECT_EQ(cache.stats().compiles, items.size());
+        auto residual = cache.kernel("residual", test::residual_add_source, "residual_add");
+        ASSERT_TRUE(residual.ok()) << residual.error().describe();
+        EXPECT_EQ(starts(), 0) << "a PTX link started a worker";
+        auto tiny = cache.kernel(
+            "tiny", [] { return Source::cuda(kTinyCuda); }, "tiny");
+        ASSERT_TRUE(tiny.ok()) << tiny.error().describe();
+        EXPECT_EQ(starts(), 1);
+        auto softmax = cache.kernel(
+            test::softmax_key(32), [] { return test::softmax_source(32); }, test::kSoftmax);
+        ASSERT_TRUE(softmax.ok()) << softmax.error().describe();
+        EXPECT_EQ(cache.stats().compiles, 3u);
     }
-    EXPECT_GE(starts(), 1) << "no compile worker started: the PTX was linked in this process";
-    EXPECT_LE(starts(), 2);
-    // The workers' cubins are found by a cache without workers: the same fingerprints.
+    const std::string sent = requests();
+    EXPECT_EQ(sent.find(".entry residual_add"), std::string::npos) << "linked before a worker ran";
+    EXPECT_NE(sent.find(".entry softmax_rows"), std::string::npos)
+        << "the idle worker did not link the PTX";
+    // What the worker linked is what a cache without workers finds: the same fingerprints.
     KernelCache again(options());
-    for (const auto& result : again.warm_up(items, 4)) {
-        ASSERT_TRUE(result.ok()) << result.error().describe();
-    }
+    ASSERT_TRUE(
+        again
+            .kernel(
+                test::softmax_key(32), [] { return test::softmax_source(32); }, test::kSoftmax)
+            .ok());
     EXPECT_EQ(again.stats().compiles, 0u);
-    EXPECT_EQ(again.stats().disk_hits, items.size());
+    EXPECT_EQ(again.stats().disk_hits, 1u);
 }
 
 }  // namespace

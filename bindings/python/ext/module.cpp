@@ -496,7 +496,7 @@ NB_MODULE(_kcache, m) {
             "verify: run the generator on every hit and compare fingerprints.\n"
             "max_entries: loaded (key, arch) entries kept; least recently used go beyond it.\n"
             "read_only: read the disk directory, write nothing to it.\n"
-            "compile_workers: compile CUDA C++ and PTX in this many worker processes (a `kcache`\n"
+            "compile_workers: compile CUDA C++ in this many worker processes (a `kcache`\n"
             "    command: compile_worker_command or KCACHE_COMPILE_WORKER); 0: in this process.\n"
             "host_compile: compile PTX with nvJitLink so it can be stored (else driver JIT).\n"
             "memory_bytes: compiled artifacts kept in memory; disk_max_bytes, disk_max_files:\n"
