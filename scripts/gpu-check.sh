@@ -120,7 +120,7 @@ run cuda_corpus on_corpus cuda-corpus.tar.xz . --corpus --rounds "${CORPUS_ROUND
 # Issue 19: the memory and scale curve: 10 to 10,000 distinct kernels cold and warm (time, host and
 # device memory per loaded kernel, the disk tier's bytes), each a new process. The CLI's scans of a
 # directory of 1,000 to 100,000 entries need no GPU and run on the CPU machine
-# (bench/results/*-cpu-scale.md): here they would cost minutes of device time filling the disk.
+# (bench/results/*-cpu-scale.md); filling 100,000 entries here would spend device time on the disk.
 run scale "$BIN/kcache_bench" --scale "$(mktemp -d)/scale" --scale-entries 0 --scale-kcache "$BIN/kcache" --out "$LOGS/scale.md"
 # Whether kcache's cubins (nvJitLink: PTX compiled as relocatable code, then linked) run as fast as
 # the driver's JIT of the same PTX (a whole program).
