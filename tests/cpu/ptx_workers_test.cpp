@@ -5,7 +5,6 @@
 // keep nvJitLink's log, and a worker that would link with another nvJitLink is refused.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <memory>
@@ -20,6 +19,7 @@
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
 #include "testing/fake_driver.hpp"
+#include "worker_support.hpp"
 
 namespace kcache {
 namespace {
@@ -80,12 +80,7 @@ protected:
     }
     std::string requests_path() const { return temp_.path() + "/requests"; }
     std::string requests() const { return test::read_file(requests_path()); }
-    int starts() const {
-        std::ifstream in(temp_.path() + "/starts");
-        int lines = 0;
-        for (std::string line; std::getline(in, line);) ++lines;
-        return lines;
-    }
+    int starts() const { return test::count_lines(temp_.path() + "/starts"); }
 
     test::TempDir temp_;
 };
@@ -135,16 +130,7 @@ TEST_F(PtxWorkersTest, AWorkerThatWouldLinkWithAnotherNvJitLinkIsRefused) {
     const std::string hello = compile::encode_hello(
         compile::WorkerHello{cuda ? *cuda : std::string(), "nvJitLink build-id 0000000000000000"});
     const std::string frame_path = temp_.path() + "/hello";
-    {
-        int fds[2];
-        ASSERT_EQ(::pipe(fds), 0);
-        ASSERT_TRUE(compile::write_frame(fds[1], hello).ok());
-        ::close(fds[1]);
-        std::string frame(compile::kFrameHeaderSize + hello.size(), '\0');
-        ASSERT_EQ(::read(fds[0], frame.data(), frame.size()), static_cast<ssize_t>(frame.size()));
-        ::close(fds[0]);
-        std::ofstream(frame_path, std::ios::binary) << frame;
-    }
+    ASSERT_TRUE(test::write_frame_file(frame_path, hello));
     auto pool = start_pool("/bin/sh", {"-c", "cat '" + frame_path + "'; head -c 1 >/dev/null"});
     ASSERT_TRUE(pool);
     compile::CudaProgram program;

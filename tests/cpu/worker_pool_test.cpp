@@ -21,6 +21,7 @@
 #include "compile/worker_protocol.hpp"
 #include "driver/compiler_api.hpp"
 #include "test_support.hpp"
+#include "worker_support.hpp"
 
 namespace kcache::compile {
 namespace {
@@ -269,30 +270,14 @@ protected:
         std::string hello = encode_hello(
             WorkerHello{identity ? *identity : std::string(), ptx ? *ptx : std::string()});
         hello_path_ = dir_.path() + "/hello";
-        {
-            // The frame as write_frame sends it, captured through a pipe.
-            int fds[2];
-            EXPECT_EQ(::pipe(fds), 0);
-            EXPECT_TRUE(write_frame(fds[1], hello).ok());
-            ::close(fds[1]);
-            std::string frame(kFrameHeaderSize + hello.size(), '\0');
-            EXPECT_EQ(::read(fds[0], frame.data(), frame.size()),
-                      static_cast<ssize_t>(frame.size()));
-            ::close(fds[0]);
-            std::ofstream(hello_path_, std::ios::binary) << frame;
-        }
+        EXPECT_TRUE(test::write_frame_file(hello_path_, hello));
         const std::string script = "cat '" + hello_path_ + "'; echo started >> '" + dir_.path() +
                                    "/starts'; head -c 1 >/dev/null; " + then;
         auto pool = WorkerPool::start("/bin/sh", {"-c", script}, 1);
         EXPECT_TRUE(pool.ok()) << pool.error().describe();
         return pool.ok() ? std::move(pool).value() : nullptr;
     }
-    int starts() const {
-        std::ifstream in(dir_.path() + "/starts");
-        int lines = 0;
-        for (std::string line; std::getline(in, line);) ++lines;
-        return lines;
-    }
+    int starts() const { return test::count_lines(dir_.path() + "/starts"); }
 
     test::TempDir dir_;
     std::string hello_path_;
