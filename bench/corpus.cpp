@@ -301,37 +301,77 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
     std::filesystem::create_directories(directory);
     if (!set.cuda.empty()) return run_cuda_corpus(set, device, corpus, directory, rounds, note);
 
-    // Cold, the driver first so that nothing it does could profit kcache; each side a new
-    // process, which pays for loading its compiler library as a real first run does.
-    auto jit = run_ptx_child("compute", directory + "/jit", corpus, kCacheOff);
-    if (!jit) {
-        note = "the driver's JIT child failed (a kernel did not load?)";
-        return {};
+    // Cold, each side a new process, which pays for loading its compiler library as a real first
+    // run does; rounds of the three in turns (the driver first in the first round, so that
+    // nothing it does could profit kcache), since one cold run on a shared host varies by tens of
+    // percent (docs/performance.md).
+    const int cold_rounds = std::max(rounds, 1) >= 3 ? 3 : 1;
+    std::vector<ChildRun> jits;
+    std::vector<ColdRun> ones, alls;
+    std::vector<double> one_ratios, all_ratios;
+    for (int round = 0; round < cold_rounds; ++round) {
+        std::optional<ChildRun> jit;
+        std::optional<ColdRun> one, all;
+        for (int k = 0; k < 3; ++k) {
+            switch ((round + k) % 3) {
+                case 0:
+                    jit = run_ptx_child("compute", directory + "/jit", corpus, kCacheOff);
+                    break;
+                case 1:
+                    one = cold_child("one", corpus, directory + "/cold-one");
+                    break;
+                default:
+                    all = cold_child("warm-up", corpus, directory + "/cold-warm-up");
+                    break;
+            }
+        }
+        if (!jit) {
+            note = "the driver's JIT child failed (a kernel did not load?)";
+            return {};
+        }
+        if (!one || !all) {
+            note = "a kcache cold child failed";
+            return {};
+        }
+        // Paired within the round: the host's drift between rounds cancels.
+        one_ratios.push_back(jit->total_ms / one->total_ms);
+        all_ratios.push_back(jit->total_ms / all->total_ms);
+        jits.push_back(*jit);
+        ones.push_back(*one);
+        alls.push_back(*all);
     }
-    auto one = cold_child("one", corpus, directory + "/cold-one");
-    auto all = cold_child("warm-up", corpus, directory + "/cold-warm-up");
-    if (!one || !all) {
-        note = "a kcache cold child failed";
-        return {};
-    }
+    // The round whose time is the median stands for its side in the detail below.
+    auto median_run = [](std::vector<ColdRun> runs) {
+        std::sort(runs.begin(), runs.end(),
+                  [](const ColdRun& a, const ColdRun& b) { return a.total_ms < b.total_ms; });
+        return runs[runs.size() / 2];
+    };
+    const ColdRun one = median_run(ones);
+    const ColdRun all = median_run(alls);
+    std::vector<double> jit_times;
+    for (const ChildRun& jit : jits) jit_times.push_back(jit.total_ms);
     std::string text;
     append(text, "Device: %s. %d PTX kernels from %s.\n\n", device.c_str(), count, corpus.c_str());
-    append_loaded(text, "one by one", *one, count, note);
-    append_loaded(text, "warm_up", *all, count, note);
-    const double jit_ms = jit->total_ms;
+    for (const ColdRun& run : ones) append_loaded(text, "one by one", run, count, note);
+    for (const ColdRun& run : alls) append_loaded(text, "warm_up", run, count, note);
+    const double jit_ms = median(jit_times);
     append(text,
-           "\n| %d kernels, cold, each side a new process, CUDA_CACHE_DISABLE=1 | total ms | per "
-           "kernel ms | driver JIT / this |\n"
-           "|---|---:|---:|---:|\n"
+           "\n| %d kernels, cold, each side a new process, CUDA_CACHE_DISABLE=1 (%d rounds, the "
+           "order turning) | total ms, median | per kernel ms | driver JIT / this, median of the "
+           "rounds' ratios | the rounds' ratios, lowest - highest |\n"
+           "|---|---:|---:|---:|---|\n"
            "| (a) driver JIT: cuModuleLoadData of the PTX + cuModuleGetFunction, 1 thread | %.1f "
-           "| %.2f | 1.0x |\n"
+           "| %.2f | 1.0x | |\n"
            "| (b) kcache, kernel() for one after another, 1 thread (nvJitLink + store + load) | "
-           "%.1f | %.2f | %.2fx |\n"
-           "| (c) kcache warm_up, %u threads | %.1f | %.2f | %.2fx |\n\n",
-           count, jit_ms, jit_ms / count, one->total_ms, one->total_ms / count,
-           jit_ms / one->total_ms, kWarmUpThreads, all->total_ms, all->total_ms / count,
-           jit_ms / all->total_ms);
-    append_cold_detail(text, set, *one, *all);
+           "%.1f | %.2f | %.2fx | %.2fx - %.2fx |\n"
+           "| (c) kcache warm_up, %u threads | %.1f | %.2f | %.2fx | %.2fx - %.2fx |\n\n",
+           count, cold_rounds, jit_ms, jit_ms / count, one.total_ms, one.total_ms / count,
+           median(one_ratios), *std::min_element(one_ratios.begin(), one_ratios.end()),
+           *std::max_element(one_ratios.begin(), one_ratios.end()), kWarmUpThreads, all.total_ms,
+           all.total_ms / count, median(all_ratios),
+           *std::min_element(all_ratios.begin(), all_ratios.end()),
+           *std::max_element(all_ratios.begin(), all_ratios.end()));
+    append_cold_detail(text, set, one, all);
 
     // Warm: new processes, rounds in turns; the warm kcache mode fails unless all come from disk.
     std::string warm = run_ptx_new_process_set(directory + "/warm", corpus, rounds, note);
