@@ -306,7 +306,7 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
     // nothing it does could profit kcache), since one cold run on a shared host varies by tens of
     // percent (docs/performance.md).
     const int cold_rounds = std::max(rounds, 1) >= 3 ? 3 : 1;
-    std::vector<ChildRun> jits;
+    std::vector<double> jit_times;
     std::vector<ColdRun> ones, alls;
     std::vector<double> one_ratios, all_ratios;
     for (int round = 0; round < cold_rounds; ++round) {
@@ -336,7 +336,7 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
         // Paired within the round: the host's drift between rounds cancels.
         one_ratios.push_back(jit->total_ms / one->total_ms);
         all_ratios.push_back(jit->total_ms / all->total_ms);
-        jits.push_back(*jit);
+        jit_times.push_back(jit->total_ms);
         ones.push_back(*one);
         alls.push_back(*all);
     }
@@ -348,8 +348,6 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
     };
     const ColdRun one = median_run(ones);
     const ColdRun all = median_run(alls);
-    std::vector<double> jit_times;
-    for (const ChildRun& jit : jits) jit_times.push_back(jit.total_ms);
     std::string text;
     append(text, "Device: %s. %d PTX kernels from %s.\n\n", device.c_str(), count, corpus.c_str());
     for (const ColdRun& run : ones) append_loaded(text, "one by one", run, count, note);
