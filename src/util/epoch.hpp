@@ -144,7 +144,7 @@ private:
     bool registered_ = false;              // guarded by mutex_: writers use membarrier
     std::atomic<std::uint64_t> epoch_{1};
     std::atomic<ThreadRecord*> records_{nullptr};  // push-only list, records are reused
-    mutable std::mutex mutex_;                     // guards retired_
+    mutable std::mutex mutex_;                     // guards retired_ and registered_
     std::vector<Retired> retired_;
 };
 
