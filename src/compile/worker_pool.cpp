@@ -350,11 +350,14 @@ Result<Compiled> WorkerPool::compile_cuda(const CudaProgram& program, const Targ
 
 std::optional<Result<Compiled>> WorkerPool::link_ptx_if_idle(const std::string& ptx,
                                                              const Target& target) {
+    std::optional<Worker> worker = acquire_idle();
+    if (!worker) return std::nullopt;  // the common case: no copy of the PTX made for nothing
     const std::string request = encode_link_request(LinkRequest{ptx, target});
     const std::string what = "PTX for " + target.name();
-    if (too_large(request, what)) return std::nullopt;  // this process links it instead
-    std::optional<Worker> worker = acquire_idle();
-    if (!worker) return std::nullopt;
+    if (too_large(request, what)) {
+        release(std::move(*worker));
+        return std::nullopt;  // this process links it instead
+    }
     return run(std::move(*worker), request, what);
 }
 
