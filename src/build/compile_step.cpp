@@ -49,10 +49,8 @@ Result<compile::Compiled> compile_cuda(const Source& source, const compile::Targ
 Result<compile::Compiled> link_ptx(const Source& source, const compile::Target& target,
                                    compile::WorkerPool* workers) {
     if (workers != nullptr && workers->usable_here()) {
-        auto linked = workers->link_ptx_if_idle(source.bytes, target);
-        if (linked && (linked->ok() || !workers_failed(linked->error()))) {
+        if (auto linked = workers->link_ptx_if_idle(source.bytes, target))
             return std::move(*linked);
-        }
     }
     return compile::link_ptx(source.bytes, target);
 }

@@ -350,6 +350,9 @@ Result<Compiled> WorkerPool::compile_cuda(const CudaProgram& program, const Targ
 
 std::optional<Result<Compiled>> WorkerPool::link_ptx_if_idle(const std::string& ptx,
                                                              const Target& target) {
+    // Without an nvJitLink of its own this process could not tell a worker's from the one its
+    // fingerprints name.
+    if (ptx_compiler_identity_.empty()) return std::nullopt;
     std::optional<Worker> worker = acquire_idle();
     if (!worker) return std::nullopt;  // the common case: no copy of the PTX made for nothing
     const std::string request = encode_link_request(LinkRequest{ptx, target});
@@ -358,7 +361,20 @@ std::optional<Result<Compiled>> WorkerPool::link_ptx_if_idle(const std::string& 
         release(std::move(*worker));
         return std::nullopt;  // this process links it instead
     }
-    return run(std::move(*worker), request, what);
+    auto answer = exchange(*worker, request);
+    if (answer) {
+        release(std::move(*worker));
+        return std::move(*answer);
+    }
+    // No retry on a fresh worker, as compile_cuda makes: its start would be on this link's
+    // critical path. The slot is freed for the next CUDA C++ compile to start one in.
+    Ending ending = retire(*worker);
+    give_back_slot();
+    util::log_line(util::LogLevel::kInfo, "compile worker " + describe_command() + " failed on " +
+                                              what + " (pid " + std::to_string(worker->pid) + ": " +
+                                              answer.error().message() + "; it " + ending.how +
+                                              "); linking in this process");
+    return std::nullopt;
 }
 
 Result<Compiled> WorkerPool::run(Worker worker, const std::string& request,

@@ -49,11 +49,12 @@ public:
     // kCompileFailed when the worker died during the compile both times (the compiler crashes on
     // this source), else kIoError; either names the worker command.
     Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target);
-    // The same for PTX, on a worker that is started and idle now: nullopt when there is none
-    // (nothing is started or waited for), else the worker's link_ptx result (kCompileFailed with
-    // nvJitLink's log) or the pool's failure as compile_cuda says. A worker's start (a process,
-    // its compiler loaded: tens of ms) costs more than what a PTX link gains from running
-    // outside this process, so PTX only fills workers that CUDA C++ compiles started.
+    // The same for PTX, on a worker that is started and idle now: the worker's link_ptx result
+    // (kCompileFailed with nvJitLink's log), or nullopt when there is no such worker, when this
+    // process has no nvJitLink identity, or when the worker failed (it is retired; nothing is
+    // started or waited for): the caller then links in this process. A worker's start (a
+    // process, its compiler loaded: tens of ms) costs more than what a PTX link gains from
+    // running outside this process, so PTX only fills workers that CUDA C++ compiles started.
     std::optional<Result<Compiled>> link_ptx_if_idle(const std::string& ptx, const Target& target);
 
     // False in a process forked from the one that started the pool: the workers' pipes are then

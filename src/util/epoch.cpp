@@ -2,12 +2,12 @@
 #include "util/epoch.hpp"
 
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <system_error>
 #include <thread>
 
 #include "util/striped_counter.hpp"
@@ -62,7 +62,19 @@ bool register_membarrier() {
 
 }  // namespace
 
-EpochDomain::EpochDomain() : membarrier_wanted_(!fences_forced()) {}
+EpochDomain::EpochDomain() : membarrier_wanted_(!fences_forced()) {
+    // A fork while another thread holds mutex_ (a writer, or the switch below) would leave the
+    // child's copy locked for ever; and a child forked while the switch was under way has no
+    // thread finishing it, so its readers may ask again.
+    pthread_atfork([] { global().mutex_.lock(); }, [] { global().mutex_.unlock(); },
+                   [] {
+                       EpochDomain& self = global();
+                       if (!self.asymmetric_.load(std::memory_order_relaxed)) {
+                           self.registration_started_.store(false, std::memory_order_relaxed);
+                       }
+                       self.mutex_.unlock();
+                   });
+}
 
 bool EpochDomain::register_membarrier_now() noexcept {
     if (!membarrier_wanted_) return false;
@@ -84,7 +96,7 @@ void EpochDomain::register_in_background() noexcept {
     try {
         // The domain is never destroyed, so the thread may outlive everything else.
         std::thread([this] { register_membarrier_now(); }).detach();
-    } catch (const std::system_error&) {
+    } catch (...) {  // std::system_error, std::bad_alloc: never out of a reader's pin
         registration_started_.store(false);  // no thread now: another reader's count may retry
     }
 }

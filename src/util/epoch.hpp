@@ -62,11 +62,16 @@ public:
                                      std::memory_order_relaxed);
                 // Orders the publication above before this reader's loads of shared pointers;
                 // pairs with heavy_barrier() in try_advance().
-                if (domain.asymmetric_.load(std::memory_order_relaxed)) {
+                // Acquire: reading true orders this reader's loads after every writer that still
+                // chose the plain fence (they end before the flag is set; see
+                // register_membarrier_now()). Free on x86, far cheaper than a fence elsewhere.
+                if (domain.asymmetric_.load(std::memory_order_acquire)) {
                     std::atomic_signal_fence(std::memory_order_seq_cst);
                 } else {
                     std::atomic_thread_fence(std::memory_order_seq_cst);
-                    if (++record_->fenced_pins == kPinsBeforeRegistering) {
+                    // Every kPinsBeforeRegistering fenced pins, not once: a registration whose
+                    // thread did not start, or that a fork cut short, is asked for again.
+                    if ((++record_->fenced_pins & (kPinsBeforeRegistering - 1)) == 0) {
                         domain.register_in_background();
                     }
                 }
@@ -116,8 +121,10 @@ public:
     // program that wants the switch before it starts timing; the cache never needs to call it.
     bool register_membarrier_now() noexcept;
 
-    // A reader's pins made with a fence before its thread asks for membarrier in the background.
+    // A reader's pins made with a fence before its thread asks for membarrier in the background
+    // (and again after as many more, while readers still fence). A power of two.
     static constexpr std::uint32_t kPinsBeforeRegistering = 1024;
+    static_assert((kPinsBeforeRegistering & (kPinsBeforeRegistering - 1)) == 0);
 
     EpochDomain(const EpochDomain&) = delete;
     EpochDomain& operator=(const EpochDomain&) = delete;
@@ -127,7 +134,8 @@ private:
     // Orders every reader's pin before what the caller reads next; false if it could not.
     // Requires mutex_.
     bool heavy_barrier() const noexcept;
-    // Starts register_membarrier_now() on a thread of its own, once; nothing if none starts.
+    // Starts register_membarrier_now() on a thread of its own unless one was started (in this
+    // process: a forked child may start its own); nothing if none starts.
     void register_in_background() noexcept;
     friend class Guard;
     ThreadRecord* my_record();

@@ -143,6 +143,42 @@ TEST_F(PtxWorkersTest, AWorkerThatWouldLinkWithAnotherNvJitLinkIsRefused) {
         << compiled.error().message();
 }
 
+TEST_F(PtxWorkersTest, AnIdleWorkerThatDiesOnAPtxLinkIsRetiredAndNoneStartsInItsPlace) {
+    // A fake worker: a real hello, one successful CUDA C++ answer (so it is idle after it), then
+    // it dies on the next request.
+    const auto& cuda = compile::cuda_compiler_identity();
+    const auto& ptx = compile::ptx_compiler_identity();
+    compile::Compiled compiled;
+    compiled.cubin =
+        "\x7f"
+        "ELF";
+    const std::string hello_path = temp_.path() + "/hello";
+    const std::string answer_path = temp_.path() + "/answer";
+    ASSERT_TRUE(test::write_frame_file(
+        hello_path, compile::encode_hello(compile::WorkerHello{cuda ? *cuda : std::string(),
+                                                               ptx ? *ptx : std::string()})));
+    ASSERT_TRUE(test::write_frame_file(
+        answer_path, compile::encode_response(compile::CompileResponse(compiled))));
+    const std::string starts = temp_.path() + "/starts";
+    auto pool = start_pool("/bin/sh", {"-c", "echo started >> '" + starts + "'; cat '" +
+                                                 hello_path + "'; head -c 1 >/dev/null; cat '" +
+                                                 answer_path + "'; head -c 1 >/dev/null; exit 3"});
+    ASSERT_TRUE(pool);
+    compile::CudaProgram program;
+    program.code = kTinyCuda;
+    ASSERT_TRUE(pool->compile_cuda(program, Target{90, false}).ok());
+    ASSERT_EQ(pool->worker_pids().size(), 1u);
+
+    EXPECT_FALSE(pool->link_ptx_if_idle(examples::residual_add_ptx(), Target{90, false}))
+        << "a dead worker's failure was returned instead of leaving the link to this process";
+    EXPECT_TRUE(pool->worker_pids().empty()) << "the dead worker was not retired";
+    EXPECT_EQ(test::count_lines(starts), 1)
+        << "a PTX link started a worker in the dead one's place";
+    // Its slot is free again: the next CUDA C++ compile starts a worker in it.
+    EXPECT_TRUE(pool->compile_cuda(program, Target{90, false}).ok());
+    EXPECT_EQ(test::count_lines(starts), 2);
+}
+
 TEST_F(PtxWorkersTest, ACacheLinksPtxOnAWorkerThatCudaCompilesStartedAndStoresWhatItWouldFind) {
     const std::string directory = temp_.path() + "/cache";
     auto options = [&] {
