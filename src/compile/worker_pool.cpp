@@ -3,7 +3,6 @@
 // reaping (compile/worker_pool.hpp).
 #include "compile/worker_pool.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -18,14 +17,21 @@
 #include <thread>
 #include <utility>
 
+#include "compile/worker_process.hpp"
 #include "compile/worker_protocol.hpp"
 #include "driver/compiler_libraries.hpp"
 #include "util/log.hpp"
 #include "util/try.hpp"
 
-extern char** environ;  // NOLINT: POSIX declares it nowhere else
-
 namespace kcache::compile {
+
+using process::child_environment;
+using process::describe_status;
+using process::kNvJitLinkOverride;
+using process::kNvrtcOverride;
+using process::make_pipe;
+using process::Pipe;
+using process::pointers_to;
 
 std::string default_worker_command() {
     // getenv, not util::env_string: set but empty is an answer here ("no workers").
@@ -36,79 +42,6 @@ std::string default_worker_command() {
     auto beside = self.parent_path() / "kcache";
     return ::access(beside.c_str(), X_OK) == 0 ? beside.string() : std::string();
 }
-
-namespace {
-
-// The variables that name the exact compiler library a process uses.
-constexpr const char* kNvrtcOverride = "KCACHE_NVRTC_LIBRARY";
-constexpr const char* kNvJitLinkOverride = "KCACHE_NVJITLINK_LIBRARY";
-
-// A pipe whose ends are both close-on-exec from birth (another thread may spawn meanwhile: a
-// worker that inherits another worker's stdin never sees end of file) and above 0-2, so that the
-// child's dup2 onto 0 and 1 always makes a fresh descriptor without close-on-exec.
-struct Pipe {
-    util::UniqueFd read;
-    util::UniqueFd write;
-};
-
-Result<Pipe> make_pipe() {
-    int fds[2] = {-1, -1};
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
-        return Error(Errc::kIoError, std::string("pipe2: ") + std::strerror(errno));
-    }
-    Pipe pipe{util::UniqueFd(fds[0]), util::UniqueFd(fds[1])};
-    for (util::UniqueFd* end : {&pipe.read, &pipe.write}) {
-        if (end->get() > STDERR_FILENO) continue;
-        util::UniqueFd moved(::fcntl(end->get(), F_DUPFD_CLOEXEC, STDERR_FILENO + 1));
-        if (!moved) return Error(Errc::kIoError, std::string("fcntl: ") + std::strerror(errno));
-        *end = std::move(moved);
-    }
-    return pipe;
-}
-
-std::string describe_status(int status) {
-    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) {
-        return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
-               strsignal(WTERMSIG(status)) + ")";
-    }
-    return "ended with wait status " + std::to_string(status);
-}
-
-// The child's environment: ours, with KCACHE_NVRTC_LIBRARY and KCACHE_NVJITLINK_LIBRARY set to
-// the files this process's fingerprints name, so that the worker cannot pick another compiler
-// (this process may have found one already loaded, which the worker would not have). `overrides`
-// pairs a variable with its value; an empty value leaves ours as it is.
-std::vector<std::string> child_environment(
-    const std::vector<std::pair<std::string, std::string>>& overrides) {
-    std::vector<std::string> out;
-    auto overridden = [&](const char* entry) {
-        for (const auto& [name, value] : overrides) {
-            if (!value.empty() && std::strncmp(entry, name.c_str(), name.size()) == 0 &&
-                entry[name.size()] == '=') {
-                return true;
-            }
-        }
-        return false;
-    };
-    for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-        if (!overridden(*entry)) out.emplace_back(*entry);
-    }
-    for (const auto& [name, value] : overrides) {
-        if (!value.empty()) out.emplace_back(name).append("=").append(value);
-    }
-    return out;
-}
-
-std::vector<char*> pointers_to(std::vector<std::string>& strings) {
-    std::vector<char*> out;
-    out.reserve(strings.size() + 1);
-    for (auto& text : strings) out.push_back(text.data());
-    out.push_back(nullptr);
-    return out;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<WorkerPool>> WorkerPool::start(std::string worker_command_path,
                                                       std::vector<std::string> worker_args,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The wire format between a WorkerPool and its compile worker processes: length-prefixed frames
-// over pipes carrying a request (CUDA C++ to compile, or PTX to link), a response, or the worker's
-// hello.
+// The payloads between a WorkerPool and its compile worker processes: a request (CUDA C++ to
+// compile, or PTX to link), a response, or the worker's hello. They travel in frames
+// (compile/worker_frame.hpp).
 #pragma once
 
 #include <chrono>
@@ -12,20 +12,10 @@
 #include <string_view>
 
 #include "compile/compiler.hpp"
+#include "compile/worker_frame.hpp"
 #include "kcache/result.hpp"
 
 namespace kcache::compile {
-
-// A frame is a 16-byte header, then the payload:
-//   magic "KCWP" · version (u32 LE) · payload length (u64 LE)
-// The version changes with any change to a payload's layout: the worker is a separate
-// executable (found beside the program or named by KCACHE_COMPILE_WORKER) and may come from
-// another kcache build.
-inline constexpr std::uint32_t kWorkerProtocolVersion = 3;  // 2: disk headers; 3: PTX links
-inline constexpr std::size_t kFrameHeaderSize = 16;
-// Nothing legitimate comes near this (a cubin is a few MiB); a larger declared size is corruption
-// and is refused before anything is allocated.
-inline constexpr std::uint64_t kMaxFramePayload = std::uint64_t{1} << 30;
 
 // CUDA C++ through NVRTC (compile_cuda).
 struct CompileRequest {
@@ -67,16 +57,5 @@ std::string encode_response(const CompileResponse& response);
 Result<CompileResponse> decode_response(std::string_view payload);
 std::string encode_hello(const WorkerHello& hello);
 Result<WorkerHello> decode_hello(std::string_view payload);
-
-// Writes header and payload in full, retrying on EINTR and short writes. A closed reader is a
-// kIoError (EPIPE), never a SIGPIPE that would kill the process.
-Result<void> write_frame(int fd, std::string_view payload);
-
-// Reads one frame's payload. nullopt on a clean end of file before the first byte; an end of file
-// inside a frame, a bad magic or version, or a length over kMaxFramePayload is an error. Memory
-// grows with the bytes received, not with the declared length.
-Result<std::optional<std::string>> read_frame(int fd);
-// The same, failing with kIoError when the whole frame has not arrived within `timeout`.
-Result<std::optional<std::string>> read_frame(int fd, std::chrono::milliseconds timeout);
 
 }  // namespace kcache::compile
