@@ -50,6 +50,22 @@ inline constexpr bool kThreadSanitizer = false;
 inline constexpr bool kThreadSanitizer = false;
 #endif
 
+// GCC's AddressSanitizer does not hold its allocator's locks across a fork: a child forked while
+// another thread allocates (one starting up, say) may inherit a held lock and hang at its first
+// allocation. Tests that fork on purpose while a thread is busy skip under it; those that fork
+// while the parent's threads are parked do not need to.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
 // Waits up to `limit` for a forked `child` to end, and kills it if it has not: its wait status, or
 // nullopt if it hung.
 inline std::optional<int> wait_for_child(
