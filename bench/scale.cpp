@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "bench/bench.hpp"
@@ -93,6 +94,7 @@ struct KernelRun {
     int loaded = 0;
     int compiles = 0;
     int disk_hits = 0;
+    double end_ms = 0;  // the cache's destruction, its kernels' handles dropped first
 };
 
 // `count` kernels from the `first` (of a row length each) in a --scale-child.
@@ -101,9 +103,9 @@ std::optional<KernelRun> kernel_child(const std::string& mode, const std::string
     auto out =
         run_self({"--scale-child", mode, directory, std::to_string(count), std::to_string(first)});
     KernelRun run;
-    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %d %d %d", &run.total_ms, &run.cpu_ms,
-                            &run.rss_kib, &run.device_kib, &run.loaded, &run.compiles,
-                            &run.disk_hits) != 7) {
+    if (!out || std::sscanf(out->c_str(), "%lf %lf %lf %lf %d %d %d %lf", &run.total_ms,
+                            &run.cpu_ms, &run.rss_kib, &run.device_kib, &run.loaded, &run.compiles,
+                            &run.disk_hits, &run.end_ms) != 8) {
         return std::nullopt;
     }
     return run;
@@ -144,7 +146,7 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
     struct Row {
         int count = 0;
         KernelRun cold;
-        std::vector<double> warm_up_ms, one_ms, warm_up_cpu_ms, one_cpu_ms;
+        std::vector<double> warm_up_ms, one_ms, warm_up_cpu_ms, one_cpu_ms, end_ms;
         KernelRun warm;  // the last one-by-one child: its memory
         DiskUsage disk;
     };
@@ -180,6 +182,7 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
             row.one_ms.push_back(one->total_ms);
             row.warm_up_cpu_ms.push_back(all->cpu_ms);
             row.one_cpu_ms.push_back(one->cpu_ms);
+            row.end_ms.push_back(one->end_ms);
             row.warm = *one;
         }
         if (row.cold.loaded != count || (stored && row.cold.compiles != count)) {
@@ -240,16 +243,19 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
     const double c_cold = per(b.cold.cpu_ms, b.count);
     const double c_all = per(median(b.warm_up_cpu_ms), b.count);
     const double c_one = per(median(b.one_cpu_ms), b.count);
+    const double c_end = per(median(b.end_ms), b.count);
     append(text,
            "\n| N | CPU ms/kernel (user + system, all threads): cold warm_up | vs | warm warm_up | "
-           "vs | warm one by one | vs |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+           "vs | warm one by one | vs | the cache's end (warm one by one), wall ms/kernel | vs "
+           "|\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const Row& row : rows) {
         const double cold = per(row.cold.cpu_ms, row.count);
         const double all = per(median(row.warm_up_cpu_ms), row.count);
         const double one = per(median(row.one_cpu_ms), row.count);
-        append(text, "| %d | %.3f | %s | %.4f | %s | %.4f | %s |\n", row.count, cold,
+        const double end = per(median(row.end_ms), row.count);
+        append(text, "| %d | %.3f | %s | %.4f | %s | %.4f | %s | %.4f | %s |\n", row.count, cold,
                ratio(cold, c_cold).c_str(), all, ratio(all, c_all).c_str(), one,
-               ratio(one, c_one).c_str());
+               ratio(one, c_one).c_str(), end, ratio(end, c_end).c_str());
     }
     return text + "\n";
 }
@@ -516,7 +522,7 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
                          [text]() -> Result<Source> { return Source::ptx(*text); },
                          "softmax_rows"});
     }
-    KernelCache cache(options);
+    std::optional<KernelCache> cache(std::in_place, options);
     std::vector<KernelHandle> kept;  // every kernel stays loaded until the memory is read
     kept.reserve(items.size());
     const long rss_before = resident_kib();
@@ -526,7 +532,7 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
     const auto start = std::chrono::steady_clock::now();
     std::vector<Result<KernelHandle>> results;
     if (mode == "cold" || mode == "warm-up") {
-        results = cache.warm_up(items, std::max(1u, std::thread::hardware_concurrency()));
+        results = cache->warm_up(items, std::max(1u, std::thread::hardware_concurrency()));
         for (const auto& result : results) {
             if (result) {
                 ++loaded;
@@ -536,7 +542,7 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
         }
     } else if (mode == "one") {
         for (const WarmUpItem& item : items) {
-            auto kernel = cache.kernel(item.key, item.make_source, item.kernel_name);
+            auto kernel = cache->kernel(item.key, item.make_source, item.kernel_name);
             if (!kernel) {
                 std::fprintf(stderr, "%s\n", kernel.error().describe().c_str());
                 continue;
@@ -554,10 +560,15 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
     const double device_kib = device_before >= 0 && device_after >= 0
                                   ? static_cast<double>(device_after - device_before) / 1024.0
                                   : -1.0;
-    const CacheStats stats = cache.stats();
-    std::printf("%.3f %.3f %.1f %.1f %d %d %d\n", total_ms, cpu,
+    const CacheStats stats = cache->stats();
+    results.clear();
+    kept.clear();
+    const auto ending = std::chrono::steady_clock::now();
+    cache.reset();  // unloads every kernel
+    const double end_ms = ms_since(ending);
+    std::printf("%.3f %.3f %.1f %.1f %d %d %d %.3f\n", total_ms, cpu,
                 static_cast<double>(rss_after - rss_before), device_kib, loaded,
-                static_cast<int>(stats.compiles), static_cast<int>(stats.disk_hits));
+                static_cast<int>(stats.compiles), static_cast<int>(stats.disk_hits), end_ms);
     return 0;
 }
 

@@ -280,10 +280,15 @@ Result<ModuleHandle> LoadedModules::load_and_publish(std::string_view key, int a
         std::lock_guard lock(write_mutex_);
         evicted = publish(entry);
     }
-    // Unloading (a driver call) and freeing happen outside the writers' lock.
-    for (LoadedModule* victim : evicted) {
-        util::log_line(util::LogLevel::kInfo, "evicted " + describe_key(victim->key, victim->arch));
-        victim->retire();
+    // Unloading (a driver call) and freeing happen outside the writers' lock; one collect for
+    // all the victims.
+    if (!evicted.empty()) {
+        util::EpochDomain::Batch batch(util::EpochDomain::global());
+        for (LoadedModule* victim : evicted) {
+            util::log_line(util::LogLevel::kInfo,
+                           "evicted " + describe_key(victim->key, victim->arch));
+            victim->retire();
+        }
     }
     return module;
 }

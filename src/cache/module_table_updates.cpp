@@ -101,6 +101,7 @@ void LoadedModules::replace_table(ModuleTable* table) {
 }
 
 void LoadedModules::clear_locked() {
+    util::EpochDomain::Batch batch(util::EpochDomain::global());  // one collect, at its end
     std::vector<LoadedModule*> victims;
     {
         std::lock_guard lock(write_mutex_);
@@ -109,7 +110,6 @@ void LoadedModules::clear_locked() {
     }
     for (LoadedModule* victim : victims) victim->retire();
     thread_counters() = {};
-    util::EpochDomain::global().collect();
 }
 
 std::size_t LoadedModules::size() const {

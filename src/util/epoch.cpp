@@ -28,6 +28,9 @@ namespace {
 // Set once this thread's RecordLease is destroyed; trivially destructible, so still readable.
 thread_local bool t_exiting = false;
 
+// How many EpochDomain::Batch are open on this thread.
+constinit thread_local int t_batches = 0;
+
 // Gives the record back when its thread ends; the record stays in the list for reuse.
 struct RecordLease {
     ThreadRecord* record = nullptr;
@@ -165,7 +168,15 @@ void EpochDomain::retire(std::function<void()> deleter) {
         std::lock_guard lock(mutex_);
         retired_.push_back({epoch_.load(std::memory_order_relaxed), std::move(deleter)});
     }
-    collect();
+    if (t_batches == 0) collect();
+}
+
+EpochDomain::Batch::Batch(EpochDomain& domain) noexcept : domain_(domain) {
+    ++t_batches;
+}
+
+EpochDomain::Batch::~Batch() {
+    if (--t_batches == 0) domain_.collect();
 }
 
 void EpochDomain::collect() {

@@ -99,8 +99,24 @@ public:
 
     Guard pin() noexcept { return Guard(*this); }
 
-    // Runs `deleter` once no reader pinned now can still hold what it frees.
+    // Runs `deleter` once no reader pinned now can still hold what it frees: collects at once,
+    // unless a Batch is open on this thread.
     void retire(std::function<void()> deleter);
+
+    // While one lives on a thread, that thread's retirements only queue, and its end collects
+    // once. For a writer that retires many objects at once (a cache's end, an eviction): each
+    // collect asks for two heavy barriers (a membarrier system call each), so retiring N objects
+    // one collect each cost 2N of them. Nests; the outermost end collects.
+    class Batch {
+    public:
+        explicit Batch(EpochDomain& domain) noexcept;
+        ~Batch();
+        Batch(const Batch&) = delete;
+        Batch& operator=(const Batch&) = delete;
+
+    private:
+        EpochDomain& domain_;
+    };
 
     // Advances the epoch where readers allow and runs the deleters that became safe.
     void collect();

@@ -127,6 +127,48 @@ TEST(EpochDomain, PendingCountsDeletersHeldBackByAReader) {
     EXPECT_EQ(domain.pending(), 0u);
 }
 
+// A writer retiring many objects at once collects once, at the batch's end, not once an object
+// (two heavy barriers each).
+TEST(EpochDomain, ABatchQueuesItsRetirementsAndItsOutermostEndCollects) {
+    auto& domain = EpochDomain::global();
+    domain.synchronize();
+    std::atomic<int> freed{0};
+    {
+        EpochDomain::Batch outer(domain);
+        {
+            EpochDomain::Batch inner(domain);
+            for (int i = 0; i < 3; ++i) domain.retire([&] { ++freed; });
+        }
+        EXPECT_EQ(freed.load(), 0) << "an inner batch's end collected";
+        EXPECT_EQ(domain.pending(), 3u);
+        domain.retire([&] { ++freed; });
+        EXPECT_EQ(freed.load(), 0) << "a retirement in a batch collected at once";
+    }
+    EXPECT_EQ(freed.load(), 4) << "the batch's end left deleters no reader holds back";
+    // Outside a batch, a retirement with no reader pinned is collected at once, as before.
+    domain.retire([&] { ++freed; });
+    EXPECT_EQ(freed.load(), 5);
+}
+
+// Another thread's batch does not hold back this thread's retirements.
+TEST(EpochDomain, ABatchOnAnotherThreadLeavesThisThreadsRetirementsCollectedAtOnce) {
+    auto& domain = EpochDomain::global();
+    domain.synchronize();
+    std::latch opened{1};
+    std::latch done{1};
+    std::thread batching([&] {
+        EpochDomain::Batch batch(domain);
+        opened.count_down();
+        done.wait();
+    });
+    opened.wait();
+    std::atomic<bool> freed{false};
+    domain.retire([&] { freed = true; });
+    EXPECT_TRUE(freed.load());
+    done.count_down();
+    batching.join();
+}
+
 TEST(EpochDomain, NestedPinHoldsUntilOutermostGuardEnds) {
     auto& domain = EpochDomain::global();
     std::atomic<bool> freed{false};
