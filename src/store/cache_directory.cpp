@@ -191,6 +191,54 @@ Result<std::optional<util::FileStatus>> CacheDirectory::status(std::string_view 
     return files_.status(held(), relative);
 }
 
+namespace {
+
+// A folder's calls take one path part: nothing that climbs out or walks further down.
+std::optional<Error> not_a_name(const CacheFolder& folder, std::string_view name) {
+    if (!name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos) {
+        return std::nullopt;
+    }
+    std::string message = "'";
+    message.append(name).append("' is not a file name in ").append(folder.held().path());
+    return Error(Errc::kInvalidArgument, std::move(message));
+}
+
+}  // namespace
+
+Result<CacheFolder> CacheDirectory::folder(std::string_view relative) const {
+    auto held_folder = files_.open_below(held(), relative);
+    if (!held_folder) return held_folder.error();
+    return CacheFolder(*this, std::string(relative), std::move(*held_folder));
+}
+
+std::string CacheFolder::relative_of(std::string_view name) const {
+    std::string out = relative_;
+    out.append("/").append(name);
+    return out;
+}
+
+Result<std::vector<std::string>> CacheFolder::list() const {
+    return directory_->files().list_directory(held_, {});
+}
+
+Result<std::optional<util::FileStatus>> CacheFolder::status(std::string_view name) const {
+    if (auto refused = not_a_name(*this, name)) return *refused;
+    return directory_->files().status(held_, name);
+}
+
+Result<std::optional<std::string>> CacheFolder::read(std::string_view name,
+                                                     std::uint64_t max_bytes) const {
+    if (auto refused = not_a_name(*this, name)) return *refused;
+    return directory_->files().read(held_, name, max_bytes, util::kNeverStamp,
+                                    directory_->writers());
+}
+
+Result<void> CacheFolder::remove(std::string_view name) const {
+    if (directory_->read_only()) return directory_->read_only_error();
+    if (auto refused = not_a_name(*this, name)) return *refused;
+    return directory_->files().remove(held_, name);
+}
+
 Result<util::OpenDirectory> CacheDirectory::parent_of(std::string_view relative,
                                                       std::string& name) const {
     if (!util::is_relative_below(relative)) {

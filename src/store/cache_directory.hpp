@@ -40,6 +40,37 @@ struct DirectoryPolicy {
     bool create = true;
 };
 
+class CacheDirectory;
+
+// One folder of the cache directory, held open for a pass over its files (the cleaner's scan and
+// removals, the catalog's listing): each call on a name in it is one system call on the folder's
+// descriptor, not a walk from the top (two more: open the folder, close it). Names are single
+// path parts; the directory's policy holds as for its own calls (no removal when read only,
+// reads held to its writers). Valid while its directory lives.
+class CacheFolder {
+public:
+    // "ab": the folder, relative to the cache directory.
+    const std::string& relative() const noexcept { return relative_; }
+    // "ab/<name>", for messages and for the directory's own calls.
+    std::string relative_of(std::string_view name) const;
+    std::string path_of(std::string_view name) const { return held_.path_of(name); }
+    const util::OpenDirectory& held() const noexcept { return held_; }
+
+    Result<std::vector<std::string>> list() const;
+    Result<std::optional<util::FileStatus>> status(std::string_view name) const;
+    Result<std::optional<std::string>> read(std::string_view name, std::uint64_t max_bytes) const;
+    Result<void> remove(std::string_view name) const;
+
+private:
+    friend class CacheDirectory;
+    CacheFolder(const CacheDirectory& directory, std::string relative, util::OpenDirectory held)
+        : directory_(&directory), relative_(std::move(relative)), held_(std::move(held)) {}
+
+    const CacheDirectory* directory_;
+    std::string relative_;
+    util::OpenDirectory held_;
+};
+
 class CacheDirectory {
 public:
     // Accepts `path` or says why not. Its last part may be a symbolic link the user (or root)
@@ -78,6 +109,9 @@ public:
     Result<void> make_directories(std::string_view relative) const;
     Result<std::vector<std::string>> list(std::string_view relative = {}) const;
     Result<std::optional<util::FileStatus>> status(std::string_view relative) const;
+    // The folder at `relative` held open (not followed if it is a link: an error), for many
+    // calls on the files in it.
+    Result<CacheFolder> folder(std::string_view relative) const;
     // An advisory lock on the file `relative` (made if needed, with its folders): see
     // util::FileLock. nullopt when it cannot be had in time or in read-only mode.
     std::optional<util::FileLock> lock(std::string_view relative,

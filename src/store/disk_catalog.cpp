@@ -13,33 +13,29 @@
 namespace kcache::store {
 namespace {
 
-// The birth time where the file system records one (statx, below the held directory, the
-// entry's own name not followed); nullopt elsewhere.
-std::optional<std::chrono::system_clock::time_point> birth_time(const CacheDirectory& directory,
-                                                                const std::string& relative) {
-    auto folder = directory.files().open_below(directory.held(), relative.substr(0, 2));
-    if (!folder) return std::nullopt;
+// The birth time where the file system records one (statx, the entry's own name not followed);
+// nullopt elsewhere.
+std::optional<std::chrono::system_clock::time_point> birth_time(const CacheFolder& folder,
+                                                                const std::string& name) {
     struct statx info {};
-    const std::string name = relative.substr(3);
-    if (statx(folder->fd(), name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BTIME, &info) != 0 ||
+    if (statx(folder.held().fd(), name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BTIME, &info) != 0 ||
         (info.stx_mask & STATX_BTIME) == 0) {
         return std::nullopt;
     }
     return util::time_of(timespec{info.stx_btime.tv_sec, info.stx_btime.tv_nsec});
 }
 
-// `relative` is "ab/cdef….kc".
-CatalogEntry describe(const CacheDirectory& directory, const std::string& relative,
-                      std::string fingerprint) {
+// The entry `name` in `folder`.
+CatalogEntry describe(const CacheFolder& folder, const std::string& name, std::string fingerprint) {
     CatalogEntry entry;
     entry.fingerprint = std::move(fingerprint);
-    entry.path = directory.path_of(relative);
-    entry.created = birth_time(directory, relative);
-    if (auto status = directory.status(relative); status && *status) {
+    entry.path = folder.path_of(name);
+    entry.created = birth_time(folder, name);
+    if (auto status = folder.status(name); status && *status) {
         entry.size = (*status)->size;
         entry.last_used = (*status)->modified;
     }
-    auto bytes = directory.read(relative, kMaxEntryBytes);
+    auto bytes = folder.read(name, kMaxEntryBytes);
     if (!bytes) {
         entry.problem = bytes.error().message();
     } else if (!*bytes) {
@@ -55,6 +51,21 @@ CatalogEntry describe(const CacheDirectory& directory, const std::string& relati
         }
     }
     return entry;
+}
+
+// The entry at `relative` ("ab/cdef….kc"), its folder held for this one; a folder that cannot be
+// held is the entry's problem.
+CatalogEntry describe(const CacheDirectory& directory, const std::string& relative,
+                      std::string fingerprint) {
+    auto folder = directory.folder(relative.substr(0, 2));
+    if (!folder) {
+        CatalogEntry entry;
+        entry.fingerprint = std::move(fingerprint);
+        entry.path = directory.path_of(relative);
+        entry.problem = folder.error().message();
+        return entry;
+    }
+    return describe(*folder, relative.substr(3), std::move(fingerprint));
 }
 
 // (relative path, fingerprint) of every name in an entry's format, sorted by fingerprint; what
@@ -103,8 +114,16 @@ Result<std::vector<CatalogEntry>> list_entries(const CacheDirectory& directory) 
     if (!found) return found.error();
     std::vector<CatalogEntry> entries;
     entries.reserve(found->size());
+    // Sorted by fingerprint, so a folder's entries come together: each folder is held once.
+    std::optional<CacheFolder> folder;
     for (auto& [relative, fingerprint] : *found) {
-        entries.push_back(describe(directory, relative, std::move(fingerprint)));
+        const std::string_view folder_name = std::string_view(relative).substr(0, 2);
+        if (!folder || folder->relative() != folder_name) {
+            folder.reset();
+            if (auto held = directory.folder(folder_name)) folder.emplace(std::move(*held));
+        }
+        entries.push_back(folder ? describe(*folder, relative.substr(3), std::move(fingerprint))
+                                 : describe(directory, relative, std::move(fingerprint)));
     }
     return entries;
 }
@@ -144,18 +163,19 @@ Result<DirectorySize> measure_directory(const CacheDirectory& directory) {
         ++size.temporaries;
         size.temporary_bytes += status.size;
     }
-    for (const auto& folder : *folders) {
-        if (!is_entry_folder(folder)) continue;
-        auto names = directory.list(folder);
+    for (const auto& folder_name : *folders) {
+        if (!is_entry_folder(folder_name)) continue;
+        // Held for the pass: a stat a name, not a walk from the top for each.
+        auto folder = directory.folder(folder_name);
+        auto names = folder ? folder->list() : Result<std::vector<std::string>>(folder.error());
         if (!names) {
             ++size.strays;  // a link or a file at an entry folder's name
             continue;
         }
-        const std::string prefix = folder + "/";
         for (const auto& name : *names) {
             const NameKind kind = classify(name);
             if (kind != NameKind::kEntry && kind != NameKind::kTemporary) continue;
-            auto status = directory.status(prefix + name);
+            auto status = folder->status(name);
             if (!status || !*status) continue;
             if ((*status)->kind != util::FileKind::kRegular) {
                 ++size.strays;

@@ -87,7 +87,13 @@ Result<Scan> scan(const CacheDirectory& directory, CleanupReport& report) {
             continue;
         }
         if (!is_entry_folder(folder)) continue;
-        auto names = directory.list(folder);
+        // Held open for the pass: a stat a name, not a walk from the top for each.
+        auto held = directory.folder(folder);
+        if (!held) {
+            note_failure(report, held.error());
+            continue;
+        }
+        auto names = held->list();
         if (!names) {
             note_failure(report, names.error());
             continue;
@@ -95,15 +101,14 @@ Result<Scan> scan(const CacheDirectory& directory, CleanupReport& report) {
         for (const std::string& name : *names) {
             const NameKind kind = classify(name);
             if (kind == NameKind::kForeign) continue;
-            std::string path = join(folder, name);
-            auto status = directory.status(path);
+            auto status = held->status(name);
             if (!status) {
                 note_failure(report, status.error());
                 continue;
             }
             // Gone since the listing (a writer's rename, a reader removing a corrupt entry).
             if (!*status) continue;
-            Found found{std::move(path), **status};
+            Found found{held->relative_of(name), **status};
             if ((*status)->kind != util::FileKind::kRegular) {
                 out.strays.push_back(std::move(found));
                 continue;
@@ -124,6 +129,38 @@ Result<Scan> scan(const CacheDirectory& directory, CleanupReport& report) {
         }
     }
     return out;
+}
+
+// Removes `paths` ("ab/<name>"), holding each folder open once rather than walking from the top
+// for every file: in path order, not the order chosen (a pass cut short leaves a part of what
+// it chose, which the next pass chooses again). The paths that could not be removed, each noted.
+std::unordered_set<std::string> remove_files(const CacheDirectory& directory,
+                                             std::vector<std::string> paths,
+                                             CleanupReport& report) {
+    std::sort(paths.begin(), paths.end());
+    std::unordered_set<std::string> failed;
+    std::string current;                      // the folder of the last path
+    std::optional<Result<CacheFolder>> held;  // it, held, or why it could not be
+    for (const std::string& path : paths) {
+        const std::size_t slash = path.find('/');
+        Result<void> removed = ok();
+        if (slash == std::string::npos) {
+            removed = directory.remove(path);
+        } else {
+            const std::string_view relative = std::string_view(path).substr(0, slash);
+            if (!held || current != relative) {
+                current = relative;
+                held.emplace(directory.folder(relative));
+            }
+            removed = *held ? (*held)->remove(std::string_view(path).substr(slash + 1))
+                            : Result<void>(held->error());
+        }
+        if (!removed) {
+            note_failure(report, removed.error());
+            failed.insert(path);
+        }
+    }
+    return failed;
 }
 
 // `percent` of `budget` without overflowing for budgets near the top of the range.
@@ -330,17 +367,17 @@ Result<CleanupReport> clean_directory(const CacheDirectory& directory,
     // An entry hit after the scan can still be removed here, though it is now the newest: the
     // next miss recompiles it. Stamps are a heuristic; correctness never depends on them.
     const std::vector<bool> evict = choose_evictions(found.entries, request, now);
+    std::vector<std::string> doomed;
+    for (std::size_t i = 0; i < found.entries.size(); ++i) {
+        if (evict[i]) doomed.push_back(found.entries[i].path);
+    }
+    const std::unordered_set<std::string> kept = request.dry_run
+                                                     ? std::unordered_set<std::string>{}
+                                                     : remove_files(directory, doomed, report);
     std::unordered_set<std::string> remaining;
     for (std::size_t i = 0; i < found.entries.size(); ++i) {
         const Found& entry = found.entries[i];
-        if (evict[i] && !request.dry_run) {
-            if (auto removed = directory.remove(entry.path); !removed) {
-                note_failure(report, removed.error());
-                remaining.insert(entry.path);
-                continue;
-            }
-        }
-        if (evict[i]) {
+        if (evict[i] && !kept.contains(entry.path)) {
             ++report.entries_removed;
             report.bytes_removed += entry.status.size;
         } else {

@@ -294,6 +294,128 @@ TEST(CacheDirectory, AFifoOrAFolderAtTheCleanupLocksNameStopsNoCleanup) {
     }
 }
 
+// A folder held for a pass takes a name in it, nothing that climbs out or walks on; a read-only
+// directory's folder removes nothing.
+TEST(CacheDirectory, AHeldFolderTakesOnlyANameInItAndKeepsTheDirectorysPolicy) {
+    TempDir dir;
+    auto store = DiskStore::over(test::cache_directory(dir.path()), 0, 0);
+    ASSERT_TRUE(store->put(kPrint, sample()).ok());
+    const std::string relative = DiskStore::relative_path_of(kPrint);
+    const std::string folder_name = relative.substr(0, 2), name = relative.substr(3);
+    auto directory = test::cache_directory(dir.path());
+    auto folder = directory->folder(folder_name);
+    ASSERT_TRUE(folder.ok()) << folder.error().describe();
+    EXPECT_EQ(folder->relative_of(name), relative);
+    auto status = folder->status(name);
+    ASSERT_TRUE(status.ok() && status->has_value());
+    EXPECT_EQ((*status)->kind, util::FileKind::kRegular);
+    for (const std::string& bad :
+         std::vector<std::string>{"", ".", "..", "../" + relative, folder_name + "/" + name}) {
+        auto refused = folder->status(bad);
+        ASSERT_FALSE(refused.ok()) << "'" << bad << "'";
+        EXPECT_EQ(refused.error().code(), Errc::kInvalidArgument);
+        EXPECT_EQ(folder->remove(bad).error().code(), Errc::kInvalidArgument);
+        EXPECT_FALSE(folder->read(bad, kMaxEntryBytes).ok());
+    }
+    DirectoryPolicy read_only;
+    read_only.read_only = true;
+    auto reader = CacheDirectory::open(dir.path(), read_only);
+    ASSERT_TRUE(reader.ok()) << reader.error().describe();
+    auto reader_folder = (*reader)->folder(folder_name);
+    ASSERT_TRUE(reader_folder.ok());
+    EXPECT_TRUE(reader_folder->read(name, kMaxEntryBytes).ok());
+    EXPECT_FALSE(reader_folder->remove(name).ok());
+    EXPECT_TRUE(fs::exists(dir.path() + "/" + relative));
+    ASSERT_TRUE(folder->remove(name).ok());
+    EXPECT_FALSE(fs::exists(dir.path() + "/" + relative));
+}
+
+TEST(CacheDirectory, AnEntryFolderThatIsALinkIsNotHeld) {
+    TempDir dir, elsewhere;
+    auto directory = test::cache_directory(dir.path());
+    fs::create_symlink(elsewhere.path(), dir.path() + "/ab");
+    auto folder = directory->folder("ab");
+    ASSERT_FALSE(folder.ok()) << "a link followed to " << elsewhere.path();
+    EXPECT_NE(folder.error().message().find(dir.path() + "/ab"), std::string::npos)
+        << folder.error().message();
+}
+
+// Counts the calls on a path below a folder of the directory ("ab/cdef….kc": the system walks
+// from the top for each) and the folders held.
+class WalkCounter final : public test::ForwardingFiles {
+public:
+    int walks = 0;
+    int folders_held = 0;
+    Result<std::optional<util::FileStatus>> status(const util::OpenDirectory& base,
+                                                   std::string_view relative) override {
+        count(relative);
+        return ForwardingFiles::status(base, relative);
+    }
+    Result<void> remove(const util::OpenDirectory& base, std::string_view relative) override {
+        count(relative);
+        return ForwardingFiles::remove(base, relative);
+    }
+    Result<std::optional<std::string>> read(const util::OpenDirectory& base,
+                                            std::string_view relative, std::uint64_t max_bytes,
+                                            std::chrono::seconds stamp_after,
+                                            const util::Writers* writers) override {
+        count(relative);
+        return ForwardingFiles::read(base, relative, max_bytes, stamp_after, writers);
+    }
+    Result<util::OpenDirectory> open_below(const util::OpenDirectory& base,
+                                           std::string_view relative) override {
+        ++folders_held;
+        return ForwardingFiles::open_below(base, relative);
+    }
+
+private:
+    void count(std::string_view relative) {
+        if (relative.find('/') != std::string_view::npos) ++walks;
+    }
+};
+
+// At 100,000 entries the cleaner's scan and removals, `kcache -s` and `kcache ls` spent most of
+// their system calls opening and closing each entry's folder again: a pass holds each folder
+// once and asks one call a file.
+TEST(CacheDirectory, PassesOverTheEntriesHoldEachFolderOnceRatherThanWalkingToEachFile) {
+    TempDir dir;
+    constexpr int kEntries = 24;
+    {
+        auto store = DiskStore::over(test::cache_directory(dir.path()), 0, 0);
+        for (int i = 0; i < kEntries; ++i) {
+            // Two folders: the fingerprint's first byte is its first hex pair.
+            const std::uint64_t high = (i % 2 == 0 ? 0x01ULL : 0xabULL) << 56;
+            ASSERT_TRUE(
+                store->put(util::Fingerprint{high | static_cast<std::uint64_t>(i), 7}, sample())
+                    .ok());
+        }
+    }
+    WalkCounter files;
+    auto directory = test::cache_directory(dir.path(), files);
+
+    auto size = measure_directory(*directory);
+    ASSERT_TRUE(size.ok()) << size.error().describe();
+    EXPECT_EQ(size->entries, static_cast<std::uint64_t>(kEntries));
+    auto listed = list_entries(*directory);
+    ASSERT_TRUE(listed.ok()) << listed.error().describe();
+    ASSERT_EQ(listed->size(), static_cast<std::size_t>(kEntries));
+    for (const CatalogEntry& entry : *listed) {
+        EXPECT_TRUE(entry.problem.empty()) << entry.path << ": " << entry.problem;
+        EXPECT_EQ(entry.key.caller_key, "gelu:16");
+    }
+    CleanupRequest request;
+    request.max_files = kEntries / 2;
+    auto cleaned = clean_directory(*directory, request);
+    ASSERT_TRUE(cleaned.ok()) << cleaned.error().describe();
+    EXPECT_GE(cleaned->entries_removed, static_cast<std::uint64_t>(kEntries / 2));
+    EXPECT_EQ(cleaned->errors, 0u);
+
+    EXPECT_EQ(files.walks, 0) << "a file reached by a walk from the top";
+    // Each of the two folders once a pass (the cleaner's scan and its removals are two), and the
+    // directory itself for the cleanup lock.
+    EXPECT_LE(files.folders_held, 4 * 2 + 1);
+}
+
 TEST(CacheDirectory, AClearTakesEveryEntryWhateverItsStamp) {
     TempDir dir;
     auto store = DiskStore::over(test::cache_directory(dir.path()), 0, 0);
