@@ -218,13 +218,13 @@ void sweep_key_index(const CacheDirectory& directory, const CleanupRequest& requ
     if (!folders) return;  // no index yet (or a stray, which the scan removes)
     for (const auto& folder : *folders) {
         if (!is_entry_folder(folder)) continue;
-        const std::string path = join("keys", folder);
-        auto names = directory.list(path);
-        if (!names) continue;  // a link or a file: never followed
+        auto held = directory.folder(join("keys", folder));
+        if (!held) continue;  // a link or a file: never followed
+        auto names = held->list();
+        if (!names) continue;
         for (const auto& name : *names) {
             if (!is_hex(name) && name.find(".tmp.") == std::string::npos) continue;
-            const std::string record = join(path, name);
-            auto status = directory.status(record);
+            auto status = held->status(name);
             if (!status || !*status || (*status)->kind != util::FileKind::kRegular) continue;
             const bool temporary = name.find(".tmp.") != std::string::npos;
             const auto age = now - (*status)->modified;
@@ -234,7 +234,7 @@ void sweep_key_index(const CacheDirectory& directory, const CleanupRequest& requ
                 continue;
             }
             if (!request.dry_run) {
-                if (auto removed = directory.remove(record); !removed) {
+                if (auto removed = held->remove(name); !removed) {
                     note_failure(report, removed.error());
                     continue;
                 }
@@ -286,11 +286,13 @@ Result<DirectorySample> sample_directory(const CacheDirectory& directory, unsign
         auto folder_status = directory.status(folder);
         if (!folder_status) return folder_status.error();
         if (!*folder_status || (*folder_status)->kind != util::FileKind::kDirectory) continue;
-        auto names = directory.list(folder);
+        auto held = directory.folder(folder);
+        if (!held) return held.error();
+        auto names = held->list();
         if (!names) return names.error();
         for (const std::string& name : *names) {
             if (classify(name) != NameKind::kEntry) continue;
-            auto status = directory.status(join(folder, name));
+            auto status = held->status(name);
             if (!status) return status.error();
             if (!*status) continue;  // gone since the listing
             ++sample.sampled_files;

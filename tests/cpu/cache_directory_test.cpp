@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -374,9 +376,9 @@ private:
     }
 };
 
-// At 100,000 entries the cleaner's scan and removals, `kcache -s` and `kcache ls` spent most of
-// their system calls opening and closing each entry's folder again: a pass holds each folder
-// once and asks one call a file.
+// At 100,000 entries the cleaner's scan and removals, its sweep of the key index, a first
+// write's sample, `kcache -s` and `kcache ls` spent most of their system calls opening and
+// closing each file's folder again: a pass holds each folder once and asks one call a file.
 TEST(CacheDirectory, PassesOverTheEntriesHoldEachFolderOnceRatherThanWalkingToEachFile) {
     TempDir dir;
     constexpr int kEntries = 24;
@@ -390,8 +392,19 @@ TEST(CacheDirectory, PassesOverTheEntriesHoldEachFolderOnceRatherThanWalkingToEa
                     .ok());
         }
     }
+    // Key-index records a year old, which the cleanup sweeps.
+    for (const char* record : {"keys/01/0a1b", "keys/01/0a1c", "keys/cd/0a1d"}) {
+        const std::string path = dir.path() + "/" + record;
+        fs::create_directories(fs::path(path).parent_path());
+        std::ofstream(path) << "record";
+        fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::hours(24 * 365));
+    }
     WalkCounter files;
     auto directory = test::cache_directory(dir.path(), files);
+
+    auto sampled = sample_directory(*directory, 0, 256);
+    ASSERT_TRUE(sampled.ok()) << sampled.error().describe();
+    EXPECT_EQ(sampled->sampled_files, static_cast<std::uint64_t>(kEntries));
 
     auto size = measure_directory(*directory);
     ASSERT_TRUE(size.ok()) << size.error().describe();
@@ -409,11 +422,12 @@ TEST(CacheDirectory, PassesOverTheEntriesHoldEachFolderOnceRatherThanWalkingToEa
     ASSERT_TRUE(cleaned.ok()) << cleaned.error().describe();
     EXPECT_GE(cleaned->entries_removed, static_cast<std::uint64_t>(kEntries / 2));
     EXPECT_EQ(cleaned->errors, 0u);
+    EXPECT_EQ(cleaned->index_records_removed, 3u);
 
     EXPECT_EQ(files.walks, 0) << "a file reached by a walk from the top";
-    // Each of the two folders once a pass (the cleaner's scan and its removals are two), and the
-    // directory itself for the cleanup lock.
-    EXPECT_LE(files.folders_held, 4 * 2 + 1);
+    // Each of the two entry folders once a pass (the sample, -s, ls, and the cleaner's scan and
+    // removals), the directory itself for the cleanup lock, the two key-index folders once.
+    EXPECT_LE(files.folders_held, 5 * 2 + 1 + 2);
 }
 
 TEST(CacheDirectory, AClearTakesEveryEntryWhateverItsStamp) {
