@@ -195,7 +195,8 @@ namespace {
 
 // A folder's calls take one path part: nothing that climbs out or walks further down.
 std::optional<Error> not_a_name(const CacheFolder& folder, std::string_view name) {
-    if (!name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos) {
+    if (!name.empty() && name != "." && name != ".." &&
+        name.find_first_of(std::string_view("/\0", 2)) == std::string_view::npos) {
         return std::nullopt;
     }
     std::string message = "'";
@@ -206,6 +207,11 @@ std::optional<Error> not_a_name(const CacheFolder& folder, std::string_view name
 }  // namespace
 
 Result<CacheFolder> CacheDirectory::folder(std::string_view relative) const {
+    if (!util::is_relative_below(relative)) {
+        std::string message = "'";
+        message.append(relative).append("' is not a folder below ").append(path_);
+        return Error(Errc::kInvalidArgument, std::move(message));
+    }
     auto held_folder = files_.open_below(held(), relative);
     if (!held_folder) return held_folder.error();
     return CacheFolder(*this, std::string(relative), std::move(*held_folder));

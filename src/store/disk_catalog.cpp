@@ -53,18 +53,23 @@ CatalogEntry describe(const CacheFolder& folder, const std::string& name, std::s
     return entry;
 }
 
-// The entry at `relative` ("ab/cdef….kc"), its folder held for this one; a folder that cannot be
-// held is the entry's problem.
+// An entry whose folder could not be held: gone since the listing, or why not.
+CatalogEntry in_unheld_folder(const CacheDirectory& directory, const std::string& relative,
+                              std::string fingerprint, const Error& why) {
+    CatalogEntry entry;
+    entry.fingerprint = std::move(fingerprint);
+    entry.path = directory.path_of(relative);
+    auto there = directory.status(relative.substr(0, 2));
+    entry.problem = there && !*there ? "vanished while listed" : why.message();
+    return entry;
+}
+
+// The entry at `relative` ("ab/cdef….kc"), its folder held for this one.
 CatalogEntry describe(const CacheDirectory& directory, const std::string& relative,
                       std::string fingerprint) {
     auto folder = directory.folder(relative.substr(0, 2));
-    if (!folder) {
-        CatalogEntry entry;
-        entry.fingerprint = std::move(fingerprint);
-        entry.path = directory.path_of(relative);
-        entry.problem = folder.error().message();
-        return entry;
-    }
+    if (!folder)
+        return in_unheld_folder(directory, relative, std::move(fingerprint), folder.error());
     return describe(*folder, relative.substr(3), std::move(fingerprint));
 }
 
@@ -115,15 +120,17 @@ Result<std::vector<CatalogEntry>> list_entries(const CacheDirectory& directory) 
     std::vector<CatalogEntry> entries;
     entries.reserve(found->size());
     // Sorted by fingerprint, so a folder's entries come together: each folder is held once.
-    std::optional<CacheFolder> folder;
+    std::string current;
+    std::optional<Result<CacheFolder>> held;  // current's, or why it could not be held
     for (auto& [relative, fingerprint] : *found) {
         const std::string_view folder_name = std::string_view(relative).substr(0, 2);
-        if (!folder || folder->relative() != folder_name) {
-            folder.reset();
-            if (auto held = directory.folder(folder_name)) folder.emplace(std::move(*held));
+        if (!held || current != folder_name) {
+            current = folder_name;
+            held.emplace(directory.folder(folder_name));
         }
-        entries.push_back(folder ? describe(*folder, relative.substr(3), std::move(fingerprint))
-                                 : describe(directory, relative, std::move(fingerprint)));
+        entries.push_back(
+            *held ? describe(**held, relative.substr(3), std::move(fingerprint))
+                  : in_unheld_folder(directory, relative, std::move(fingerprint), held->error()));
     }
     return entries;
 }

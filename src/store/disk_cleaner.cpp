@@ -152,8 +152,10 @@ std::unordered_set<std::string> remove_files(const CacheDirectory& directory,
                 current = relative;
                 held.emplace(directory.folder(relative));
             }
+            // A folder that cannot be held (gone since the scan, say) is walked to as before,
+            // which counts a file that is no longer there as removed.
             removed = *held ? (*held)->remove(std::string_view(path).substr(slash + 1))
-                            : Result<void>(held->error());
+                            : directory.remove(path);
         }
         if (!removed) {
             note_failure(report, removed.error());

@@ -176,7 +176,11 @@ EpochDomain::Batch::Batch(EpochDomain& domain) noexcept : domain_(domain) {
 }
 
 EpochDomain::Batch::~Batch() {
-    if (--t_batches == 0) domain_.collect();
+    if (--t_batches != 0) return;
+    try {
+        domain_.collect();
+    } catch (...) {  // no memory: what is queued stays for the next collect
+    }
 }
 
 void EpochDomain::collect() {
@@ -184,6 +188,9 @@ void EpochDomain::collect() {
     {
         std::lock_guard lock(mutex_);
         if (retired_.empty()) return;
+        // Reserved first: the moves below cannot throw, so retired_ is never left with
+        // moved-from deleters in it.
+        ready.reserve(retired_.size());
         try_advance();
         try_advance();
         const std::uint64_t now = epoch_.load(std::memory_order_relaxed);

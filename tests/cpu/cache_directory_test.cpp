@@ -319,6 +319,16 @@ TEST(CacheDirectory, AHeldFolderTakesOnlyANameInItAndKeepsTheDirectorysPolicy) {
         EXPECT_EQ(folder->remove(bad).error().code(), Errc::kInvalidArgument);
         EXPECT_FALSE(folder->read(bad, kMaxEntryBytes).ok());
     }
+    for (const std::string& bad : std::vector<std::string>{"", "..", "/tmp", "ab/"}) {
+        auto refused = directory->folder(bad);
+        ASSERT_FALSE(refused.ok()) << "'" << bad << "'";
+        EXPECT_EQ(refused.error().code(), Errc::kInvalidArgument);
+    }
+    // Reads are held to the directory's writers, as its own are.
+    const std::string path = dir.path() + "/" + relative;
+    ASSERT_EQ(chmod(path.c_str(), 0666), 0);
+    EXPECT_FALSE(folder->read(name, kMaxEntryBytes).ok()) << "an entry anyone may rewrite";
+    ASSERT_EQ(chmod(path.c_str(), 0600), 0);
     DirectoryPolicy read_only;
     read_only.read_only = true;
     auto reader = CacheDirectory::open(dir.path(), read_only);
@@ -423,11 +433,72 @@ TEST(CacheDirectory, PassesOverTheEntriesHoldEachFolderOnceRatherThanWalkingToEa
     EXPECT_GE(cleaned->entries_removed, static_cast<std::uint64_t>(kEntries / 2));
     EXPECT_EQ(cleaned->errors, 0u);
     EXPECT_EQ(cleaned->index_records_removed, 3u);
+    std::uint64_t left = 0;
+    for (const auto& item : fs::recursive_directory_iterator(dir.path())) {
+        left += item.path().extension() == ".kc" ? 1 : 0;
+    }
+    EXPECT_EQ(left, kEntries - cleaned->entries_removed) << "removals reported, not made";
+    EXPECT_FALSE(fs::exists(dir.path() + "/keys/01/0a1b"));
 
     EXPECT_EQ(files.walks, 0) << "a file reached by a walk from the top";
     // Each of the two entry folders once a pass (the sample, -s, ls, and the cleaner's scan and
     // removals), the directory itself for the cleanup lock, the two key-index folders once.
     EXPECT_LE(files.folders_held, 5 * 2 + 1 + 2);
+}
+
+// Removes the folder `doomed` just before it is held for the `nth` time: a folder gone between a
+// pass's listing and its use of it (another cleaner, a user's rm -rf).
+class VanishingFolder final : public test::ForwardingFiles {
+public:
+    VanishingFolder(std::string doomed, int nth) : doomed_(std::move(doomed)), nth_(nth) {}
+    Result<util::OpenDirectory> open_below(const util::OpenDirectory& base,
+                                           std::string_view relative) override {
+        if (relative == doomed_ && ++seen_ == nth_) fs::remove_all(base.path_of(relative));
+        return ForwardingFiles::open_below(base, relative);
+    }
+
+private:
+    std::string doomed_;
+    int nth_;
+    int seen_ = 0;
+};
+
+// Entries in the folders 01 and ab (`per_folder` each), made through the disk tier.
+void put_in_two_folders(const std::string& dir, int per_folder) {
+    auto store = DiskStore::over(test::cache_directory(dir), 0, 0);
+    for (int i = 0; i < 2 * per_folder; ++i) {
+        const std::uint64_t high = (i % 2 == 0 ? 0x01ULL : 0xabULL) << 56;
+        ASSERT_TRUE(
+            store->put(util::Fingerprint{high | static_cast<std::uint64_t>(i), 7}, sample()).ok());
+    }
+}
+
+// What a pass chose to remove from a folder that is gone by then is removed, not an error each.
+TEST(CacheDirectory, ACleanupWhoseFolderVanishedBeforeItsRemovalsCountsThemRemoved) {
+    TempDir dir;
+    put_in_two_folders(dir.path(), 4);
+    VanishingFolder files("01", 2);  // the scan holds it first, the removals next
+    auto directory = test::cache_directory(dir.path(), files);
+    CleanupRequest request;
+    request.all_entries = true;
+    auto cleaned = clean_directory(*directory, request);
+    ASSERT_TRUE(cleaned.ok()) << cleaned.error().describe();
+    EXPECT_EQ(cleaned->errors, 0u);
+    EXPECT_EQ(cleaned->entries_removed, 8u);
+    EXPECT_EQ(cleaned->files_after, 0u);
+}
+
+TEST(CacheDirectory, AnEntryWhoseFolderVanishedWhileListedSaysSo) {
+    TempDir dir;
+    put_in_two_folders(dir.path(), 2);
+    VanishingFolder files("01", 1);
+    auto listed = list_entries(*test::cache_directory(dir.path(), files));
+    ASSERT_TRUE(listed.ok()) << listed.error().describe();
+    ASSERT_EQ(listed->size(), 4u);
+    for (const CatalogEntry& entry : *listed) {
+        const bool gone = entry.fingerprint.starts_with("01");
+        EXPECT_EQ(entry.problem, gone ? "vanished while listed" : "") << entry.path;
+    }
 }
 
 TEST(CacheDirectory, AClearTakesEveryEntryWhateverItsStamp) {
