@@ -179,6 +179,9 @@ void reset_thread_stats() noexcept;
 
 class KernelHandle;
 
+// How many tier hits warm_up() reads ahead of its loads (besides one a worker holds).
+inline constexpr std::size_t kWarmUpReadAhead = 128;
+
 // One kernel for warm_up(): what kernel() would be asked.
 struct WarmUpItem {
     std::string key;
@@ -396,7 +399,9 @@ public:
     // Makes a list of kernels' artifacts on `threads` worker threads (tier reads and host
     // compiles run in parallel) and loads each on the calling thread, which needs a current
     // context, as soon as it is ready. Each artifact is read or compiled once. Results come in the
-    // items' order; a failed item does not stop the others.
+    // items' order; a failed item does not stop the others. Tier hits are read at most
+    // kWarmUpReadAhead (and one a worker) ahead of the loads, so that a warm-up of thousands of
+    // kernels holds a few entries' bytes at a time, not all of them.
     std::vector<Result<KernelHandle>> warm_up(
         const std::vector<WarmUpItem>& items, unsigned threads,
         const std::function<void(const WarmUpProgress&)>& progress = {});

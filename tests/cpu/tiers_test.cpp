@@ -640,6 +640,60 @@ TEST_F(WarmUpTest, ANewCacheOnAWarmDiskTierReadsEachEntryOnceAndCompilesNothing)
     EXPECT_EQ(cache.size(), 12u);
 }
 
+// The calling thread loads slower than workers read: unbounded, a warm start of thousands of
+// kernels held most of its entries' bytes at once. Tier hits are read only so far ahead.
+TEST_F(WarmUpTest, TierHitsAreReadNoFurtherAheadOfTheLoadsThanTheReadAhead) {
+    const int count = 2 * static_cast<int>(kWarmUpReadAhead);
+    {
+        KernelCache fill(options());
+        for (const auto& result : fill.warm_up(softmax_items(count), 4)) ASSERT_TRUE(result.ok());
+    }
+    KernelCache cache(options());
+    fake_->set_load_delay(std::chrono::milliseconds(1));
+    const int loads_before = fake_->loads();
+    std::atomic<int> most_ahead{0};
+    constexpr unsigned kThreads = 4;
+    auto results = cache.warm_up(softmax_items(count), kThreads, [&](const WarmUpProgress& step) {
+        // Made (this one included) against loaded so far.
+        const int ahead = static_cast<int>(step.done) - (fake_->loads() - loads_before);
+        int seen = most_ahead.load();
+        while (ahead > seen && !most_ahead.compare_exchange_weak(seen, ahead)) {
+        }
+    });
+    fake_->set_load_delay(std::chrono::milliseconds(0));
+    for (const auto& result : results) ASSERT_TRUE(result.ok()) << result.error().describe();
+    EXPECT_EQ(cache.stats().disk_hits, static_cast<std::uint64_t>(count));
+    // Queued, one a worker holds (or hands over past the room), and the one being loaded.
+    EXPECT_LE(most_ahead.load(), static_cast<int>(kWarmUpReadAhead + kThreads + 1));
+    EXPECT_GE(most_ahead.load(), static_cast<int>(kWarmUpReadAhead) / 2) << "no read-ahead";
+}
+
+// A worker whose hits wait for room starts a compile that is waiting, rather than leaving it for
+// after its last look: with one worker the compile is made long before the last hit.
+TEST_F(WarmUpTest, AWorkerWaitingForRoomStartsAWaitingCompile) {
+    const int hits = 2 * static_cast<int>(kWarmUpReadAhead);
+    {
+        KernelCache fill(options());
+        for (const auto& result : fill.warm_up(softmax_items(hits), 4)) ASSERT_TRUE(result.ok());
+    }
+    // The compile listed first: its look comes first and queues it.
+    std::vector<WarmUpItem> items = {
+        {"softmax:compiled", [] { return test::softmax_source(hits + 1); }, test::kSoftmax}};
+    for (auto& item : softmax_items(hits)) items.push_back(std::move(item));
+    KernelCache cache(options());
+    fake_->set_load_delay(std::chrono::milliseconds(1));
+    std::vector<std::string> order;
+    auto results =
+        cache.warm_up(items, 1, [&](const WarmUpProgress& step) { order.emplace_back(step.key); });
+    fake_->set_load_delay(std::chrono::milliseconds(0));
+    for (const auto& result : results) ASSERT_TRUE(result.ok()) << result.error().describe();
+    EXPECT_EQ(cache.stats().compiles, 1u);
+    const auto at = std::find(order.begin(), order.end(), "softmax:compiled") - order.begin();
+    // About the read-ahead and the few the caller took meanwhile; without it, after every hit.
+    EXPECT_LE(at, static_cast<long>(kWarmUpReadAhead + kWarmUpReadAhead / 4))
+        << "made after the hits' looks";
+}
+
 TEST_F(WarmUpTest, KeysLoadedAlreadyAreNeitherReadNorCompiledAgain) {
     KernelCache cache(options());
     const auto items = softmax_items(6);
