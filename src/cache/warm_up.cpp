@@ -96,10 +96,14 @@ public:
         std::unique_lock lock(mutex_);
         freed_.wait_for(lock, patience, [&] { return ready_.size() <= room_ / 2; });
     }
-    // From now on try_push() never refuses (the calling thread makes the items itself).
+    // From now on try_push() never refuses (the calling thread makes the items itself, or stops
+    // loading), and no worker waits for room.
     void unbound() {
-        std::lock_guard lock(mutex_);
-        room_ = std::numeric_limits<std::size_t>::max();
+        {
+            std::lock_guard lock(mutex_);
+            room_ = std::numeric_limits<std::size_t>::max();
+        }
+        freed_.notify_all();
     }
     // The next ready index, or nullopt if none came within `patience`.
     std::optional<std::size_t> pop_within(std::chrono::microseconds patience) {
@@ -250,10 +254,12 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
     pool.reserve(count);
     struct JoinAll {  // also when the loading below throws: no worker outlives what it uses
         std::vector<std::thread>& pool;
+        ReadyQueue& ready;
         ~JoinAll() {
+            ready.unbound();  // nobody loads any more: no worker may wait for room
             for (auto& thread : pool) thread.join();
         }
-    } join_all{pool};
+    } join_all{pool, ready};
     bool can_grow = true;
     auto grow = [&] {
         // Compiles waiting get a worker each at once: each takes far longer than a thread's start.

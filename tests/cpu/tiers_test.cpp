@@ -694,6 +694,21 @@ TEST_F(WarmUpTest, AWorkerWaitingForRoomStartsAWaitingCompile) {
         << "made after the hits' looks";
 }
 
+// A load that throws ends the warm-up with its exception; its workers, which may be waiting for
+// room that no load will make, end too rather than hang the join.
+TEST_F(WarmUpTest, ALoadThatThrowsEndsTheWarmUpAndItsWaitingWorkers) {
+    const int count = 2 * static_cast<int>(kWarmUpReadAhead);
+    {
+        KernelCache fill(options());
+        for (const auto& result : fill.warm_up(softmax_items(count), 4)) ASSERT_TRUE(result.ok());
+    }
+    KernelCache cache(options());
+    fake_->set_load_delay(std::chrono::milliseconds(1));  // the workers fill the room first
+    fake_->throw_on_next_loads(1);
+    EXPECT_THROW(cache.warm_up(softmax_items(count), 2), std::bad_alloc);
+    fake_->set_load_delay(std::chrono::milliseconds(0));
+}
+
 TEST_F(WarmUpTest, KeysLoadedAlreadyAreNeitherReadNorCompiledAgain) {
     KernelCache cache(options());
     const auto items = softmax_items(6);

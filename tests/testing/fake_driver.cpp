@@ -6,6 +6,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <set>
 #include <thread>
@@ -164,6 +165,11 @@ Result<ModuleId> FakeDriver::load_module(const Source& source) {
     attempts_.fetch_add(1);
     if (auto delay = load_delay_ms_.load(); delay > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    }
+    if (int throwing = throw_next_loads_.load(); throwing > 0) {
+        while (throwing > 0 && !throw_next_loads_.compare_exchange_weak(throwing, throwing - 1)) {
+        }
+        if (throwing > 0) throw std::bad_alloc();
     }
     int remaining = fail_next_loads_.load();
     while (remaining > 0 && !fail_next_loads_.compare_exchange_weak(remaining, remaining - 1)) {

@@ -70,6 +70,8 @@ public:
     // Fault injection. A source containing "FAKE_JIT_ERROR" always fails to load; one containing
     // "FAKE_LAZY_JIT_ERROR" loads, then fails at its first kernel lookup (a deferred JIT).
     void fail_next_loads(int count) { fail_next_loads_.store(count); }
+    // The next `count` loads throw std::bad_alloc, as an allocation inside a driver call might.
+    void throw_on_next_loads(int count) { throw_next_loads_.store(count); }
     void set_load_delay(std::chrono::milliseconds delay) { load_delay_ms_.store(delay.count()); }
     void set_params_supported(bool supported) { params_supported_.store(supported); }
     void set_params_delay(std::chrono::milliseconds delay) {
@@ -113,6 +115,7 @@ private:
 
     const int default_arch_;
     std::atomic<int> fail_next_loads_{0};
+    std::atomic<int> throw_next_loads_{0};
     std::atomic<long long> load_delay_ms_{0};
     std::atomic<bool> params_supported_{true};
     std::atomic<long long> params_delay_ms_{0};
