@@ -2,27 +2,17 @@
 #include "store/disk_cleaner.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <string_view>
 #include <tuple>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "store/key_index.hpp"
 #include "util/file_lock.hpp"
 #include "util/log.hpp"
 
 namespace kcache::store {
-namespace {
-
-std::string join(std::string_view folder, std::string_view name) {
-    std::string path;
-    path.reserve(folder.size() + 1 + name.size());
-    path.append(folder).append(1, '/').append(name);
-    return path;
-}
-
-}  // namespace
 
 // The temporary's pattern is tried first because a host name may contain anything, ".kc"
 // included.
@@ -165,11 +155,6 @@ std::unordered_set<std::string> remove_files(const CacheDirectory& directory,
     return failed;
 }
 
-// `percent` of `budget` without overflowing for budgets near the top of the range.
-std::uint64_t share_of(std::uint64_t budget, std::uint64_t percent) {
-    return budget / 100 * percent + budget % 100 * percent / 100;
-}
-
 // Which entries go, oldest stamp first: those older than the age limit, then as many as it
 // takes to bring both counts down to the low-water mark, if either budget is exceeded.
 std::vector<bool> choose_evictions(const std::vector<Found>& entries, const CleanupRequest& request,
@@ -209,45 +194,6 @@ std::vector<bool> choose_evictions(const std::vector<Found>& entries, const Clea
 
 }  // namespace
 
-namespace {
-
-// The key index (keys/ab/…) grows by one small record per caller key and is outside the
-// budgets: records (and temporaries of writers that died) older than their ages go. Its
-// folders are two hex digits under keys/, so the entry scan never sees them.
-void sweep_key_index(const CacheDirectory& directory, const CleanupRequest& request,
-                     std::chrono::system_clock::time_point now, CleanupReport& report) {
-    auto folders = directory.list("keys");
-    if (!folders) return;  // no index yet (or a stray, which the scan removes)
-    for (const auto& folder : *folders) {
-        if (!is_entry_folder(folder)) continue;
-        auto held = directory.folder(join("keys", folder));
-        if (!held) continue;  // a link or a file: never followed
-        auto names = held->list();
-        if (!names) continue;
-        for (const auto& name : *names) {
-            if (!is_hex(name) && name.find(".tmp.") == std::string::npos) continue;
-            auto status = held->status(name);
-            if (!status || !*status || (*status)->kind != util::FileKind::kRegular) continue;
-            const bool temporary = name.find(".tmp.") != std::string::npos;
-            const auto age = now - (*status)->modified;
-            if (age <= (temporary
-                            ? std::chrono::duration_cast<std::chrono::hours>(kStaleTemporaryAge)
-                            : kStaleIndexRecordAge)) {
-                continue;
-            }
-            if (!request.dry_run) {
-                if (auto removed = held->remove(name); !removed) {
-                    note_failure(report, removed.error());
-                    continue;
-                }
-            }
-            ++report.index_records_removed;
-        }
-    }
-}
-
-}  // namespace
-
 std::vector<std::pair<std::string, util::FileStatus>> other_temporaries(
     const CacheDirectory& directory, const std::vector<std::string>& top) {
     std::vector<std::pair<std::string, util::FileStatus>> found;
@@ -275,53 +221,6 @@ std::vector<std::pair<std::string, util::FileStatus>> other_temporaries(
         if (stem && stem->size() == 1 && is_hex(*stem)) add("stats/" + name);
     }
     return found;
-}
-
-Result<DirectorySample> sample_directory(const CacheDirectory& directory, unsigned first,
-                                         unsigned folders) {
-    constexpr unsigned kEntryFolders = 256;
-    folders = std::min(folders, kEntryFolders);
-    DirectorySample sample;
-    for (unsigned i = 0; i < folders; ++i) {
-        char folder[3];
-        std::snprintf(folder, sizeof folder, "%02x", (first + i) % kEntryFolders);
-        auto folder_status = directory.status(folder);
-        if (!folder_status) return folder_status.error();
-        if (!*folder_status || (*folder_status)->kind != util::FileKind::kDirectory) continue;
-        auto held = directory.folder(folder);
-        if (!held) return held.error();
-        auto names = held->list();
-        if (!names) return names.error();
-        for (const std::string& name : *names) {
-            if (classify(name) != NameKind::kEntry) continue;
-            auto status = held->status(name);
-            if (!status) return status.error();
-            if (!*status) continue;  // gone since the listing
-            ++sample.sampled_files;
-            sample.estimated_bytes += (*status)->size;
-        }
-    }
-    if (folders != 0) {
-        sample.estimated_files = sample.sampled_files * kEntryFolders / folders;
-        sample.estimated_bytes = sample.estimated_bytes / folders * kEntryFolders;
-    }
-    auto lock = directory.status(kCleanupLockName);
-    if (!lock) return lock.error();
-    if (*lock) sample.last_cleanup = (*lock)->modified;
-    return sample;
-}
-
-bool full_scan_due(const DirectorySample& sample, std::uint64_t max_bytes, std::uint64_t max_files,
-                   std::chrono::system_clock::time_point now) {
-    constexpr std::uint64_t kNearBudgetPercent = 80;
-    const auto near = [](std::uint64_t budget, std::uint64_t estimate) {
-        return budget != 0 && estimate >= share_of(budget, kNearBudgetPercent);
-    };
-    // A stamp in the future is no evidence of a recent cleanup.
-    const bool recent = sample.last_cleanup && *sample.last_cleanup <= now &&
-                        now - *sample.last_cleanup < kStaleTemporaryAge;
-    return sample.sampled_files < kTrustedSampleFiles || !recent ||
-           near(max_bytes, sample.estimated_bytes) || near(max_files, sample.estimated_files);
 }
 
 Result<CleanupReport> clean_directory(const CacheDirectory& directory,
@@ -464,7 +363,8 @@ Result<CleanupReport> clean_directory(const CacheDirectory& directory,
         }
         ++report.temps_swept;
     }
-    sweep_key_index(directory, request, now, report);
+    report.index_records_removed += sweep_key_index(
+        directory, request.dry_run, now, [&](const Error& error) { note_failure(report, error); });
     return report;
 }
 

@@ -42,6 +42,11 @@ inline bool is_entry_folder(std::string_view name) {
     return name.size() == 2 && is_hex(name);
 }
 
+// `percent` of `budget` without overflowing for budgets near the top of the range.
+inline std::uint64_t share_of(std::uint64_t budget, std::uint64_t percent) {
+    return budget / 100 * percent + budget % 100 * percent / 100;
+}
+
 struct CleanupRequest {
     std::uint64_t max_bytes = 0;  // bytes of entries; 0: no byte budget
     std::uint64_t max_files = 0;  // number of entries; 0: no file budget
@@ -85,32 +90,6 @@ struct CleanupReport {
 // cleaning. kIoError when the directory cannot be listed or the cleanup lock cannot be opened.
 Result<CleanupReport> clean_directory(const CacheDirectory& directory,
                                       const CleanupRequest& request);
-
-// What a writer learns of a directory without a full pass: the entries of a few of its entry
-// folders, which fingerprints fill evenly, scaled up to all 256; and when a cleaner last held the
-// cleanup lock (the lock's stamp).
-struct DirectorySample {
-    std::uint64_t sampled_files = 0;  // entries found in the folders sampled
-    std::uint64_t estimated_files = 0;
-    std::uint64_t estimated_bytes = 0;
-    std::optional<std::chrono::system_clock::time_point> last_cleanup;  // nullopt: none seen
-};
-// Entry folders a sample reads: a 64th of the directory.
-inline constexpr unsigned kSampledFolders = 4;
-// Fewer entries than this in a sample, and the directory is small enough that a full pass is
-// cheap and exact: the sample is not trusted.
-inline constexpr std::uint64_t kTrustedSampleFiles = 64;
-
-// `folders` entry folders from folder number `first` on (wrapping after ff). kIoError when the
-// directory cannot be listed; a folder that is missing counts as empty.
-Result<DirectorySample> sample_directory(const CacheDirectory& directory, unsigned first,
-                                         unsigned folders = kSampledFolders);
-
-// Whether a writer's first write must still scan the whole directory: when the sample is small
-// (a small directory scans cheaply), when no cleaner held the lock within kStaleTemporaryAge
-// (temporaries of dead writers wait for a pass), or when the estimate reaches 80% of a budget.
-bool full_scan_due(const DirectorySample& sample, std::uint64_t max_bytes, std::uint64_t max_files,
-                   std::chrono::system_clock::time_point now);
 
 // The temporary files of the directory's other atomic writes (kcache.conf's at the top, the
 // statistics shards' in stats/): (relative path, status) of each, links and all. `top` is the

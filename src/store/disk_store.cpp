@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "store/directory_sample.hpp"
 #include "util/env.hpp"
 #include "util/log.hpp"
 

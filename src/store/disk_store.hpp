@@ -81,7 +81,7 @@ public:
                                                 Reading reading = Reading::kLookup);
     // After a successful write, cleans the directory when due: at this store's first write
     // (unless a sample of the directory shows a recent cleanup and room in its budgets: see
-    // store/disk_cleaner.hpp's full_scan_due), then whenever it has written a tenth of a budget
+    // store/directory_sample.hpp's full_scan_due), then whenever it has written a tenth of a budget
     // since its last scan, or enough to take the directory that scan found over a budget. A failed
     // cleanup is counted and logged; it never fails the put. kDeferred leaves a due cleanup to
     // run_pending_cleanup(): a caller holding the entry's compile lock releases it first, so that

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "store/disk_cleaner.hpp"
 #include "store/key_difference.hpp"
 #include "util/log.hpp"
 
@@ -137,6 +138,41 @@ std::string explain_miss(KeyIndex& index, const KeyMaterialReader& read_key_mate
     // Equal material under another fingerprint means the fingerprint covers something the key
     // material does not record; say so rather than nothing.
     return line + (difference.empty() ? "its key material is the same" : difference);
+}
+
+std::uint64_t sweep_key_index(const CacheDirectory& directory, bool dry_run,
+                              std::chrono::system_clock::time_point now,
+                              const std::function<void(const Error&)>& failed) {
+    std::uint64_t removed_records = 0;
+    auto folders = directory.list("keys");
+    if (!folders) return 0;  // no index yet (or a stray, which the cleaner's scan removes)
+    for (const auto& folder : *folders) {
+        if (!is_entry_folder(folder)) continue;
+        auto held = directory.folder("keys/" + folder);
+        if (!held) continue;  // a link or a file: never followed
+        auto names = held->list();
+        if (!names) continue;
+        for (const auto& name : *names) {
+            if (!is_hex(name) && name.find(".tmp.") == std::string::npos) continue;
+            auto status = held->status(name);
+            if (!status || !*status || (*status)->kind != util::FileKind::kRegular) continue;
+            const bool temporary = name.find(".tmp.") != std::string::npos;
+            const auto age = now - (*status)->modified;
+            if (age <= (temporary
+                            ? std::chrono::duration_cast<std::chrono::hours>(kStaleTemporaryAge)
+                            : kStaleIndexRecordAge)) {
+                continue;
+            }
+            if (!dry_run) {
+                if (auto removed = held->remove(name); !removed) {
+                    failed(removed.error());
+                    continue;
+                }
+            }
+            ++removed_records;
+        }
+    }
+    return removed_records;
 }
 
 }  // namespace kcache::store

@@ -4,6 +4,8 @@
 // toolchain) and say what differs.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -74,5 +76,13 @@ using KeyMaterialReader = std::function<std::optional<KeyMaterial>(const util::F
 // entry or it is the wanted one. Reads a file or two: call it only when the line will be logged.
 std::string explain_miss(KeyIndex& index, const KeyMaterialReader& read_key_material,
                          const KeyMaterial& wanted, const util::Fingerprint& wanted_fingerprint);
+
+// The index grows by one small record per caller key and is outside the budgets: a cleanup
+// removes records older than kStaleIndexRecordAge and temporaries of writers that died (older
+// than kStaleTemporaryAge). Its folders (keys/ab/) are never followed if they are links. Each
+// failure goes to `failed`; returns how many were removed (in a dry run, would be).
+std::uint64_t sweep_key_index(const CacheDirectory& directory, bool dry_run,
+                              std::chrono::system_clock::time_point now,
+                              const std::function<void(const Error&)>& failed);
 
 }  // namespace kcache::store

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "store/directory_sample.hpp"
 #include "store/disk_catalog.hpp"
 #include "store/disk_cleaner.hpp"
 #include "store/disk_store.hpp"

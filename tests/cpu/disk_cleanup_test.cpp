@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "store/directory_sample.hpp"
 #include "store/disk_cleaner.hpp"
 #include "store/disk_store.hpp"
 #include "test_support.hpp"
