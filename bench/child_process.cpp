@@ -10,19 +10,12 @@
 #include <cstring>
 #include <filesystem>
 
+#include "compile/worker_process.hpp"
+
 extern char** environ;
 
 namespace kcache::bench {
 namespace {
-
-// The NULL-terminated array of pointers into `texts` that exec wants.
-std::vector<char*> pointers(std::vector<std::string>& texts) {
-    std::vector<char*> out;
-    out.reserve(texts.size() + 1);
-    for (auto& text : texts) out.push_back(text.data());
-    out.push_back(nullptr);
-    return out;
-}
 
 // This process's environment with `environment` added, replacing variables of the same name.
 std::vector<std::string> environment_with(
@@ -47,8 +40,8 @@ pid_t spawn(const std::string& program, std::vector<std::string> argv_text,
             const std::vector<std::pair<std::string, std::string>>& environment,
             const posix_spawn_file_actions_t& actions) {
     std::vector<std::string> variables = environment_with(environment);
-    std::vector<char*> envp = pointers(variables);
-    std::vector<char*> argv = pointers(argv_text);
+    std::vector<char*> envp = compile::process::pointers_to(variables);
+    std::vector<char*> argv = compile::process::pointers_to(argv_text);
     pid_t child = 0;
     if (posix_spawn(&child, program.c_str(), &actions, nullptr, argv.data(), envp.data()) != 0) {
         return -1;
