@@ -74,6 +74,13 @@ std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks,
         return cu.cuLaunchKernel(reinterpret_cast<CUfunction>(raw_kernel), 1, 1, 1, 32, 1, 1, 0,
                                  stream, args, nullptr) == CUDA_SUCCESS;
     };
+    // The raw launch after the one driver call a handle makes to tell whether the current
+    // context is its code's home (CudaCode::at_home): what that check costs alone.
+    auto checked_raw_launch = [&](CUstream stream) {
+        unsigned long long id = 0;
+        if (cu.cuCtxGetId == nullptr || cu.cuCtxGetId(nullptr, &id) != CUDA_SUCCESS) return false;
+        return raw_launch(stream);
+    };
     auto handle_launch = [&](CUstream stream) {
         LaunchConfig c = config;
         c.stream = stream;
@@ -95,6 +102,7 @@ std::vector<LaunchRow> run_launch_overhead(int per_block, int blocks,
     };
     const std::vector<Method> methods = {{"raw cuLaunchKernel", raw_launch},
                                          {"raw cuLaunchKernel on a CUkernel", raw_kernel_launch},
+                                         {"raw cuCtxGetId + cuLaunchKernel", checked_raw_launch},
                                          {"KernelHandle::launch", handle_launch},
                                          {"kcache launch by key", key_launch},
                                          {"seed model compile_lock_launch", seed_launch}};
