@@ -680,6 +680,7 @@ std::string run_ptx_new_process_set(const std::string& directory, const std::str
             note = "the fill did not compile every kernel (no nvJitLink?)";
             return {};
         }
+        cache.wait_for_uploads();  // its entries and bundles written before the warm processes
     }
     // The floor's cubins: the same compiler, the same target.
     std::vector<std::string> cubins;

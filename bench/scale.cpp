@@ -561,6 +561,8 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
                                   ? static_cast<double>(device_after - device_before) / 1024.0
                                   : -1.0;
     const CacheStats stats = cache->stats();
+    // A cold fill's bundles, linked after its warm-up, stored before the warm processes come.
+    if (mode == "cold") cache->wait_for_uploads();
     results.clear();
     kept.clear();
     const auto ending = std::chrono::steady_clock::now();

@@ -148,7 +148,7 @@ $L_done:
     return module(body);
 }
 
-std::string softmax_rows_ptx(int cols) {
+std::string softmax_rows_ptx(int cols, std::string_view name) {
     // Row bytes (cols * 4) are used as a 32-bit immediate; 2^28 columns keeps them below 2^31.
     if (cols < 1 || cols > (1 << 28)) {
         throw std::invalid_argument("softmax_rows_ptx: cols must be in [1, 2^28], got " +
@@ -229,6 +229,7 @@ $L_done:
     body = substitute(std::move(body), "{NEG_INF}", f32_imm(-INFINITY));
     body = substitute(std::move(body), "{ZERO}", f32_imm(0.0f));
     body = substitute(std::move(body), "{LOG2E}", f32_imm(static_cast<float>(kLog2E)));
+    if (name != "softmax_rows") body = substitute(std::move(body), "softmax_rows", name);
     return module(body);
 }
 

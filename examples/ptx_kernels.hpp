@@ -5,6 +5,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kcache::examples {
@@ -25,8 +26,9 @@ std::string gelu_ptx();
 // One thread per row (global thread index = row, guarded by row < rows); the row length `cols`
 // is baked into the PTX as an immediate, so each cols value is a distinct module (cache key
 // "softmax:<cols>"). Numerically stable: max, sum of exp(x - max), then exp(x - max) / sum.
-// `out` may equal `in`. Throws std::invalid_argument unless 1 <= cols <= 2^28.
-std::string softmax_rows_ptx(int cols);
+// `out` may equal `in`. Throws std::invalid_argument unless 1 <= cols <= 2^28. `name` renames
+// the kernel (and its parameters): modules of distinct kernels.
+std::string softmax_rows_ptx(int cols, std::string_view name = "softmax_rows");
 
 // .entry empty_kernel() -- does nothing; used to time launch overhead.
 std::string empty_kernel_ptx();

@@ -49,6 +49,11 @@ struct CacheOptions {
     // driver's JIT, so that the cubin can be kept in the tiers below. Off, or without nvJitLink,
     // PTX goes to the driver's JIT and is not stored.
     bool host_compile = true;
+    // warm_up() links the PTX modules it is asked for into bundles of a few each, after it
+    // returns, on threads of the cache's own, and stores them: a later warm-up of the same
+    // modules loads each bundle as one module rather than one module per key
+    // (KCACHE_BUNDLES; docs/user-guide.md).
+    bool bundle_warm_ups = true;
     // Compiled artifacts kept in memory for this process (bytes).
     std::size_t memory_bytes = 256u << 20;
     // The disk tier's directory; empty: no disk tier. from_env() fills it (KCACHE_DIR, else

@@ -38,6 +38,24 @@ LoadedModule::~LoadedModule() {
     if (RefStripes* stripes = block(); stripes != &sealed_block()) delete stripes;
 }
 
+void LoadedModule::share(std::shared_ptr<const SharedCode> code, std::vector<std::string> symbols) {
+    shared_code_ = std::move(code);
+    own_symbols_ = std::move(symbols);
+}
+
+bool LoadedModule::owns(std::string_view symbol) const {
+    return shared_code_ == nullptr ||
+           std::binary_search(own_symbols_.begin(), own_symbols_.end(), symbol);
+}
+
+Result<DeviceGlobal> LoadedModule::global(const std::string& name) const {
+    if (!owns(name)) {
+        return Error(Errc::kInvalidArgument,
+                     "no __device__ or __constant__ variable named '" + name + "' in the module");
+    }
+    return driver_->module_global(module_, name);
+}
+
 LoadedModule::RefStripes& LoadedModule::sealed_block() noexcept {
     static RefStripes sealed;  // trivially destructible: usable during static destruction too
     static const bool made_dead = [] {
@@ -122,7 +140,11 @@ void LoadedModule::unload() noexcept {
     // A hit that fell back on `home` may take it from zero and back again: unload once.
     bool expected = false;
     if (!unloaded_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return;
-    driver_->unload_module(module_);
+    if (shared_code_ != nullptr) {
+        shared_code_.reset();  // the last member's unloads the code
+    } else {
+        driver_->unload_module(module_);
+    }
     counters_->unloaded.fetch_add(1, std::memory_order_release);
     if (util::log_enabled(util::LogLevel::kDebug)) {
         util::log_line(util::LogLevel::kDebug,
@@ -174,7 +196,12 @@ Result<const ResolvedKernel*> LoadedModule::resolve(std::string_view name) {
     for (const auto& [expression, lowered] : names_) {
         if (expression == name) driver_name = lowered;
     }
-    auto id = driver_->get_kernel(module_, driver_name);
+    // Another member's kernel is in the bundle's code, but not in this key's source.
+    auto id =
+        owns(driver_name)
+            ? driver_->get_kernel(module_, driver_name)
+            : Result<driver::KernelId>(Error(
+                  Errc::kKernelNotFound, "no kernel named '" + driver_name + "' in the module"));
     if (!id) {
         Error error = std::move(id).error();
         if (error.code() == Errc::kCompileFailed || error.code() == Errc::kArtifactGone) {

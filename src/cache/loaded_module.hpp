@@ -65,6 +65,22 @@ private:
     mutable std::vector<std::size_t> param_sizes_;  // written once, before state 1
 };
 
+// Code loaded once for several modules (a bundle's members: build/bundle.hpp), unloaded when
+// the last of them unloads.
+class SharedCode {
+public:
+    SharedCode(driver::ModuleId loaded, std::shared_ptr<driver::Driver> driver) noexcept
+        : module(loaded), driver_(std::move(driver)) {}
+    ~SharedCode() { driver_->unload_module(module); }
+    SharedCode(const SharedCode&) = delete;
+    SharedCode& operator=(const SharedCode&) = delete;
+
+    const driver::ModuleId module;
+
+private:
+    const std::shared_ptr<driver::Driver> driver_;
+};
+
 class LoadedModule {
 public:
     LoadedModule(std::string key, int arch, std::uint64_t hash, util::Fingerprint source_digest,
@@ -72,6 +88,9 @@ public:
                  std::shared_ptr<driver::Driver> driver, std::shared_ptr<ModuleCounters> counters,
                  build::LoweredNames names = {}, compile::PtxParamSizes param_sizes = {});
     ~LoadedModule();
+    // A bundle member (before it is published): its code is `code`, shared with the other
+    // members, and only `symbols` (sorted: its own kernels and variables) are found in it.
+    void share(std::shared_ptr<const SharedCode> code, std::vector<std::string> symbols);
     LoadedModule(const LoadedModule&) = delete;
     LoadedModule& operator=(const LoadedModule&) = delete;
 
@@ -147,9 +166,7 @@ public:
     bool referenced() const noexcept;
 
     // A __device__ or __constant__ variable of the module in the current context.
-    Result<DeviceGlobal> global(const std::string& name) const {
-        return driver_->module_global(module_, name);
-    }
+    Result<DeviceGlobal> global(const std::string& name) const;
 
     // Finds a resolved kernel without locking; resolve() asks the driver on first use.
     const ResolvedKernel* find_kernel(std::string_view name) const noexcept {
@@ -191,6 +208,8 @@ private:
     static RefStripes& sealed_block() noexcept;
 
     static bool dead(std::int64_t count) noexcept { return count >= kDead / 2; }
+    // Whether `symbol` is this key's to find in its code: always, but in a bundle member's.
+    bool owns(std::string_view symbol) const;
     RefStripes* block() const noexcept { return stripes_.load(std::memory_order_acquire); }
     std::uint32_t try_acquire_slow(std::uint32_t stripe) noexcept;
     void release_home() noexcept;
@@ -212,6 +231,9 @@ private:
     const compile::PtxParamSizes param_sizes_;
     const std::shared_ptr<driver::Driver> driver_;
     const std::shared_ptr<ModuleCounters> counters_;
+    // A bundle member's: the code it shares (dropped when it unloads), and what of it is its own.
+    std::shared_ptr<const SharedCode> shared_code_;
+    std::vector<std::string> own_symbols_;
 
     std::mutex resolve_mutex_;  // serialises resolve(); readers use kernels_ without it
     std::atomic<const ResolvedKernel*> kernels_{nullptr};  // push-front list, release/acquire

@@ -85,6 +85,7 @@ LoadedModules::LoadedModules(CacheOptions options_in)
       driver_(options.driver ? options.driver : driver::default_driver()),
       module_counters_(std::make_shared<ModuleCounters>()),
       builder_(build_options(options)),
+      bundles_(builder_.tiers()),
       table_(new ModuleTable({})) {
     for (const std::string& problem : options.configuration_problems) {
         util::warn_once("config:" + problem, "setting not used: " + problem);
@@ -97,7 +98,9 @@ LoadedModules::LoadedModules(CacheOptions options_in)
 }
 
 LoadedModules::~LoadedModules() {
-    // The compiles' entries still queued are written first: the final flush counts them.
+    // No bundle is linked any more (a link running ends first); the compiles' entries still
+    // queued are written: the final flush counts them.
+    bundles_.stop();
     builder_.tiers()->finish_writes();
     stats_flusher_.reset();  // its final flush reads stats(), which reads table_
     std::lock_guard lock(clear_mutex);
@@ -291,6 +294,84 @@ Result<ModuleHandle> LoadedModules::load_and_publish(std::string_view key, int a
         }
     }
     return module;
+}
+
+}  // namespace kcache::cache
+
+namespace kcache::cache {
+
+Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
+    const build::BundlePlan& plan, const store::Found& found,
+    const std::vector<BundledKey>& members, int arch) {
+    std::vector<std::optional<ModuleHandle>> modules(members.size());
+    // The flight of each key this load publishes; a key another thread is loading, or loaded,
+    // stays with it. Every landing succeeds, whatever the load does: a waiter then looks again,
+    // and loads the key itself if it is still not there.
+    std::vector<std::unique_ptr<util::SingleFlight::Landing>> landings(members.size());
+    std::size_t led = 0;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        const std::string id = flight_id(members[i].key, arch);
+        auto ticket = flights_.join(id);
+        if (!ticket.leader) continue;
+        landings[i] = std::make_unique<util::SingleFlight::Landing>(flights_, id, ticket.flight);
+        landings[i]->succeed();
+        if (probe_exists(members[i].key, arch, util::hash_key(members[i].key, arch))) {
+            landings[i].reset();
+            continue;
+        }
+        ++led;
+    }
+    if (led == 0) return modules;
+    TRY_ASSIGN(const driver::ModuleId loaded,
+               load_bundle_code(*driver_, builder_.tiers(), plan.fingerprint, found));
+    auto code = std::make_shared<const SharedCode>(loaded, driver_);
+    // Each member's own parameter sizes, from the bundle's line of all of them.
+    const std::optional<compile::PtxParamSizes> sizes =
+        options.verify ? std::nullopt
+                       : compile::parse_param_sizes_line(found.entry->key().param_sizes);
+    const store::ArtifactStore::Outcome outcome =
+        found.tier == store::Tier::kMemory ? store::ArtifactStore::Outcome::kMemoryHit
+        : found.tier == store::Tier::kDisk ? store::ArtifactStore::Outcome::kDiskHit
+                                           : store::ArtifactStore::Outcome::kRemoteHit;
+    std::vector<LoadedModule*> evicted;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        if (landings[i] == nullptr) continue;
+        const BundledKey& member = members[i];
+        compile::PtxParamSizes own;
+        if (sizes) {
+            for (const auto& kernel : *sizes) {
+                if (std::binary_search(member.symbols->begin(), member.symbols->end(),
+                                       kernel.first)) {
+                    own.push_back(kernel);
+                }
+            }
+        }
+        const std::uint64_t hash = util::hash_key(member.key, arch);
+        auto* entry = new LoadedModule(
+            std::string(member.key), arch, hash,
+            build::source_digest(*member.source, arch, member.source_bytes), plan.fingerprint,
+            loaded, driver_, module_counters_, {}, std::move(own));
+        entry->share(code, *member.symbols);
+        entry->add_ref(LoadedModule::kHomeStripe);
+        modules[i].emplace(ModuleHandle(entry, LoadedModule::kHomeStripe));
+        misses_.fetch_add(1, std::memory_order_relaxed);
+        thread_counters().misses++;
+        builder_.tiers()->count(outcome);
+        std::lock_guard lock(write_mutex_);
+        std::vector<LoadedModule*> victims = publish(entry);
+        evicted.insert(evicted.end(), victims.begin(), victims.end());
+    }
+    KCACHE_LOG(kInfo, "loaded " + std::to_string(led) + " keys (sm_" + std::to_string(arch) +
+                          ") from bundle " + plan.fingerprint.hex());
+    if (!evicted.empty()) {
+        util::EpochDomain::Batch batch(util::EpochDomain::global());
+        for (LoadedModule* victim : evicted) {
+            util::log_line(util::LogLevel::kInfo,
+                           "evicted " + describe_key(victim->key, victim->arch));
+            victim->retire();
+        }
+    }
+    return modules;
 }
 
 }  // namespace kcache::cache

@@ -13,6 +13,8 @@
 
 #include "build/artifact_builder.hpp"
 #include "build/built_artifact.hpp"
+#include "build/bundle.hpp"
+#include "cache/bundle_builder.hpp"
 #include "cache/loaded_module.hpp"
 #include "cache/module_table.hpp"
 #include "cache/stats_flusher.hpp"
@@ -64,6 +66,25 @@ public:
     Result<FirstLook> look_in_tiers(std::string_view key, FunctionRef<Result<Source>()> make,
                                     int arch);
 
+    // One member of a bundle, for load_bundle(): the key it is asked by, and its PTX source as
+    // warm_up planned it.
+    struct BundledKey {
+        std::string_view key;
+        const Source* source = nullptr;
+        util::Fingerprint source_bytes{};                   // util::bytes_hash of its bytes
+        const std::vector<std::string>* symbols = nullptr;  // its own, sorted
+    };
+    // Loads a bundle's code (`found` under `plan`) once and publishes each member under its key,
+    // sharing it; each counts as a miss served by `found`'s tier. Per member, in order: its
+    // module, or nullopt where another thread is loading the key or loaded it (the caller looks
+    // it up as kernel() would). An error (the code did not load) publishes nothing.
+    Result<std::vector<std::optional<ModuleHandle>>> load_bundle(
+        const build::BundlePlan& plan, const store::Found& found,
+        const std::vector<BundledKey>& members, int arch);
+    // The tiers (warm_up looks for bundles), and the links of bundles not found.
+    store::ArtifactStore& tiers() const noexcept { return *builder_.tiers(); }
+    BundleBuilder& bundles() noexcept { return bundles_; }
+
     // Removes a broken module: its JIT failed when a kernel was first resolved (with lazy loading
     // the driver may defer the JIT past load_module, and a failed compile must not stay cached),
     // or its code could not be loaded into another context any more (kArtifactGone).
@@ -73,6 +94,7 @@ public:
     // The compiles' disk writes, the remote uploads and the remote hits' disk writes queued so
     // far, all done.
     void wait_for_uploads() {
+        bundles_.drain();
         builder_.tiers()->drain_writes();
         if (store::remote::RemoteTier* remote = builder_.tiers()->remote()) remote->drain_uploads();
         builder_.tiers()->drain_refills();
@@ -82,6 +104,7 @@ public:
     // threads stop (nothing of theirs runs during static destruction); then the statistics are
     // flushed.
     void at_exit() {
+        bundles_.stop();
         builder_.tiers()->finish_writes();
         if (store::remote::RemoteTier* remote = builder_.tiers()->remote()) {
             remote->finish_uploads(remote->exit_grace());
@@ -137,6 +160,7 @@ private:
     std::shared_ptr<driver::Driver> driver_;
     std::shared_ptr<ModuleCounters> module_counters_;
     build::ArtifactBuilder builder_;
+    BundleBuilder bundles_;  // after builder_: it stores in its tiers
 
     // Read by every hit, written only when a miss publishes: on a line of their own, away from
     // the writers' lock and the counters.

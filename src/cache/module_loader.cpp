@@ -50,6 +50,17 @@ std::optional<compile::PtxParamSizes> recorded_param_sizes(
     return compile::parse_param_sizes_line(artifact->key().param_sizes);
 }
 
+Result<driver::ModuleId> load_bundle_code(driver::Driver& driver,
+                                          const std::shared_ptr<store::ArtifactStore>& tiers,
+                                          const util::Fingerprint& fingerprint,
+                                          const store::Found& found) {
+    driver::ImageSource again = found.tier == store::Tier::kDisk
+                                    ? read_back(tiers, fingerprint, *found.entry)
+                                    : driver::ImageSource();
+    const std::string_view payload = found.entry->payload();
+    return driver.load_binary(driver::Image{payload, found.entry}, std::move(again));
+}
+
 Result<LoadedCode> load_module(driver::Driver& driver,
                                const std::shared_ptr<store::ArtifactStore>& tiers,
                                std::string_view key, const Source& source,

@@ -40,4 +40,11 @@ Result<LoadedCode> load_module(driver::Driver& driver,
                                std::string_view key, const Source& source,
                                build::BuiltArtifact built);
 
+// Loads the code a bundle's members share (build/bundle.hpp), found in a tier under
+// `fingerprint`: a disk hit without keeping its bytes, as load_module() loads one.
+Result<driver::ModuleId> load_bundle_code(driver::Driver& driver,
+                                          const std::shared_ptr<store::ArtifactStore>& tiers,
+                                          const util::Fingerprint& fingerprint,
+                                          const store::Found& found);
+
 }  // namespace kcache::cache

@@ -19,6 +19,7 @@ Result<CacheOptions> to_cache_options(const util::Config& config) {
     TRY_ASSIGN(const std::uint64_t max_entries, config.get_uint("max_entries"));
     options.max_entries = static_cast<std::size_t>(max_entries);
     TRY_ASSIGN(options.verify, config.get_bool("verify"));
+    TRY_ASSIGN(options.bundle_warm_ups, config.get_bool("bundles"));
     TRY_ASSIGN(options.allow_shared_directory, config.get_bool("allow_shared_dir"));
     TRY_ASSIGN(options.read_only, config.get_bool("read_only"));
     TRY_ASSIGN(const std::uint64_t workers, config.get_uint("compile_workers"));

@@ -17,6 +17,7 @@
 
 #include "cache/key_context.hpp"
 #include "cache/loaded_modules.hpp"
+#include "cache/warm_up_bundles.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "util/log.hpp"
 
@@ -170,10 +171,7 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
             (seen.insert(items[i].key).second ? firsts : repeats).push_back(i);
         }
     }
-    std::vector<Slot> slots(items.size());
-    ReadyQueue ready(kWarmUpReadAhead);
-    std::atomic<std::size_t> next{0};  // into `firsts`
-    std::mutex progress_mutex;         // serialises the caller's callback and `done`
+    std::mutex progress_mutex;  // serialises the caller's callback and `done`
     std::size_t done = 0;
     auto finished = [&](std::string_view key, const Error* error) {
         if (!progress) return;
@@ -181,10 +179,46 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
         ++done;
         report(progress, {done, items.size(), key, error});
     };
+
+    // The bundles a tier has load first, each as one module for its members; the rest of the
+    // warm-up takes the sources generated to name them, without generating them again.
+    std::optional<cache::WarmUpBundles> bundles;
+    if (modules_->options.bundle_warm_ups && firsts.size() > 1) {
+        bundles.emplace(*modules_, items, firsts, *arch, threads, kPatience);
+        std::vector<std::optional<ModuleHandle>> loaded = bundles->load();
+        std::vector<std::size_t> rest;
+        for (const std::size_t i : firsts) {
+            auto kernel = loaded[i] ? loaded[i]->kernel(items[i].kernel_name)
+                                    : Result<KernelHandle>(Error(Errc::kKernelNotFound, ""));
+            if (!kernel) {
+                // Not bundled, or its kernel not resolved: the way of every other item, which
+                // says why (and drops a module whose code is broken).
+                if (loaded[i] && (kernel.error().code() == Errc::kCompileFailed ||
+                                  kernel.error().code() == Errc::kArtifactGone)) {
+                    modules_->discard(*loaded[i]);
+                }
+                rest.push_back(i);
+                continue;
+            }
+            results[i] = std::move(*kernel);
+            finished(items[i].key, nullptr);
+        }
+        firsts = std::move(rest);
+    }
+    // Item i's source: the one generated for the bundles if any (copied: the bundles link it
+    // later), else its generator's.
+    auto generate = [&](std::size_t i) -> Result<Source> {
+        if (const Source* kept = bundles ? bundles->source(i) : nullptr) return *kept;
+        return items[i].make_source();
+    };
+
+    std::vector<Slot> slots(items.size());
+    ReadyQueue ready(kWarmUpReadAhead);
+    std::atomic<std::size_t> next{0};  // into `firsts`
     // Loads item `i` on the calling thread, from what a worker made if it made anything.
     auto load = [&](std::size_t i, std::optional<cache::PreparedArtifact>* prepared) {
         const WarmUpItem& item = items[i];
-        auto made = [&]() -> Result<Source> { return item.make_source(); };
+        auto made = [&]() -> Result<Source> { return generate(i); };
         results[i] = kernel_impl(item.key, made, item.kernel_name, prepared);
     };
     // Two passes on the workers: every item is first looked for in the tiers, and goes to be
@@ -213,7 +247,7 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
             const WarmUpItem& item = items[i];
             Slot& slot = slots[i];
             if (!modules_->contains(item.key, *arch)) {
-                auto made = [&]() -> Result<Source> { return item.make_source(); };
+                auto made = [&]() -> Result<Source> { return generate(i); };
                 auto look = modules_->look_in_tiers(item.key, made, *arch);
                 if (!look) {
                     slot.error = cache::with_key(item.key, look.error());
@@ -298,6 +332,7 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
         load(i, nullptr);
         finished(items[i].key, results[i] ? nullptr : &results[i].error());
     }
+    if (bundles) bundles->queue_missing(results);
     return results;
 }
 

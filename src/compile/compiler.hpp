@@ -77,5 +77,9 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target,
 
 // kCompileFailed with nvJitLink's log on an error; kUnsupported if nvJitLink is missing.
 Result<Compiled> link_ptx(const std::string& ptx, const Target& target);
+// Several PTX modules linked into one cubin, each an input of its own: one module to load for all
+// their kernels. kCompileFailed with nvJitLink's log when two define one visible symbol alike.
+Result<Compiled> link_ptx_bundle(const std::vector<const std::string*>& modules,
+                                 const Target& target);
 
 }  // namespace kcache::compile

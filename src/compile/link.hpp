@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// One input through nvJitLink to a cubin: PTX for link_ptx(), NVRTC's LTO IR for compile_cuda's
-// lean recipe.
+// Inputs through nvJitLink to a cubin: PTX for link_ptx() and link_ptx_bundle(), NVRTC's LTO IR
+// for compile_cuda's lean recipe.
 #pragma once
 
 #include <string>
@@ -12,6 +12,12 @@
 #include "kcache/result.hpp"
 
 namespace kcache::compile {
+
+// One input of a link: its bytes, and the name nvJitLink's messages give it.
+struct LinkSource {
+    std::string_view bytes;
+    std::string name;
+};
 
 // `name` is shown in nvJitLink's messages; LTO IR is linked with -lto -optimize-unused-variables
 // and `extra_options`. kCompileFailed with nvJitLink's log on an error; kUnsupported if

@@ -18,6 +18,7 @@
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "ptx_kernels.hpp"
+#include "store/artifact_format.hpp"
 #include "testing/redis_server.hpp"
 #include "util/epoch.hpp"
 
@@ -476,6 +477,54 @@ TEST_F(GpuTest, WarmUpColdAndFromTheDiskTierGivesKernelsThatMatchTheCpuReference
         EXPECT_EQ(stats.compiles, warm ? 0u : items.size());
         EXPECT_EQ(stats.disk_hits, warm ? items.size() : 0u);
     }
+}
+
+// A warm-up's bundles (its modules linked a few to a cubin after it): a later warm-up loads each
+// as one module for its keys, and every kernel it hands back computes the right thing.
+TEST_F(GpuTest, KernelsLoadedFromAWarmUpsBundleMatchTheCpuReference) {
+    if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << "no nvJitLink: nothing is stored";
+    test::TempDir temp;
+    CacheOptions options;
+    options.disk_directory = temp.path() + "/cache";
+    const std::vector<int> widths = {32, 100, 257, 1000, 1024};
+    std::vector<WarmUpItem> items;
+    for (int cols : widths) {
+        const std::string name = "softmax_rows_" + std::to_string(cols);
+        items.push_back({"softmax:" + std::to_string(cols),
+                         [cols, name]() -> Result<Source> {
+                             return Source::ptx(examples::softmax_rows_ptx(cols, name));
+                         },
+                         name});
+    }
+    {
+        KernelCache cache(options);
+        for (auto& result : cache.warm_up(items, 4)) ASSERT_TRUE(result.ok());
+        cache.wait_for_uploads();
+    }
+    std::size_t bundles = 0;
+    for (const auto& file : test::entry_files(options.disk_directory)) {
+        auto entry = store::decode(test::read_file(file.string()));
+        bundles += entry && entry->key.source_kind == "ptx bundle" ? 1 : 0;
+    }
+    ASSERT_EQ(bundles, 1u);
+    KernelCache cache(options);
+    auto results = cache.warm_up(items, 4);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        ASSERT_TRUE(results[i].ok()) << results[i].error().describe();
+        const int cols = widths[i], rows = 33;
+        auto in = random_floats(static_cast<std::size_t>(rows * cols), 290u + i);
+        auto din = upload(in), dout = poisoned(in.size());
+        const auto r = static_cast<std::uint32_t>(rows);
+        ASSERT_TRUE(results[i]->launch_with(linear(r), dout.address(), din.address(), r).ok());
+        ASSERT_TRUE(context_->synchronize().ok());
+        expect_close(*dout.download_floats(), examples::softmax_rows_ref(in, rows, cols), 1e-4);
+    }
+    EXPECT_EQ(cache.stats().compiles, 0u);
+    EXPECT_EQ(cache.stats().disk_hits, items.size());
+    // A key finds only its own kernel in the code it shares.
+    auto other = cache.kernel(items[0].key, items[0].make_source, items[1].kernel_name);
+    ASSERT_FALSE(other.ok());
+    EXPECT_EQ(other.error().code(), Errc::kKernelNotFound);
 }
 
 // A GPU node with an empty disk runs kernels another node compiled into Redis, and they compute

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bundles: the PTX modules of a warm-up linked into a few cubins, each stored as an artifact of
+// its own, so that a later warm-up of the same modules loads a few modules instead of one per key
+// (the driver charges a module load about as much as the kernels in it: docs/performance.md).
+// A bundle is named by its members' own fingerprints: a member whose source changed is another
+// member, and the bundle another bundle.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compile/compiler.hpp"
+#include "kcache/result.hpp"
+#include "store/artifact_format.hpp"
+#include "store/artifact_store.hpp"
+#include "util/fingerprint.hpp"
+
+namespace kcache::build {
+
+// One PTX module of a warm-up, as a bundle takes it.
+struct BundleMember {
+    util::Fingerprint fingerprint;     // its own artifact's (BuildPlan::fingerprint)
+    std::vector<std::string> symbols;  // its kernels and variables (compile::ptx_module_symbols)
+};
+
+// The most members one bundle links: a bundle is built after the warm-up that asked for it, on
+// one thread, so that smaller bundles are ready sooner and several build at once.
+inline constexpr std::size_t kBundleMembers = 16;
+
+// Members packed into bundles, as indices into `members`: in fingerprint order, each into the
+// first bundle that names none of its symbols and has room (two modules naming one kernel
+// or variable do not link together, or leave the name ambiguous; generators reuse kernel names
+// for other shapes). A bundle of one member
+// is left out. The same members pack the same way, whatever order they come in.
+std::vector<std::vector<std::size_t>> pack_bundles(const std::vector<BundleMember>& members);
+
+struct BundlePlan {
+    util::Fingerprint fingerprint;  // the bundle artifact's, in every tier
+    store::KeyMaterial key;
+};
+// The plan of a bundle of `members`, in the order given (pack_bundles'). `toolchain`: the
+// members' own plans' (BuildPlan::key.toolchain), the same for every PTX module.
+BundlePlan plan_bundle(const std::vector<const BundleMember*>& members,
+                       const compile::Target& target, const std::string& toolchain);
+
+// The bundle's artifact, and the tier it came from, if a tier holds it with the plan's key
+// material. Counts no lookup.
+std::optional<store::Found> find_bundle(store::ArtifactStore& tiers, const BundlePlan& plan);
+
+// Links the members' PTX (`ptx`, in the plan's order) and puts the bundle in the tiers, its disk
+// write queued. kCompileFailed with nvJitLink's log when the modules do not link together.
+Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
+                         const std::vector<const std::string*>& ptx, const compile::Target& target);
+
+}  // namespace kcache::build

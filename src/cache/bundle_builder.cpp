@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cache/bundle_builder.hpp"
+
+#include <system_error>
+#include <utility>
+
+#include "util/log.hpp"
+
+namespace kcache::cache {
+
+BundleBuilder::BundleBuilder(std::shared_ptr<store::ArtifactStore> tiers)
+    : tiers_(std::move(tiers)) {}
+
+BundleBuilder::~BundleBuilder() {
+    stop();
+}
+
+void BundleBuilder::add(Job job) {
+    std::lock_guard lock(mutex_);
+    if (stopping_ || !seen_.insert(job.plan.fingerprint.hex()).second) return;
+    queue_.push_back(std::move(job));
+    // A thread more while there are fewer than jobs waiting: each link is long.
+    if (threads_.size() < kThreads && threads_.size() - running_ < queue_.size()) {
+        try {
+            threads_.emplace_back([this] { work(); });
+        } catch (const std::system_error& e) {
+            util::log_line(util::LogLevel::kInfo,
+                           std::string("bundles: a linking thread did not start: ") + e.what());
+            if (threads_.empty()) {
+                queue_.pop_back();  // nobody would take it
+                return;
+            }
+        }
+    }
+    work_.notify_one();
+}
+
+void BundleBuilder::work() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        Job job = std::move(queue_.front());
+        queue_.pop_front();
+        ++running_;
+        lock.unlock();
+        std::vector<const std::string*> ptx;
+        ptx.reserve(job.ptx.size());
+        for (const std::string& module : job.ptx) ptx.push_back(&module);
+        const Result<void> made = build::make_bundle(*tiers_, job.plan, ptx, job.target);
+        if (made) {
+            KCACHE_LOG(kInfo, "bundle " + job.plan.fingerprint.hex() + " of " +
+                                  std::to_string(ptx.size()) + " PTX modules stored");
+        } else {
+            util::log_line(util::LogLevel::kInfo,
+                           "bundle " + job.plan.fingerprint.hex() + " of " +
+                               std::to_string(ptx.size()) +
+                               " PTX modules not made: " + made.error().message());
+        }
+        lock.lock();
+        --running_;
+        ++(made ? built_ : failed_);
+        done_.notify_all();
+    }
+}
+
+void BundleBuilder::drain() {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return stopping_ || (queue_.empty() && running_ == 0); });
+}
+
+void BundleBuilder::stop() {
+    std::vector<std::thread> threads;
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+        queue_.clear();
+        threads.swap(threads_);
+    }
+    work_.notify_all();
+    done_.notify_all();
+    for (std::thread& thread : threads) thread.join();
+}
+
+std::size_t BundleBuilder::built() const {
+    std::lock_guard lock(mutex_);
+    return built_;
+}
+
+std::size_t BundleBuilder::failed() const {
+    std::lock_guard lock(mutex_);
+    return failed_;
+}
+
+}  // namespace kcache::cache

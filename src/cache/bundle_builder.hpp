@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+// Links bundles (build/bundle.hpp) on threads of its own, after the warm-ups that asked for them:
+// a bundle's link takes about as long as compiling its members again, and nobody waits for it.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "build/bundle.hpp"
+#include "compile/compiler.hpp"
+#include "store/artifact_store.hpp"
+
+namespace kcache::cache {
+
+class BundleBuilder {
+public:
+    struct Job {
+        build::BundlePlan plan;
+        compile::Target target;
+        std::vector<std::string> ptx;  // the members', in the plan's order
+    };
+
+    // Threads that link at once, at most: each link is one thread's work.
+    static constexpr std::size_t kThreads = 4;
+
+    explicit BundleBuilder(std::shared_ptr<store::ArtifactStore> tiers);
+    ~BundleBuilder();  // stop()
+    BundleBuilder(const BundleBuilder&) = delete;
+    BundleBuilder& operator=(const BundleBuilder&) = delete;
+
+    // Queued, unless this process queued the same bundle before (one that did not link is not
+    // tried again) or stop() came.
+    void add(Job job);
+    // Until every job queued so far is done.
+    void drain();
+    // Jobs not started are dropped; the links running end first.
+    void stop();
+
+    std::size_t built() const;   // bundles stored
+    std::size_t failed() const;  // links or stores that failed (logged)
+
+private:
+    void work();
+
+    const std::shared_ptr<store::ArtifactStore> tiers_;
+    mutable std::mutex mutex_;
+    std::condition_variable work_;          // a job came, or stop()
+    std::condition_variable done_;          // a job ended, or stop()
+    std::deque<Job> queue_;                 // guarded by mutex_
+    std::unordered_set<std::string> seen_;  // bundles' fingerprints (hex), guarded by mutex_
+    std::vector<std::thread> threads_;      // guarded by mutex_
+    std::size_t running_ = 0, built_ = 0, failed_ = 0;  // guarded by mutex_
+    bool stopping_ = false;                             // guarded by mutex_
+};
+
+}  // namespace kcache::cache

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cache/warm_up_bundles.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "build/plan.hpp"
+#include "cache/source_guard.hpp"
+#include "compile/ptx_params.hpp"
+#include "util/log.hpp"
+
+namespace kcache::cache {
+
+namespace {
+
+// Runs `each(n)` for every n below `count` on worker threads, never the caller's (a warm-up
+// makes nothing on it): one at first, and one more each time `patience` passes with items left,
+// up to `threads`. A thread that cannot start stops the growth; with none, the caller runs them.
+template <class Each>
+void on_workers(std::size_t count, unsigned threads, std::chrono::microseconds patience,
+                Each each) {
+    std::atomic<std::size_t> next{0};
+    std::mutex mutex;
+    std::condition_variable all_done;
+    std::size_t done = 0;  // guarded by mutex
+    auto work = [&] {
+        for (std::size_t n = next.fetch_add(1); n < count; n = next.fetch_add(1)) {
+            each(n);
+            std::lock_guard lock(mutex);
+            if (++done == count) all_done.notify_all();
+        }
+    };
+    std::vector<std::thread> pool;
+    const unsigned most = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(count)));
+    bool can_grow = true;
+    std::unique_lock lock(mutex);
+    while (done < count) {
+        if (can_grow && pool.size() < most && next.load() < count) {
+            try {
+                pool.emplace_back(work);
+            } catch (const std::system_error& e) {
+                can_grow = false;
+                util::log_line(util::LogLevel::kInfo,
+                               std::string("warm_up: a worker thread did not start: ") + e.what());
+            }
+        }
+        if (pool.empty()) {  // none started: made here after all
+            lock.unlock();
+            work();
+            lock.lock();
+            break;
+        }
+        all_done.wait_for(lock, patience, [&] { return done == count; });
+    }
+    lock.unlock();
+    for (std::thread& thread : pool) thread.join();
+}
+
+}  // namespace
+
+WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpItem>& items,
+                             const std::vector<std::size_t>& indices, int arch, unsigned threads,
+                             std::chrono::microseconds patience)
+    : modules_(modules), items_(items), arch_(arch), sources_(items.size()) {
+    std::vector<std::optional<Member>> planned(indices.size());
+    on_workers(indices.size(), threads, patience, [&](std::size_t n) {
+        const std::size_t i = indices[n];
+        const WarmUpItem& item = items_[i];
+        if (modules_.contains(item.key, arch_)) return;
+        auto source = generate_source([&]() -> Result<Source> { return item.make_source(); });
+        if (!source) return;
+        sources_[i] = std::move(*source);
+        const Source& made = *sources_[i];
+        if (made.kind != SourceKind::kPtx || made.bytes.empty()) return;
+        auto plan = build::plan_build(arch_, made, modules_.options.host_compile);
+        if (!plan || !*plan) return;  // no host compile: nothing to bundle
+        Member& member = planned[n].emplace();
+        member.item = i;
+        member.bundled = {(*plan)->fingerprint, compile::ptx_module_symbols(made.bytes)};
+        member.source_bytes = (*plan)->source_bytes;
+        member.target = (*plan)->target;
+        member.toolchain = std::move((*plan)->key.toolchain);
+    });
+    for (auto& member : planned) {
+        if (member) members_.push_back(std::move(*member));
+    }
+}
+
+const Source* WarmUpBundles::source(std::size_t i) const {
+    return sources_[i] ? &*sources_[i] : nullptr;
+}
+
+std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
+    std::vector<std::optional<ModuleHandle>> loaded(items_.size());
+    // Modules of one target and toolchain link together (sm_90a PTX apart from sm_90 PTX).
+    std::map<std::pair<std::string, std::string>, std::vector<const Member*>> groups;
+    for (const Member& member : members_) {
+        groups[{member.target.name(), member.toolchain}].push_back(&member);
+    }
+    for (const auto& [group, members] : groups) {
+        std::vector<build::BundleMember> bundled;
+        bundled.reserve(members.size());
+        for (const Member* member : members) bundled.push_back(member->bundled);
+        for (const std::vector<std::size_t>& packed : build::pack_bundles(bundled)) {
+            Missing bundle{{}, members[packed.front()]->target, {}};
+            std::vector<const build::BundleMember*> planned;
+            for (const std::size_t at : packed) {
+                bundle.members.push_back(members[at]);
+                planned.push_back(&members[at]->bundled);
+            }
+            bundle.plan = build::plan_bundle(planned, bundle.target, group.second);
+            const std::optional<store::Found> found =
+                build::find_bundle(modules_.tiers(), bundle.plan);
+            if (!found) {
+                missing_.push_back(std::move(bundle));
+                continue;
+            }
+            std::vector<LoadedModules::BundledKey> keys;
+            keys.reserve(bundle.members.size());
+            for (const Member* member : bundle.members) {
+                keys.push_back({items_[member->item].key, &*sources_[member->item],
+                                member->source_bytes, &member->bundled.symbols});
+            }
+            auto modules = modules_.load_bundle(bundle.plan, *found, keys, arch_);
+            if (!modules) {
+                // Stored, but not loadable here: its members load one by one, and it is not
+                // linked again.
+                util::log_line(util::LogLevel::kInfo,
+                               "bundle " + bundle.plan.fingerprint.hex() +
+                                   " did not load: " + modules.error().message());
+                continue;
+            }
+            for (std::size_t m = 0; m < keys.size(); ++m) {
+                loaded[bundle.members[m]->item] = std::move((*modules)[m]);
+            }
+        }
+    }
+    return loaded;
+}
+
+void WarmUpBundles::queue_missing(const std::vector<Result<KernelHandle>>& results) {
+    for (Missing& bundle : missing_) {
+        bool all_loaded = true;
+        for (const Member* member : bundle.members)
+            all_loaded = all_loaded && results[member->item].ok();
+        if (!all_loaded) continue;  // a member that failed would fail the link too
+        BundleBuilder::Job job{std::move(bundle.plan), bundle.target, {}};
+        job.ptx.reserve(bundle.members.size());
+        for (const Member* member : bundle.members)
+            job.ptx.push_back(sources_[member->item]->bytes);
+        modules_.bundles().add(std::move(job));
+    }
+    missing_.clear();
+}
+
+}  // namespace kcache::cache

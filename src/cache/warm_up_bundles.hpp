@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// warm_up's bundles (build/bundle.hpp): before a warm-up makes anything, the bundles of its PTX
+// modules are looked for in the tiers and loaded, each as one module for its members; after it,
+// the bundles no tier had are queued to be linked, for the next warm-up of the same modules.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "build/bundle.hpp"
+#include "cache/loaded_modules.hpp"
+#include "kcache/kernel_cache.hpp"
+
+namespace kcache::cache {
+
+class WarmUpBundles {
+public:
+    // Generates the source of each item at `indices` (a warm-up's first item of each key) not
+    // loaded yet, once, and plans the PTX ones: what their bundles are named by. On up to
+    // `threads` workers, started as warm_up starts its own (one more each `patience`); a
+    // generator that fails is left to the warm-up, which calls it again and reports it.
+    WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpItem>& items,
+                  const std::vector<std::size_t>& indices, int arch, unsigned threads,
+                  std::chrono::microseconds patience);
+
+    // Loads the bundles a tier has: the modules loaded, by item index (nullopt for the rest).
+    std::vector<std::optional<ModuleHandle>> load();
+    // The source generated for item `i`, or null: the rest of the warm-up takes a copy of it
+    // rather than generating it again.
+    const Source* source(std::size_t i) const;
+    // After the warm-up, with its results by item index: the bundles no tier had, every member of
+    // which loaded, queued to be linked (LoadedModules::bundles()).
+    void queue_missing(const std::vector<Result<KernelHandle>>& results);
+
+private:
+    struct Member {
+        std::size_t item = 0;
+        build::BundleMember bundled;
+        util::Fingerprint source_bytes{};
+        compile::Target target;
+        std::string toolchain;
+    };
+    struct Missing {
+        build::BundlePlan plan;
+        compile::Target target;
+        std::vector<const Member*> members;
+    };
+
+    LoadedModules& modules_;
+    const std::vector<WarmUpItem>& items_;
+    const int arch_;
+    std::vector<std::optional<Source>> sources_;  // by item index
+    std::vector<Member> members_;                 // the PTX items planned for a host compile
+    std::vector<Missing> missing_;
+};
+
+}  // namespace kcache::cache
