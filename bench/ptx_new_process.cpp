@@ -453,12 +453,14 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory,
             cache.stats().disk_hits != static_cast<std::uint64_t>(count))
             return 5;
         if (set.launchable && !launch_each(handles, empty, *context, launch_ms)) return 6;
-    } else if (mode == "kcache-warm-up") {  // the same kernels asked for at once, 16 threads
+    } else if (mode == "kcache-warm-up" || mode == "kcache-warm-up-unbundled") {
+        // The same kernels asked for at once, 16 threads; their bundles loaded, or not.
         faults = -minor_faults();
         const auto start = std::chrono::steady_clock::now();
         profile_window("enable");
         CacheOptions options;
         options.disk_directory = directory + "/kcache";
+        options.bundle_warm_ups = mode == "kcache-warm-up";
         KernelCache cache(options);
         open_ms = ms_since(start);
         const std::vector<WarmUpItem> items = set.handed_over_items();
@@ -750,7 +752,9 @@ std::string run_ptx_new_process_set(const std::string& directory, const std::str
         modes = {modes[0], modes[1], modes[2], modes[4]};
         modes[3].what =
             "kcache: the same, all asked for at once (warm_up, 16 threads; opening "
-            "included)";
+            "included; its bundles loaded)";
+        modes.push_back({"kcache-warm-up-unbundled",
+                         "kcache: the same warm_up with bundles off (one module per key)"});
         modes.push_back({"floor-threads-4",
                          "for scale: the floor's loads spread over 4 threads, the context current "
                          "on each"});

@@ -183,7 +183,8 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
     // The bundles a tier has load first, each as one module for its members; the rest of the
     // warm-up takes the sources generated to name them, without generating them again.
     std::optional<cache::WarmUpBundles> bundles;
-    if (modules_->options.bundle_warm_ups && firsts.size() > 1) {
+    if (modules_->options.bundle_warm_ups && firsts.size() > 1 &&
+        (modules_->tiers().disk() != nullptr || modules_->tiers().remote() != nullptr)) {
         bundles.emplace(*modules_, items, firsts, *arch, threads, kPatience);
         std::vector<std::optional<ModuleHandle>> loaded = bundles->load();
         std::vector<std::size_t> rest;

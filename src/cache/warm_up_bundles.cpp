@@ -145,6 +145,12 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
 }
 
 void WarmUpBundles::queue_missing(const std::vector<Result<KernelHandle>>& results) {
+    // Linked only for a tier another process reads: a writable disk, or a remote tier.
+    const store::DiskStore* disk = modules_.tiers().disk();
+    if ((disk == nullptr || disk->read_only()) && modules_.tiers().remote() == nullptr) {
+        missing_.clear();
+        return;
+    }
     for (Missing& bundle : missing_) {
         bool all_loaded = true;
         for (const Member* member : bundle.members)

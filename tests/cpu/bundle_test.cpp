@@ -206,6 +206,30 @@ TEST_F(BundleTest, TurnedOffAWarmUpLinksAndLoadsNoBundle) {
     EXPECT_EQ(fake_->loads() - loads, 4);
 }
 
+TEST_F(BundleTest, AReadOnlyCacheLoadsBundlesButLinksNone) {
+    const auto first = distinct(3);
+    warm_up_and_bundle(first);
+    CacheOptions read_only = options();
+    read_only.read_only = true;
+    {
+        KernelCache cache(read_only);
+        const int loads = fake_->loads();
+        expect_all_ok(cache.warm_up(first, 1));
+        EXPECT_EQ(fake_->loads() - loads, 1);
+    }
+    // Another set, whose modules a writer stored one by one: read, not linked.
+    auto items = distinct(5);
+    {
+        CacheOptions off = options();
+        off.bundle_warm_ups = false;
+        warm_up_and_bundle(items, off);
+    }
+    KernelCache cache(read_only);
+    expect_all_ok(cache.warm_up(items, 1));
+    cache.wait_for_uploads();
+    EXPECT_EQ(bundle_files().size(), 1u);
+}
+
 TEST_F(BundleTest, ACorruptBundleLeavesItsKeysToLoadOneByOne) {
     const auto items = distinct(4);
     warm_up_and_bundle(items);
