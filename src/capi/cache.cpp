@@ -36,6 +36,7 @@ kcache_options defaults() {
     c.compile_workers = cpp.compile_workers;
     c.disk_max_bytes = cpp.disk_max_bytes;
     c.disk_max_files = cpp.disk_max_files;
+    c.bundle_warm_ups = cpp.bundle_warm_ups ? 1 : 0;
     return c;
 }
 
@@ -51,6 +52,7 @@ CacheOptions to_cpp(const kcache_options& c) {
     cpp.compile_workers = c.compile_workers;
     cpp.disk_max_bytes = c.disk_max_bytes;
     cpp.disk_max_files = c.disk_max_files;
+    cpp.bundle_warm_ups = c.bundle_warm_ups != 0;
     return cpp;
 }
 

@@ -461,7 +461,7 @@ NB_MODULE(_kcache, m) {
                bool read_only, std::size_t compile_workers, bool host_compile,
                std::size_t memory_bytes, bool allow_shared_directory, std::uint64_t disk_max_bytes,
                std::uint64_t disk_max_files, std::optional<std::string> compile_worker_command,
-               double remote_lease_time, double remote_lease_wait) {
+               double remote_lease_time, double remote_lease_wait, bool bundle_warm_ups) {
                 CacheOptions options;
                 options.disk_directory = disk_directory.value_or("");
                 options.remote = remote.value_or("");
@@ -477,6 +477,7 @@ NB_MODULE(_kcache, m) {
                 options.compile_worker_command = compile_worker_command.value_or("");
                 options.remote_lease_time = milliseconds(remote_lease_time);
                 options.remote_lease_wait = milliseconds(remote_lease_wait);
+                options.bundle_warm_ups = bundle_warm_ups;
                 take(options.check());
                 nb::gil_scoped_release unlocked;
                 new (self) KernelCache(std::move(options));
@@ -490,6 +491,7 @@ NB_MODULE(_kcache, m) {
             "disk_max_files"_a = defaults.disk_max_files, "compile_worker_command"_a = nb::none(),
             "remote_lease_time"_a = defaults.remote_lease_time.count() / 1000.0,
             "remote_lease_wait"_a = defaults.remote_lease_wait.count() / 1000.0,
+            "bundle_warm_ups"_a = defaults.bundle_warm_ups,
             "A cache configured by its arguments alone (no environment; see from_env()).\n\n"
             "disk_directory: the disk tier's directory; None: memory only.\n"
             "remote: Redis backends (\"redis://host:6379\"), as KCACHE_REMOTE; None: none.\n"
@@ -500,7 +502,9 @@ NB_MODULE(_kcache, m) {
             "    command: compile_worker_command or KCACHE_COMPILE_WORKER); 0: in this process.\n"
             "host_compile: compile PTX with nvJitLink so it can be stored (else driver JIT).\n"
             "memory_bytes: compiled artifacts kept in memory; disk_max_bytes, disk_max_files:\n"
-            "    the disk budgets (0: none). remote_lease_time, remote_lease_wait: seconds.")
+            "    the disk budgets (0: none). remote_lease_time, remote_lease_wait: seconds.\n"
+            "bundle_warm_ups: warm_up links its PTX modules into bundles, and loads the\n"
+            "    bundles a tier has, each as one module (KCACHE_BUNDLES).")
         .def_static(
             "from_env",
             []() {

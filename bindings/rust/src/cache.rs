@@ -36,6 +36,9 @@ pub struct Options {
     pub disk_max_bytes: u64,
     /// The disk directory's budget in files; 0: no limit.
     pub disk_max_files: u64,
+    /// Warm-ups link their PTX modules into bundles, and load the bundles a tier has, each as one
+    /// module.
+    pub bundle_warm_ups: bool,
 }
 
 impl Default for Options {
@@ -57,6 +60,7 @@ impl Default for Options {
             compile_workers: c.compile_workers,
             disk_max_bytes: c.disk_max_bytes,
             disk_max_files: c.disk_max_files,
+            bundle_warm_ups: c.bundle_warm_ups != 0,
         }
     }
 }
@@ -206,6 +210,7 @@ impl Cache {
             c.compile_workers = options.compile_workers;
             c.disk_max_bytes = options.disk_max_bytes;
             c.disk_max_files = options.disk_max_files;
+            c.bundle_warm_ups = options.bundle_warm_ups as c_int;
             let mut raw = ptr::null_mut();
             let status = sys::kcache_cache_create(&c, &mut raw);
             Cache::made(status, raw)

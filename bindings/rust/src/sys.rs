@@ -71,6 +71,7 @@ pub struct kcache_options {
     pub compile_workers: usize,
     pub disk_max_bytes: u64,
     pub disk_max_files: u64,
+    pub bundle_warm_ups: c_int,
 }
 
 // ---- Modules and kernels ---------------------------------------------------------------------

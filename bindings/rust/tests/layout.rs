@@ -41,6 +41,7 @@ fn the_rust_declarations_have_the_headers_layout_and_values() {
             compile_workers,
             disk_max_bytes,
             disk_max_files,
+            bundle_warm_ups,
         }
     );
     layout!(
