@@ -95,6 +95,7 @@ std::optional<store::Found> find_bundle(store::ArtifactStore& tiers, const Bundl
                               " has other key material; loading its members one by one");
         return std::nullopt;
     }
+    tiers.keep(plan.fingerprint, *found);  // a remote hit, for the disk
     return found;
 }
 

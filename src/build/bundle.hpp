@@ -23,7 +23,7 @@ namespace kcache::build {
 // One PTX module of a warm-up, as a bundle takes it.
 struct BundleMember {
     util::Fingerprint fingerprint;     // its own artifact's (BuildPlan::fingerprint)
-    std::vector<std::string> symbols;  // its kernels and variables (compile::ptx_module_symbols)
+    std::vector<std::string> symbols;  // its kernels and variables (compile/ptx_symbols.hpp)
 };
 
 // The most members one bundle links: a bundle is built after the warm-up that asked for it, on

@@ -8,8 +8,9 @@
 
 namespace kcache::cache {
 
-BundleBuilder::BundleBuilder(std::shared_ptr<store::ArtifactStore> tiers)
-    : tiers_(std::move(tiers)) {}
+BundleBuilder::BundleBuilder(std::shared_ptr<store::ArtifactStore> tiers,
+                             std::chrono::milliseconds delay)
+    : tiers_(std::move(tiers)), delay_(delay) {}
 
 BundleBuilder::~BundleBuilder() {
     stop();
@@ -18,6 +19,7 @@ BundleBuilder::~BundleBuilder() {
 void BundleBuilder::add(Job job) {
     std::lock_guard lock(mutex_);
     if (stopping_ || !seen_.insert(job.plan.fingerprint.hex()).second) return;
+    job.not_before = std::chrono::steady_clock::now() + delay_;
     queue_.push_back(std::move(job));
     // A thread more while there are fewer than jobs waiting: each link is long.
     if (threads_.size() < kThreads && threads_.size() - running_ < queue_.size()) {
@@ -40,6 +42,12 @@ void BundleBuilder::work() {
     for (;;) {
         work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (stopping_) return;
+        // Jobs are queued in the order of their delays: the first is due first.
+        if (const auto due = queue_.front().not_before;
+            draining_ == 0 && std::chrono::steady_clock::now() < due) {
+            work_.wait_until(lock, due);
+            continue;
+        }
         Job job = std::move(queue_.front());
         queue_.pop_front();
         ++running_;
@@ -66,7 +74,10 @@ void BundleBuilder::work() {
 
 void BundleBuilder::drain() {
     std::unique_lock lock(mutex_);
+    ++draining_;
+    work_.notify_all();
     done_.wait(lock, [&] { return stopping_ || (queue_.empty() && running_ == 0); });
+    --draining_;
 }
 
 void BundleBuilder::stop() {

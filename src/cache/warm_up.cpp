@@ -18,6 +18,7 @@
 #include "cache/key_context.hpp"
 #include "cache/loaded_modules.hpp"
 #include "cache/warm_up_bundles.hpp"
+#include "compile/compiler.hpp"
 #include "kcache/kernel_cache.hpp"
 #include "util/log.hpp"
 
@@ -183,33 +184,39 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
     // The bundles a tier has load first, each as one module for its members; the rest of the
     // warm-up takes the sources generated to name them, without generating them again.
     std::optional<cache::WarmUpBundles> bundles;
-    if (modules_->options.bundle_warm_ups && firsts.size() > 1 &&
+    // Only where PTX is compiled on the host (what a bundle links), and a tier could hold them.
+    if (modules_->options.bundle_warm_ups && firsts.size() > 1 && modules_->options.host_compile &&
+        compile::ptx_compiler_identity().ok() &&
         (modules_->tiers().disk() != nullptr || modules_->tiers().remote() != nullptr)) {
         bundles.emplace(*modules_, items, firsts, *arch, threads, kPatience);
         std::vector<std::optional<ModuleHandle>> loaded = bundles->load();
         std::vector<std::size_t> rest;
         for (const std::size_t i : firsts) {
-            auto kernel = loaded[i] ? loaded[i]->kernel(items[i].kernel_name)
-                                    : Result<KernelHandle>(Error(Errc::kKernelNotFound, ""));
-            if (!kernel) {
-                // Not bundled, or its kernel not resolved: the way of every other item, which
-                // says why (and drops a module whose code is broken).
-                if (loaded[i] && (kernel.error().code() == Errc::kCompileFailed ||
-                                  kernel.error().code() == Errc::kArtifactGone)) {
-                    modules_->discard(*loaded[i]);
-                }
+            if (!loaded[i]) {
                 rest.push_back(i);
                 continue;
             }
-            results[i] = std::move(*kernel);
-            finished(items[i].key, nullptr);
+            auto kernel = loaded[i]->kernel(items[i].kernel_name);
+            if (!kernel && (kernel.error().code() == Errc::kCompileFailed ||
+                            kernel.error().code() == Errc::kArtifactGone)) {
+                // Code that cannot serve: dropped, and the key made the way of every other item.
+                modules_->discard(*loaded[i]);
+                rest.push_back(i);
+                continue;
+            }
+            results[i] = std::move(kernel);  // a kernel, or why not (a name not in its source)
+            finished(items[i].key, results[i] ? nullptr : &results[i].error());
         }
         firsts = std::move(rest);
     }
-    // Item i's source: the one generated for the bundles if any (copied: the bundles link it
-    // later), else its generator's.
+    // Item i's source: what its generator gave for the bundles if it ran there, else its
+    // generator's.
     auto generate = [&](std::size_t i) -> Result<Source> {
-        if (const Source* kept = bundles ? bundles->source(i) : nullptr) return *kept;
+        if (bundles) {
+            if (std::optional<Result<Source>> kept = bundles->take_source(i)) {
+                return std::move(*kept);
+            }
+        }
         return items[i].make_source();
     };
 

@@ -12,7 +12,7 @@
 
 #include "build/plan.hpp"
 #include "cache/source_guard.hpp"
-#include "compile/ptx_params.hpp"
+#include "compile/ptx_symbols.hpp"
 #include "util/log.hpp"
 
 namespace kcache::cache {
@@ -37,6 +37,7 @@ void on_workers(std::size_t count, unsigned threads, std::chrono::microseconds p
         }
     };
     std::vector<std::thread> pool;
+    pool.reserve(threads);  // no allocation while threads run
     const unsigned most = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(count)));
     bool can_grow = true;
     std::unique_lock lock(mutex);
@@ -67,33 +68,45 @@ void on_workers(std::size_t count, unsigned threads, std::chrono::microseconds p
 WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpItem>& items,
                              const std::vector<std::size_t>& indices, int arch, unsigned threads,
                              std::chrono::microseconds patience)
-    : modules_(modules), items_(items), arch_(arch), sources_(items.size()) {
+    : modules_(modules),
+      items_(items),
+      arch_(arch),
+      sources_(items.size()),
+      member_(items.size(), false) {
     std::vector<std::optional<Member>> planned(indices.size());
     on_workers(indices.size(), threads, patience, [&](std::size_t n) {
         const std::size_t i = indices[n];
         const WarmUpItem& item = items_[i];
         if (modules_.contains(item.key, arch_)) return;
-        auto source = generate_source([&]() -> Result<Source> { return item.make_source(); });
-        if (!source) return;
-        sources_[i] = std::move(*source);
-        const Source& made = *sources_[i];
+        sources_[i] = generate_source([&]() -> Result<Source> { return item.make_source(); });
+        if (!*sources_[i]) return;
+        const Source& made = **sources_[i];
         if (made.kind != SourceKind::kPtx || made.bytes.empty()) return;
         auto plan = build::plan_build(arch_, made, modules_.options.host_compile);
         if (!plan || !*plan) return;  // no host compile: nothing to bundle
+        // A module whose symbols do not read is linked with no other.
+        std::optional<std::vector<std::string>> symbols = compile::ptx_module_symbols(made.bytes);
+        if (!symbols) return;
         Member& member = planned[n].emplace();
         member.item = i;
-        member.bundled = {(*plan)->fingerprint, compile::ptx_module_symbols(made.bytes)};
+        member.bundled = {(*plan)->fingerprint, std::move(*symbols)};
         member.source_bytes = (*plan)->source_bytes;
         member.target = (*plan)->target;
         member.toolchain = std::move((*plan)->key.toolchain);
     });
     for (auto& member : planned) {
-        if (member) members_.push_back(std::move(*member));
+        if (!member) continue;
+        member_[member->item] = true;
+        members_.push_back(std::move(*member));
     }
 }
 
-const Source* WarmUpBundles::source(std::size_t i) const {
-    return sources_[i] ? &*sources_[i] : nullptr;
+std::optional<Result<Source>> WarmUpBundles::take_source(std::size_t i) {
+    if (!sources_[i]) return std::nullopt;
+    if (member_[i] || !*sources_[i]) return *sources_[i];
+    std::optional<Result<Source>> taken = std::move(sources_[i]);
+    sources_[i].reset();
+    return taken;
 }
 
 std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
@@ -124,7 +137,7 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
             std::vector<LoadedModules::BundledKey> keys;
             keys.reserve(bundle.members.size());
             for (const Member* member : bundle.members) {
-                keys.push_back({items_[member->item].key, &*sources_[member->item],
+                keys.push_back({items_[member->item].key, &**sources_[member->item],
                                 member->source_bytes, &member->bundled.symbols});
             }
             auto modules = modules_.load_bundle(bundle.plan, *found, keys, arch_);
@@ -144,25 +157,33 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
     return loaded;
 }
 
-void WarmUpBundles::queue_missing(const std::vector<Result<KernelHandle>>& results) {
+void WarmUpBundles::queue_missing(const std::vector<Result<KernelHandle>>& results) noexcept {
+    try {
+        queue(results);
+    } catch (const std::exception& e) {  // the warm-up's results stand; no bundle is no error
+        util::log_line(util::LogLevel::kInfo,
+                       std::string("warm_up: bundles not queued: ") + e.what());
+    }
+    missing_.clear();
+}
+
+void WarmUpBundles::queue(const std::vector<Result<KernelHandle>>& results) {
     // Linked only for a tier another process reads: a writable disk, or a remote tier.
     const store::DiskStore* disk = modules_.tiers().disk();
-    if ((disk == nullptr || disk->read_only()) && modules_.tiers().remote() == nullptr) {
-        missing_.clear();
-        return;
-    }
+    if ((disk == nullptr || disk->read_only()) && modules_.tiers().remote() == nullptr) return;
     for (Missing& bundle : missing_) {
         bool all_loaded = true;
-        for (const Member* member : bundle.members)
+        for (const Member* member : bundle.members) {
             all_loaded = all_loaded && results[member->item].ok();
+        }
         if (!all_loaded) continue;  // a member that failed would fail the link too
         BundleBuilder::Job job{std::move(bundle.plan), bundle.target, {}};
         job.ptx.reserve(bundle.members.size());
-        for (const Member* member : bundle.members)
-            job.ptx.push_back(sources_[member->item]->bytes);
+        for (const Member* member : bundle.members) {
+            job.ptx.push_back((*sources_[member->item])->bytes);
+        }
         modules_.bundles().add(std::move(job));
     }
-    missing_.clear();
 }
 
 }  // namespace kcache::cache

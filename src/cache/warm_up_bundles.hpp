@@ -28,14 +28,17 @@ public:
 
     // Loads the bundles a tier has: the modules loaded, by item index (nullopt for the rest).
     std::vector<std::optional<ModuleHandle>> load();
-    // The source generated for item `i`, or null: the rest of the warm-up takes a copy of it
-    // rather than generating it again.
-    const Source* source(std::size_t i) const;
+    // What item `i`'s generator gave here, for the rest of the warm-up, which then does not call
+    // it again: a bundle member's source copied (its bundle may be linked later), another's
+    // moved out (a later call finds nothing), the generator's error each time; nullopt for an
+    // item not generated here.
+    std::optional<Result<Source>> take_source(std::size_t i);
     // After the warm-up, with its results by item index: the bundles no tier had, every member of
     // which loaded, queued to be linked (LoadedModules::bundles()).
-    void queue_missing(const std::vector<Result<KernelHandle>>& results);
+    void queue_missing(const std::vector<Result<KernelHandle>>& results) noexcept;
 
 private:
+    void queue(const std::vector<Result<KernelHandle>>& results);
     struct Member {
         std::size_t item = 0;
         build::BundleMember bundled;
@@ -52,8 +55,9 @@ private:
     LoadedModules& modules_;
     const std::vector<WarmUpItem>& items_;
     const int arch_;
-    std::vector<std::optional<Source>> sources_;  // by item index
-    std::vector<Member> members_;                 // the PTX items planned for a host compile
+    std::vector<std::optional<Result<Source>>> sources_;  // by item index
+    std::vector<bool> member_;                            // by item index
+    std::vector<Member> members_;  // the PTX items planned for a host compile
     std::vector<Missing> missing_;
 };
 

@@ -165,10 +165,10 @@ std::optional<std::vector<std::size_t>> param_list(std::string_view ptx, std::si
     return sizes;
 }
 
-// Calls `each(name, end)` for every `.entry` declaration outside a line comment, in order:
-// `end` is where the name ends in `ptx`.
-template <class Each>
-void for_each_entry(std::string_view ptx, Each each) {
+PtxParamSizes read_entries(std::string_view ptx) {
+    // Every declaration read, or not (nullopt); a name declared twice (a prototype, say) goes to
+    // the driver. Sorted by name at the end: linear in the number of kernels, bar the sort.
+    std::vector<std::pair<std::string, std::optional<std::vector<std::size_t>>>> declared;
     constexpr std::string_view kEntry = ".entry";
     for (const char* hit = find(ptx, 0, kEntry); hit != nullptr;
          hit = find(ptx, static_cast<std::size_t>(hit - ptx.data()) + kEntry.size(), kEntry)) {
@@ -186,17 +186,9 @@ void for_each_entry(std::string_view ptx, Each each) {
         std::size_t name_end = name_start;
         while (name_end < ptx.size() && is_name_char(ptx[name_end])) ++name_end;
         if (name_end == name_start) continue;
-        each(ptx.substr(name_start, name_end - name_start), name_end);
+        declared.emplace_back(std::string(ptx.substr(name_start, name_end - name_start)),
+                              param_list(ptx, name_end));
     }
-}
-
-PtxParamSizes read_entries(std::string_view ptx) {
-    // Every declaration read, or not (nullopt); a name declared twice (a prototype, say) goes to
-    // the driver. Sorted by name at the end: linear in the number of kernels, bar the sort.
-    std::vector<std::pair<std::string, std::optional<std::vector<std::size_t>>>> declared;
-    for_each_entry(ptx, [&](std::string_view name, std::size_t end) {
-        declared.emplace_back(std::string(name), param_list(ptx, end));
-    });
     // Not for one kernel, the usual module: stable_sort takes a temporary buffer from the heap
     // even then.
     if (declared.size() > 1) {
@@ -222,69 +214,6 @@ PtxParamSizes ptx_param_sizes(std::string_view ptx) {
     // Generated PTX has line comments only; a block comment could hide or fake an .entry.
     if (find(ptx, 0, "/*") != nullptr) return read_entries(without_comments(ptx));
     return read_entries(ptx);
-}
-
-namespace {
-
-// The name a module-scope variable's declaration gives ("[.visible] .global .align 1 .b8
-// name[11] = {...};", `space` where its state space starts), or empty for an .extern one
-// (declared, not defined: modules declaring one extern share it when linked) or none.
-std::string_view variable_name(std::string_view line, std::size_t space) {
-    std::string_view declaration = line.substr(space);
-    declaration = declaration.substr(0, declaration.find_first_of("[=;"));
-    const std::string_view before = line.substr(0, space);
-    // An extern, or a kernel parameter's pointee (".param .u64 .ptr .global .align 1 name,").
-    if (before.find(".extern") != std::string_view::npos ||
-        before.find(".param") != std::string_view::npos) {
-        return {};
-    }
-    const std::size_t end = declaration.find_last_not_of(" \t\r");
-    if (end == std::string_view::npos || !is_name_char(declaration[end])) return {};
-    std::size_t begin = end;
-    while (begin > 0 && is_name_char(declaration[begin - 1])) --begin;
-    const std::string_view name = declaration.substr(begin, end + 1 - begin);
-    return name.empty() || name.front() == '.' || begin == 0 ? std::string_view() : name;
-}
-
-}  // namespace
-
-std::vector<std::string> ptx_module_symbols(std::string_view ptx) {
-    std::string uncommented;
-    if (find(ptx, 0, "/*") != nullptr) ptx = uncommented = without_comments(ptx);
-    std::vector<std::string> names;
-    for_each_entry(ptx, [&](std::string_view name, std::size_t) { names.emplace_back(name); });
-    // Variables at module scope: a state space opening a declaration outside every function
-    // body's braces. Found by the token (memchr on its last character), with the braces counted
-    // up to it: a warm-up reads every module's symbols, and most lines have no declaration.
-    for (const std::string_view space : {".global", ".const", ".shared"}) {
-        std::size_t counted = 0;
-        long depth = 0;
-        for (const char* hit = find(ptx, 0, space); hit != nullptr;
-             hit = find(ptx, static_cast<std::size_t>(hit - ptx.data()) + space.size(), space)) {
-            const std::size_t at = static_cast<std::size_t>(hit - ptx.data());
-            const std::size_t after = at + space.size();
-            if ((at > 0 && !is_space(ptx[at - 1])) || after >= ptx.size() ||
-                !is_space(ptx[after])) {
-                continue;  // part of an instruction (ld.global) or of a longer token
-            }
-            const std::string_view skipped = ptx.substr(counted, at - counted);
-            depth += std::count(skipped.begin(), skipped.end(), '{') -
-                     std::count(skipped.begin(), skipped.end(), '}');
-            counted = at;
-            if (depth != 0) continue;
-            const std::size_t line = ptx.rfind('\n', at);
-            const std::size_t line_start = line == std::string_view::npos ? 0 : line + 1;
-            const std::size_t line_end = std::min(ptx.find('\n', at), ptx.size());
-            const std::string_view text = ptx.substr(line_start, line_end - line_start);
-            if (text.substr(0, at - line_start).find("//") != std::string_view::npos) continue;
-            if (const std::string_view name = variable_name(text, at - line_start); !name.empty()) {
-                names.emplace_back(name);
-            }
-        }
-    }
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
-    return names;
 }
 
 std::string param_sizes_line(const PtxParamSizes& sizes) {

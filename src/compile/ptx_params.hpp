@@ -21,10 +21,6 @@ using PtxParamSizes = std::vector<std::pair<std::string, std::vector<std::size_t
 
 PtxParamSizes ptx_param_sizes(std::string_view ptx);
 
-// The names a PTX module gives its kernels (`.entry`) and its module-scope variables (.global,
-// .const, .shared; not an .extern one), sorted, each once: what a kernel or a variable is looked
-// up by once the module is linked with others.
-std::vector<std::string> ptx_module_symbols(std::string_view ptx);
 // The sizes as one line of an entry's key material, read when its PTX was compiled, so that a hit
 // need not read a large PTX module again:
 // "name=8,8,4;other=" (`other` takes no parameters). Empty for no kernels.

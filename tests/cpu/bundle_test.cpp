@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "compile/ptx_params.hpp"
+#include "compile/ptx_symbols.hpp"
 #include "driver/compiler_api.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
@@ -113,6 +113,47 @@ TEST_F(BundleTest, AWarmUpsModulesAreLinkedIntoABundleThatTheNextWarmUpLoadsOnce
     ASSERT_TRUE(cache.kernel(items[2].key, items[2].make_source, items[2].kernel_name).ok());
     EXPECT_EQ(thread_stats().hits, 1u);
     EXPECT_EQ(fake_->loads() - loads, 1);
+}
+
+// A process that ends soon after its warm-up (a script, a test) links nothing, and its end waits
+// for no link.
+TEST_F(BundleTest, ACacheEndingSoonAfterItsWarmUpLinksNothing) {
+    {
+        KernelCache cache(options());
+        expect_all_ok(cache.warm_up(distinct(6), 2));
+    }
+    EXPECT_TRUE(bundle_files().empty());
+    EXPECT_EQ(test::entry_files(dir_).size(), 6u);
+}
+
+// A generator runs once per key, bundles or not: one that failed is not asked again.
+TEST_F(BundleTest, AFailingGeneratorIsCalledOnce) {
+    auto items = distinct(3);
+    int calls = 0;
+    items[1].make_source = [&calls]() -> Result<Source> {
+        ++calls;
+        return Error(Errc::kSourceFailed, "no source today");
+    };
+    KernelCache cache(options());
+    auto results = cache.warm_up(items, 1);
+    EXPECT_TRUE(results[0].ok());
+    ASSERT_FALSE(results[1].ok());
+    EXPECT_EQ(results[1].error().code(), Errc::kSourceFailed);
+    EXPECT_EQ(calls, 1);
+}
+
+// A key loaded from a bundle asked for a kernel its source lacks: that error, counted as the
+// miss it was, as kernel() would.
+TEST_F(BundleTest, AWrongKernelNameOfABundledKeyIsItsErrorAndOneMiss) {
+    auto items = distinct(3);
+    warm_up_and_bundle(items);
+    items[2].kernel_name = "no_such_kernel";
+    KernelCache cache(options());
+    auto results = cache.warm_up(items, 1);
+    ASSERT_FALSE(results[2].ok());
+    EXPECT_EQ(results[2].error().code(), Errc::kKernelNotFound);
+    EXPECT_EQ(cache.stats().misses, 3u);
+    EXPECT_EQ(cache.stats().hits, 0u);
 }
 
 TEST_F(BundleTest, AKeyFindsOnlyItsOwnKernelsInTheSharedCode) {
@@ -297,33 +338,86 @@ TEST(PackBundles, OneModuleUnderTwoKeysIsBundledOnce) {
     EXPECT_EQ(packed[0].size(), 2u);
 }
 
-TEST(PtxModuleSymbols, KernelsAndModuleScopeVariablesButNoParameterOrExternOrLocal) {
+TEST(PtxModuleSymbols, KernelsFunctionsAndVariablesButNoParameterExternOrBodyLocal) {
     const std::string ptx = R"(
+//
+// Generated { by a generator } with "quotes" {
+//
 .version 8.0
 .target sm_90
 .address_size 64
+.file 1 "/tmp/{odd}/path.py"
 .extern .shared .align 16 .b8 global_smem[];
+.extern .func (.param .b32 status) vprintf(.param .b64 format, .param .b64 args);
 .global .align 1 .b8 _$_str[3] = {72, 105, 0};
 .visible .const .align 4 .u32 table[4];
 .shared .align 4 .f32 scratch[32];
-// .global .u32 commented_out;
+.global .u32 left, right;
+/* .global .u32 block_commented; { */
+// .global .u32 commented_out; }
+.weak .func (.param .b32 result) helper(.param .b32 x)
+{
+    .reg .b32 %r<2>;
+    ret;
+}
+.func internal_helper()
+{
+    ret;
+}
 .visible .entry first(
     .param .u64 .ptr .global .align 1 first_param_0,
     .param .u32 first_param_1
 )
+.maxntid 128, 1, 1
 {
     .reg .b32 %r<2>;
     .shared .align 4 .u32 inside[2];
+    // a comment with a brace }
     ld.global.u32 %r1, [first_param_0];
     ret;
 }
 .entry second()
 {
-    ret;
+    { ret; }
+}
+.section .debug_str
+{
+    .b8 123, 125
 }
 )";
-    EXPECT_EQ(compile::ptx_module_symbols(ptx),
-              (std::vector<std::string>{"_$_str", "first", "scratch", "second", "table"}));
+    const auto symbols = compile::ptx_module_symbols(ptx);
+    ASSERT_TRUE(symbols.has_value());
+    EXPECT_EQ(*symbols, (std::vector<std::string>{"_$_str", "first", "helper", "internal_helper",
+                                                  "left", "right", "scratch", "second", "table"}));
+}
+
+TEST(PtxModuleSymbols, WhatDoesNotReadIsNoSymbolListAtAll) {
+    for (const std::string& ptx : {
+             std::string(".version 8.0\n.alias a, b;\n"),     // a directive it does not know
+             std::string(".global .u32 ;\n"),                 // no name
+             std::string(".entry k()\n{\n ret;\n"),           // a body not closed
+             std::string(".entry k()\n{\n}\n}\n"),            // one closed too often
+             std::string("/* open\n.entry k() {}\n"),         // a comment not closed
+             std::string(".file 1 \"open\n.entry k() {}\n"),  // a string not closed
+             std::string(".visible\n"),                       // a linkage alone
+             std::string(".global .u32 half"),                // a statement not ended
+         }) {
+        EXPECT_FALSE(compile::ptx_module_symbols(ptx).has_value()) << ptx;
+    }
+    EXPECT_EQ(compile::ptx_module_symbols(""), std::vector<std::string>{});
+}
+
+// Two modules whose helper functions share a name (with other bodies) are never one bundle: a
+// linker keeps one definition of a visible or weak function for both.
+TEST(PackBundles, ModulesDefiningOneFunctionAreNotBundledTogether) {
+    const auto a = compile::ptx_module_symbols(
+        ".visible .func (.param .b32 r) helper()\n{\n ret;\n}\n.entry ka()\n{\n ret;\n}\n");
+    const auto b = compile::ptx_module_symbols(
+        ".weak .func (.param .b32 r) helper()\n{\n ret;\n}\n.entry kb()\n{\n ret;\n}\n");
+    ASSERT_TRUE(a && b);
+    const std::vector<build::BundleMember> members = {{util::Fingerprint{1, 1}, *a},
+                                                      {util::Fingerprint{2, 2}, *b}};
+    EXPECT_TRUE(build::pack_bundles(members).empty());
 }
 
 }  // namespace
