@@ -214,6 +214,15 @@ Result<ModuleHandle> LoadedModules::module_slow(std::string_view key,
     }
 }
 
+void LoadedModules::retire_evicted(const std::vector<LoadedModule*>& evicted) {
+    if (evicted.empty()) return;
+    util::EpochDomain::Batch batch(util::EpochDomain::global());
+    for (LoadedModule* victim : evicted) {
+        util::log_line(util::LogLevel::kInfo, "evicted " + describe_key(victim->key, victim->arch));
+        victim->retire();
+    }
+}
+
 Result<ModuleHandle> LoadedModules::load_and_publish(std::string_view key, int arch,
                                                      std::uint64_t hash, const Source& source,
                                                      PreparedArtifact* prepared) {
@@ -283,16 +292,7 @@ Result<ModuleHandle> LoadedModules::load_and_publish(std::string_view key, int a
         std::lock_guard lock(write_mutex_);
         evicted = publish(entry);
     }
-    // Unloading (a driver call) and freeing happen outside the writers' lock; one collect for
-    // all the victims.
-    if (!evicted.empty()) {
-        util::EpochDomain::Batch batch(util::EpochDomain::global());
-        for (LoadedModule* victim : evicted) {
-            util::log_line(util::LogLevel::kInfo,
-                           "evicted " + describe_key(victim->key, victim->arch));
-            victim->retire();
-        }
-    }
+    retire_evicted(evicted);
     return module;
 }
 
@@ -363,14 +363,7 @@ Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
     }
     KCACHE_LOG(kInfo, "loaded " + std::to_string(led) + " keys (sm_" + std::to_string(arch) +
                           ") from bundle " + plan.fingerprint.hex());
-    if (!evicted.empty()) {
-        util::EpochDomain::Batch batch(util::EpochDomain::global());
-        for (LoadedModule* victim : evicted) {
-            util::log_line(util::LogLevel::kInfo,
-                           "evicted " + describe_key(victim->key, victim->arch));
-            victim->retire();
-        }
-    }
+    retire_evicted(evicted);
     return modules;
 }
 

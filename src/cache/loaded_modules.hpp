@@ -155,6 +155,9 @@ private:
     // the caller to retire once the lock is released.
     std::vector<LoadedModule*> publish(LoadedModule* entry);
     std::vector<LoadedModule*> evict_over_budget();
+    // Retires what publish() evicted, once the writers' lock is released: unloading (a driver
+    // call) and freeing happen outside it, in one epoch collect for all the victims.
+    void retire_evicted(const std::vector<LoadedModule*>& evicted);
     void replace_table(ModuleTable* table);  // requires write_mutex_
 
     std::shared_ptr<driver::Driver> driver_;

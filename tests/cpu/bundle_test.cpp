@@ -13,6 +13,7 @@
 
 #include "compile/ptx_symbols.hpp"
 #include "driver/compiler_api.hpp"
+#include "host_compile_test.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/artifact_format.hpp"
@@ -27,21 +28,8 @@ std::string named_softmax(int cols) {
     return examples::softmax_rows_ptx(cols, "softmax_rows_" + std::to_string(cols));
 }
 
-class BundleTest : public ::testing::Test {
+class BundleTest : public test::HostCompileTest {
 protected:
-    void SetUp() override {
-        if (!driver::nvjitlink_api().ok()) {
-            GTEST_SKIP() << driver::nvjitlink_api().error().describe();
-        }
-    }
-
-    CacheOptions options() const {
-        CacheOptions o;
-        o.driver = fake_;
-        o.disk_directory = dir_;
-        return o;
-    }
-
     // `count` kernels, each of a name of its own.
     static std::vector<WarmUpItem> distinct(int count) {
         std::vector<WarmUpItem> items;
@@ -81,10 +69,6 @@ protected:
     std::uint64_t out_ = 0, in_ = 0;
     std::uint32_t rows_ = 0;
     std::array<void*, 3> args_ = {&out_, &in_, &rows_};
-
-    std::shared_ptr<fakes::FakeDriver> fake_ = std::make_shared<fakes::FakeDriver>();
-    test::TempDir temp_;
-    std::string dir_ = temp_.path() + "/cache";
 };
 
 TEST_F(BundleTest, AWarmUpsModulesAreLinkedIntoABundleThatTheNextWarmUpLoadsOnce) {

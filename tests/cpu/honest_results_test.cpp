@@ -15,6 +15,7 @@
 #include <string>
 
 #include "driver/compiler_api.hpp"
+#include "host_compile_test.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/artifact_format.hpp"
@@ -27,20 +28,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class HonestResultsTest : public ::testing::Test {
+class HonestResultsTest : public test::HostCompileTest {
 protected:
-    void SetUp() override {
-        if (!driver::nvjitlink_api().ok()) {
-            GTEST_SKIP() << driver::nvjitlink_api().error().describe();
-        }
-    }
-
-    CacheOptions options() const {
-        CacheOptions o;
-        o.driver = fake_;
-        o.disk_directory = dir_;
-        return o;
-    }
     static Source gelu() { return Source::ptx(examples::gelu_ptx()); }
     static Source softmax() { return Source::ptx(examples::softmax_rows_ptx(32)); }
     static Source softmax_64() { return Source::ptx(examples::softmax_rows_ptx(64)); }
@@ -79,10 +68,6 @@ protected:
         }
         return out;
     }
-
-    std::shared_ptr<fakes::FakeDriver> fake_ = std::make_shared<fakes::FakeDriver>();
-    test::TempDir temp_;
-    std::string dir_ = temp_.path() + "/cache";
 };
 
 // ---- Item 8: the statistics add up.

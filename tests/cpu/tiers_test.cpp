@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "driver/compiler_api.hpp"
+#include "host_compile_test.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/artifact_format.hpp"
@@ -30,21 +31,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TiersTest : public ::testing::Test {
+class TiersTest : public test::HostCompileTest {
 protected:
-    void SetUp() override {
-        if (!driver::nvjitlink_api().ok()) {
-            GTEST_SKIP() << driver::nvjitlink_api().error().describe();
-        }
-    }
-
-    CacheOptions options() const {
-        CacheOptions o;
-        o.driver = fake_;
-        o.disk_directory = dir_;
-        return o;
-    }
-
     static Source gelu() { return Source::ptx(examples::gelu_ptx()); }
     // gelu(out, in, n), for a launch the fake driver takes; the values do not matter to it.
     std::span<void* const> gelu_args() { return gelu_args_; }
@@ -84,10 +72,6 @@ protected:
     std::uint64_t out_ = 0, in_ = 0;
     std::uint32_t n_ = 0;
     std::array<void*, 3> gelu_args_ = {&out_, &in_, &n_};
-
-    std::shared_ptr<fakes::FakeDriver> fake_ = std::make_shared<fakes::FakeDriver>();
-    test::TempDir temp_;
-    std::string dir_ = temp_.path() + "/cache";
 };
 
 TEST_F(TiersTest, FirstMissCompilesOnTheHostAndWritesTheDisk) {

@@ -71,6 +71,24 @@ protected:
         return config;
     }
 
+    // Softmax kernels of the row lengths `widths` (results[i] of widths[i]), each launched on 33
+    // random rows (from `seed`) and held to the CPU reference.
+    void expect_softmax_rows(const std::vector<Result<KernelHandle>>& results,
+                             const std::vector<int>& widths, unsigned seed) {
+        ASSERT_EQ(results.size(), widths.size());
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            ASSERT_TRUE(results[i].ok()) << results[i].error().describe();
+            const int cols = widths[i], rows = 33;
+            auto in = random_floats(static_cast<std::size_t>(rows * cols),
+                                    seed + static_cast<unsigned>(i));
+            auto din = upload(in), dout = poisoned(in.size());
+            const auto r = static_cast<std::uint32_t>(rows);
+            ASSERT_TRUE(results[i]->launch_with(linear(r), dout.address(), din.address(), r).ok());
+            ASSERT_TRUE(context_->synchronize().ok());
+            expect_close(*dout.download_floats(), examples::softmax_rows_ref(in, rows, cols), 1e-4);
+        }
+    }
+
     std::unique_ptr<driver::PrimaryContext> context_;
 };
 
@@ -509,16 +527,7 @@ TEST_F(GpuTest, KernelsLoadedFromAWarmUpsBundleMatchTheCpuReference) {
     ASSERT_EQ(bundles, 1u);
     KernelCache cache(options);
     auto results = cache.warm_up(items, 4);
-    for (std::size_t i = 0; i < items.size(); ++i) {
-        ASSERT_TRUE(results[i].ok()) << results[i].error().describe();
-        const int cols = widths[i], rows = 33;
-        auto in = random_floats(static_cast<std::size_t>(rows * cols), 290u + i);
-        auto din = upload(in), dout = poisoned(in.size());
-        const auto r = static_cast<std::uint32_t>(rows);
-        ASSERT_TRUE(results[i]->launch_with(linear(r), dout.address(), din.address(), r).ok());
-        ASSERT_TRUE(context_->synchronize().ok());
-        expect_close(*dout.download_floats(), examples::softmax_rows_ref(in, rows, cols), 1e-4);
-    }
+    expect_softmax_rows(results, widths, 290u);
     EXPECT_EQ(cache.stats().compiles, 0u);
     EXPECT_EQ(cache.stats().disk_hits, items.size());
     // A key finds only its own kernel in the code it shares.
@@ -560,17 +569,7 @@ TEST_F(GpuTest, KernelsFromTheRemoteTierMatchTheCpuReference) {
     node.disk_directory = temp.path() + "/node";
     node.remote = (*server)->url();
     KernelCache cache(node);
-    auto results = cache.warm_up(items(), 4);
-    for (std::size_t i = 0; i < results.size(); ++i) {
-        ASSERT_TRUE(results[i].ok()) << results[i].error().describe();
-        const int cols = widths[i], rows = 33;
-        auto in = random_floats(static_cast<std::size_t>(rows * cols), 190u + i);
-        auto din = upload(in), dout = poisoned(in.size());
-        const auto r = static_cast<std::uint32_t>(rows);
-        ASSERT_TRUE(results[i]->launch_with(linear(r), dout.address(), din.address(), r).ok());
-        ASSERT_TRUE(context_->synchronize().ok());
-        expect_close(*dout.download_floats(), examples::softmax_rows_ref(in, rows, cols), 1e-4);
-    }
+    expect_softmax_rows(cache.warm_up(items(), 4), widths, 190u);
     EXPECT_EQ(cache.stats().compiles, 0u);
     EXPECT_EQ(cache.stats().remote_hits, widths.size());
 }
