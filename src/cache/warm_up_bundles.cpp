@@ -36,29 +36,28 @@ void on_workers(std::size_t count, unsigned threads, std::chrono::microseconds p
             if (++done == count) all_done.notify_all();
         }
     };
-    std::vector<std::thread> pool;
-    pool.reserve(threads);  // no allocation while threads run
     const unsigned most = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(count)));
+    std::vector<std::thread> pool;
+    pool.reserve(most);  // no allocation while threads run
     bool can_grow = true;
+    auto grow = [&] {
+        if (!can_grow || pool.size() >= most || next.load() >= count) return;
+        try {
+            pool.emplace_back(work);
+        } catch (const std::system_error& e) {
+            can_grow = false;
+            util::log_line(util::LogLevel::kInfo,
+                           std::string("warm_up: a worker thread did not start: ") + e.what());
+        }
+    };
     std::unique_lock lock(mutex);
-    while (done < count) {
-        if (can_grow && pool.size() < most && next.load() < count) {
-            try {
-                pool.emplace_back(work);
-            } catch (const std::system_error& e) {
-                can_grow = false;
-                util::log_line(util::LogLevel::kInfo,
-                               std::string("warm_up: a worker thread did not start: ") + e.what());
-            }
-        }
-        if (pool.empty()) {  // none started: made here after all
-            lock.unlock();
-            work();
-            lock.lock();
-            break;
-        }
-        all_done.wait_for(lock, patience, [&] { return done == count; });
+    grow();
+    if (pool.empty()) {  // none started: made here after all
+        lock.unlock();
+        work();
+        return;
     }
+    while (!all_done.wait_for(lock, patience, [&] { return done == count; })) grow();
     lock.unlock();
     for (std::thread& thread : pool) thread.join();
 }
