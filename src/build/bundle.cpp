@@ -118,8 +118,8 @@ Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
     artifact.key = plan.key;
     artifact.key.param_sizes = compile::param_sizes_line(sizes);
     artifact.payload = std::move(linked.cubin);
-    store::Stored stored = tiers.put(plan.fingerprint, artifact, store::DiskStore::Cleaning::kNow,
-                                     {}, store::ArtifactStore::Writing::kBehind);
+    // Written now: its linker holds the lock beside its entry until it is on disk.
+    store::Stored stored = tiers.put(plan.fingerprint, artifact);
     if (stored.entry == nullptr) {
         return Error(Errc::kInvalidArgument,
                      "bundle " + plan.fingerprint.hex() + ": key material no entry can hold");

@@ -50,8 +50,9 @@ BundlePlan plan_bundle(const std::vector<const BundleMember*>& members,
 // material. Counts no lookup.
 std::optional<store::Found> find_bundle(store::ArtifactStore& tiers, const BundlePlan& plan);
 
-// Links the members' PTX (`ptx`, in the plan's order) and puts the bundle in the tiers, its disk
-// write queued. kCompileFailed with nvJitLink's log when the modules do not link together.
+// Links the members' PTX (`ptx`, in the plan's order) and puts the bundle in the tiers, written
+// to disk before it returns. kCompileFailed with nvJitLink's log when the modules do not link
+// together.
 Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
                          const std::vector<const std::string*>& ptx, const compile::Target& target);
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cache/bundle_builder.hpp"
 
+#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -52,24 +53,41 @@ void BundleBuilder::work() {
         queue_.pop_front();
         ++running_;
         lock.unlock();
-        std::vector<const std::string*> ptx;
-        ptx.reserve(job.ptx.size());
-        for (const std::string& module : job.ptx) ptx.push_back(&module);
-        const Result<void> made = build::make_bundle(*tiers_, job.plan, ptx, job.target);
-        if (made) {
-            KCACHE_LOG(kInfo, "bundle " + job.plan.fingerprint.hex() + " of " +
-                                  std::to_string(ptx.size()) + " PTX modules stored");
-        } else {
-            util::log_line(util::LogLevel::kInfo,
-                           "bundle " + job.plan.fingerprint.hex() + " of " +
-                               std::to_string(ptx.size()) +
-                               " PTX modules not made: " + made.error().message());
-        }
+        const Outcome outcome = link(job);
         lock.lock();
         --running_;
-        ++(made ? built_ : failed_);
+        ++(outcome == Outcome::kBuilt ? built_ : outcome == Outcome::kFailed ? failed_ : skipped_);
         done_.notify_all();
     }
+}
+
+BundleBuilder::Outcome BundleBuilder::link(const Job& job) {
+    const std::string what = "bundle " + job.plan.fingerprint.hex() + " of " +
+                             std::to_string(job.ptx.size()) + " PTX modules";
+    // One process links a bundle: the lock beside its entry, not waited for. Its holder links it;
+    // a holder before it may have stored it.
+    std::optional<util::FileLock> held;
+    if (store::DiskStore* disk = tiers_->disk(); disk != nullptr && !disk->read_only()) {
+        held = disk->lock(job.plan.fingerprint, std::chrono::milliseconds(0));
+        if (!held) {
+            KCACHE_LOG(kDebug, what + ": another process links it");
+            return Outcome::kSkipped;
+        }
+        if (build::find_bundle(*tiers_, job.plan)) {
+            KCACHE_LOG(kDebug, what + ": stored already");
+            return Outcome::kSkipped;
+        }
+    }
+    std::vector<const std::string*> ptx;
+    ptx.reserve(job.ptx.size());
+    for (const std::string& module : job.ptx) ptx.push_back(&module);
+    const Result<void> made = build::make_bundle(*tiers_, job.plan, ptx, job.target);
+    if (!made) {
+        util::log_line(util::LogLevel::kInfo, what + " not made: " + made.error().message());
+        return Outcome::kFailed;
+    }
+    KCACHE_LOG(kInfo, what + " stored");
+    return Outcome::kBuilt;
 }
 
 void BundleBuilder::drain() {
@@ -101,6 +119,11 @@ std::size_t BundleBuilder::built() const {
 std::size_t BundleBuilder::failed() const {
     std::lock_guard lock(mutex_);
     return failed_;
+}
+
+std::size_t BundleBuilder::skipped() const {
+    std::lock_guard lock(mutex_);
+    return skipped_;
 }
 
 }  // namespace kcache::cache

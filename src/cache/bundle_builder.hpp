@@ -3,7 +3,8 @@
 // a bundle's link takes about as long as compiling its members again, and nobody waits for it.
 // A job waits `delay` before its link starts: a process that ends soon after its warm-up (a
 // script, a test) links nothing, and its end waits for no link; the next warm-up of the same
-// modules queues them again.
+// modules queues them again. Across processes sharing a disk tier, the one holding the lock
+// beside a bundle's entry links it; the others skip it.
 #pragma once
 
 #include <chrono>
@@ -50,11 +51,14 @@ public:
     // Jobs not started are dropped; the links running end first.
     void stop();
 
-    std::size_t built() const;   // bundles stored
-    std::size_t failed() const;  // links or stores that failed (logged)
+    std::size_t built() const;    // bundles stored
+    std::size_t failed() const;   // links or stores that failed (logged)
+    std::size_t skipped() const;  // another process links them, or stored them already
 
 private:
+    enum class Outcome { kBuilt, kFailed, kSkipped };
     void work();
+    Outcome link(const Job& job);
 
     const std::shared_ptr<store::ArtifactStore> tiers_;
     const std::chrono::milliseconds delay_;
@@ -64,8 +68,8 @@ private:
     std::deque<Job> queue_;                 // guarded by mutex_
     std::unordered_set<std::string> seen_;  // bundles' fingerprints (hex), guarded by mutex_
     std::vector<std::thread> threads_;      // guarded by mutex_
-    std::size_t running_ = 0, built_ = 0, failed_ = 0;  // guarded by mutex_
-    bool stopping_ = false;                             // guarded by mutex_
+    std::size_t running_ = 0, built_ = 0, failed_ = 0, skipped_ = 0;  // guarded by mutex_
+    bool stopping_ = false;                                           // guarded by mutex_
     std::size_t draining_ = 0;  // drain() calls waiting: no delay; guarded by mutex_
 };
 

@@ -11,12 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "cache/bundle_builder.hpp"
 #include "compile/ptx_symbols.hpp"
 #include "driver/compiler_api.hpp"
 #include "host_compile_test.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
 #include "store/artifact_format.hpp"
+#include "store/artifact_store.hpp"
+#include "store/disk_store.hpp"
 #include "test_support.hpp"
 #include "testing/fake_driver.hpp"
 
@@ -278,6 +281,43 @@ TEST_F(BundleTest, ABundleTheDriverRefusesLeavesItsKeysToLoadOneByOne) {
     const int loads = fake_->loads();
     expect_all_ok(cache.warm_up(items, 1));
     EXPECT_EQ(fake_->loads() - loads, 4);
+}
+
+// Processes sharing a disk tier link a bundle once: the one holding the lock beside its entry.
+TEST_F(BundleTest, ABundleWhoseLockAnotherProcessHoldsIsNotLinkedHere) {
+    store::DiskOptions disk_options;
+    disk_options.directory = dir_;
+    auto disk = store::DiskStore::open(disk_options);
+    ASSERT_TRUE(disk.ok()) << disk.error().describe();
+    auto tiers = std::make_shared<store::ArtifactStore>(1 << 20, std::move(*disk));
+    const std::vector<std::string> ptx = {named_softmax(1), named_softmax(2)};
+    std::vector<build::BundleMember> members;
+    for (std::size_t i = 0; i < ptx.size(); ++i) {
+        members.push_back({util::Fingerprint{i + 1, i + 1}, *compile::ptx_module_symbols(ptx[i])});
+    }
+    const compile::Target target{90, false};
+    const build::BundlePlan plan =
+        build::plan_bundle({&members[0], &members[1]}, target, "a toolchain");
+    {
+        std::optional<util::FileLock> other = tiers->disk()->lock(plan.fingerprint, {});
+        ASSERT_TRUE(other.has_value());
+        cache::BundleBuilder builder(tiers, std::chrono::milliseconds(0));
+        builder.add({plan, target, ptx});
+        builder.drain();
+        EXPECT_EQ(builder.skipped(), 1u);
+        EXPECT_EQ(builder.built(), 0u);
+        EXPECT_TRUE(bundle_files().empty());
+    }
+    cache::BundleBuilder builder(tiers, std::chrono::milliseconds(0));
+    builder.add({plan, target, ptx});
+    builder.drain();
+    EXPECT_EQ(builder.built(), 1u);
+    EXPECT_EQ(bundle_files().size(), 1u);
+    // Stored: a builder of another process that gets the lock next finds it there.
+    cache::BundleBuilder later(tiers, std::chrono::milliseconds(0));
+    later.add({plan, target, ptx});
+    later.drain();
+    EXPECT_EQ(later.skipped(), 1u);
 }
 
 TEST(PackBundles, NoTwoMembersOfABundleNameOneSymbolAndTheOrderGivenDoesNotMatter) {
