@@ -39,8 +39,8 @@ endif()
 # those files: the TSan build then compiles no other test. Named "tsan:Suite.Test" in ctest.
 if(KCACHE_SANITIZE STREQUAL "thread" AND KCACHE_BUILD_TESTS)
   set(kcache_tsan_test_files concurrency disk_store disk_cleanup persistent_stats stats_flusher files
-    worker_pool worker_protocol epoch loaded_module_refs single_flight eviction tiers kernel_cache
-    spare_buffer breaker upload_queue redis_connection remote_tier)
+    worker_pool worker_protocol epoch loaded_module_refs single_flight eviction tiers bundle
+    kernel_cache spare_buffer breaker upload_queue redis_connection remote_tier)
   list(TRANSFORM kcache_tsan_test_files PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/tests/cpu/)
   list(TRANSFORM kcache_tsan_test_files APPEND _test.cpp)
   add_executable(kcache_tsan_tests EXCLUDE_FROM_ALL ${kcache_tsan_test_files})
