@@ -671,6 +671,7 @@ std::string run_ptx_new_process_set(const std::string& directory, const std::str
         const std::vector<WarmUpItem> items = set.warm_up_items();
         CacheOptions options;
         options.disk_directory = directory + "/kcache";
+        options.bundle_warm_ups = true;  // its bundles, for the row that loads them
         KernelCache cache(options);
         for (const auto& result : cache.warm_up(items, 16)) {
             if (!result) {

@@ -33,6 +33,13 @@ std::string named_softmax(int cols) {
 
 class BundleTest : public test::HostCompileTest {
 protected:
+    // Bundles on (they are off by default).
+    CacheOptions options() const {
+        CacheOptions o = HostCompileTest::options();
+        o.bundle_warm_ups = true;
+        return o;
+    }
+
     // `count` kernels, each of a name of its own.
     static std::vector<WarmUpItem> distinct(int count) {
         std::vector<WarmUpItem> items;

@@ -504,6 +504,7 @@ TEST_F(GpuTest, KernelsLoadedFromAWarmUpsBundleMatchTheCpuReference) {
     test::TempDir temp;
     CacheOptions options;
     options.disk_directory = temp.path() + "/cache";
+    options.bundle_warm_ups = true;
     const std::vector<int> widths = {32, 100, 257, 1000, 1024};
     std::vector<WarmUpItem> items;
     for (int cols : widths) {
