@@ -50,15 +50,28 @@ std::optional<compile::PtxParamSizes> recorded_param_sizes(
     return compile::parse_param_sizes_line(artifact->key().param_sizes);
 }
 
+namespace {
+
+// An artifact of the tiers loaded in place. A disk hit is kept by no tier: the driver may let its
+// bytes go and read them back.
+Result<driver::ModuleId> load_artifact(driver::Driver& driver,
+                                       const std::shared_ptr<store::ArtifactStore>& tiers,
+                                       const util::Fingerprint& fingerprint,
+                                       std::shared_ptr<const store::VerifiedArtifact> artifact,
+                                       bool from_disk) {
+    driver::ImageSource again =
+        from_disk ? read_back(tiers, fingerprint, *artifact) : driver::ImageSource();
+    const std::string_view payload = artifact->payload();
+    return driver.load_binary(driver::Image{payload, std::move(artifact)}, std::move(again));
+}
+
+}  // namespace
+
 Result<driver::ModuleId> load_bundle_code(driver::Driver& driver,
                                           const std::shared_ptr<store::ArtifactStore>& tiers,
                                           const util::Fingerprint& fingerprint,
                                           const store::Found& found) {
-    driver::ImageSource again = found.tier == store::Tier::kDisk
-                                    ? read_back(tiers, fingerprint, *found.entry)
-                                    : driver::ImageSource();
-    const std::string_view payload = found.entry->payload();
-    return driver.load_binary(driver::Image{payload, found.entry}, std::move(again));
+    return load_artifact(driver, tiers, fingerprint, found.entry, found.tier == store::Tier::kDisk);
 }
 
 Result<LoadedCode> load_module(driver::Driver& driver,
@@ -74,13 +87,8 @@ Result<LoadedCode> load_module(driver::Driver& driver,
     if (built.artifact != nullptr) artifact = built.fingerprint;
     Result<driver::ModuleId> module = Error(Errc::kInvalidArgument, "not loaded");
     if (built.artifact != nullptr) {
-        // A disk hit is kept by no tier: the driver may let its bytes go and read them back.
-        const bool from_disk = built.provenance == Provenance::kDiskTier;
-        const std::string_view payload = built.artifact->payload();
-        driver::ImageSource again = from_disk ? read_back(tiers, built.fingerprint, *built.artifact)
-                                              : driver::ImageSource();
-        module =
-            driver.load_binary(driver::Image{payload, std::move(built.artifact)}, std::move(again));
+        module = load_artifact(driver, tiers, built.fingerprint, std::move(built.artifact),
+                               built.provenance == Provenance::kDiskTier);
     } else if (built.loadable.kind == SourceKind::kCubin ||
                built.loadable.kind == SourceKind::kFatbin) {
         // A caller's binary: its bytes, moved here, are the ones a module made later uses.
