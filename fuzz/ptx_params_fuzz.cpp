@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzz target: the PTX parameter scanner (compile::ptx_param_sizes), the symbol scanner that keeps
-// two modules naming one symbol out of one bundle (compile::ptx_module_symbols), and the
-// param-sizes line of an entry's key material (compile::parse_param_sizes_line), which a hit trusts
-// for its launch check.
+// Fuzz target: the PTX parameter scanner (compile::ptx_param_sizes), the symbol scanner that names
+// what a bundle member owns (compile::ptx_module_symbols) and the renaming that makes those names
+// its own (compile::rename_ptx_symbols), and the param-sizes line of an entry's key material
+// (compile::parse_param_sizes_line), which a hit trusts for its launch check.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "compile/ptx_params.hpp"
+#include "compile/ptx_rename.hpp"
 #include "compile/ptx_symbols.hpp"
 #include "fuzz_check.hpp"
 
@@ -34,6 +36,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             KCACHE_FUZZ_CHECK((*symbols)[i].find_first_of(" \t\r\n[]()=;,{}\"/") ==
                               std::string::npos);
             if (i > 0) KCACHE_FUZZ_CHECK((*symbols)[i - 1] < (*symbols)[i]);
+        }
+        // Renamed, the module defines the same symbols, each renamed, and nothing else.
+        if (const auto renamed = rename_ptx_symbols(text, *symbols, "$kc", 7)) {
+            std::vector<std::string> expected;
+            for (const auto& symbol : *symbols)
+                expected.push_back(renamed_symbol(symbol, "$kc", 7));
+            std::sort(expected.begin(), expected.end());
+            const auto again = ptx_module_symbols(*renamed);
+            KCACHE_FUZZ_CHECK(again.has_value() && *again == expected);
         }
     }
 

@@ -7,6 +7,8 @@
 
 #include "build/fingerprints.hpp"
 #include "compile/ptx_params.hpp"
+#include "compile/ptx_rename.hpp"
+#include "compile/ptx_symbols.hpp"
 #include "util/log.hpp"
 #include "util/try.hpp"
 
@@ -19,18 +21,11 @@ bool before(const util::Fingerprint& a, const util::Fingerprint& b) {
     return a.high != b.high ? a.high < b.high : a.low < b.low;
 }
 
-bool shares_a_symbol(const std::vector<std::string>& sorted_a,
-                     const std::vector<std::string>& sorted_b) {
-    auto a = sorted_a.begin();
-    auto b = sorted_b.begin();
-    while (a != sorted_a.end() && b != sorted_b.end()) {
-        if (*a == *b) return true;
-        *a < *b ? ++a : ++b;
-    }
-    return false;
-}
-
 }  // namespace
+
+std::string bundled_symbol(std::string_view symbol, std::size_t index) {
+    return compile::renamed_symbol(symbol, kBundleMarker, index);
+}
 
 std::vector<std::vector<std::size_t>> pack_bundles(const std::vector<BundleMember>& members) {
     std::vector<std::size_t> order(members.size());
@@ -38,37 +33,30 @@ std::vector<std::vector<std::size_t>> pack_bundles(const std::vector<BundleMembe
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         return before(members[a].fingerprint, members[b].fingerprint);
     });
-    struct Open {
-        std::vector<std::size_t> members;
-        std::vector<std::string> symbols;  // sorted
-    };
-    std::vector<Open> bundles;
-    for (std::size_t i = 0; i < order.size(); ++i) {
-        const BundleMember& member = members[order[i]];
-        // The same module twice (two keys, one source) is one artifact: bundled once.
-        if (i > 0 && members[order[i - 1]].fingerprint == member.fingerprint) continue;
-        auto fits = std::find_if(bundles.begin(), bundles.end(), [&](const Open& bundle) {
-            return bundle.members.size() < kBundleMembers &&
-                   !shares_a_symbol(bundle.symbols, member.symbols);
-        });
-        if (fits == bundles.end()) fits = bundles.insert(bundles.end(), Open{});
-        fits->members.push_back(order[i]);
-        std::vector<std::string> merged;
-        std::merge(fits->symbols.begin(), fits->symbols.end(), member.symbols.begin(),
-                   member.symbols.end(), std::back_inserter(merged));
-        fits->symbols = std::move(merged);
-    }
     std::vector<std::vector<std::size_t>> packed;
-    for (Open& bundle : bundles) {
-        if (bundle.members.size() > 1) packed.push_back(std::move(bundle.members));
+    std::vector<std::size_t> bundle;
+    auto close = [&] {
+        if (bundle.size() > 1) packed.push_back(std::move(bundle));
+        bundle.clear();
+    };
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const util::Fingerprint& fingerprint = members[order[i]].fingerprint;
+        // The same module twice (two keys, one source) is one artifact: bundled once.
+        if (i > 0 && members[order[i - 1]].fingerprint == fingerprint) continue;
+        bundle.push_back(order[i]);
+        if (bundle.size() == kBundleMembers || fingerprint.low % kBundleMembersAverage == 0) {
+            close();
+        }
     }
+    close();
     return packed;
 }
 
 BundlePlan plan_bundle(const std::vector<const BundleMember*>& members,
                        const compile::Target& target, const std::string& toolchain) {
     util::FingerprintBuilder sources;
-    sources.add("kcache bundle").add(static_cast<std::uint64_t>(members.size()));
+    sources.add("kcache bundle, members' symbols renamed")
+        .add(static_cast<std::uint64_t>(members.size()));
     for (const BundleMember* member : members) {
         sources.add(member->fingerprint.high).add(member->fingerprint.low);
     }
@@ -102,12 +90,29 @@ std::optional<store::Found> find_bundle(store::ArtifactStore& tiers, const Bundl
 Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
                          const std::vector<const std::string*>& ptx,
                          const compile::Target& target) {
-    TRY_ASSIGN(compile::Compiled linked, compile::link_ptx_bundle(ptx, target));
-    // Every member's parameter sizes, as a member's own entry records them: kernel names are
-    // unique within a bundle (pack_bundles).
+    std::vector<std::string> renamed;
+    renamed.reserve(ptx.size());
+    for (std::size_t i = 0; i < ptx.size(); ++i) {
+        const auto symbols = compile::ptx_module_symbols(*ptx[i]);
+        auto text = symbols ? compile::rename_ptx_symbols(*ptx[i], *symbols, kBundleMarker, i)
+                            : std::nullopt;
+        if (!text) {
+            return Error(Errc::kInvalidArgument,
+                         "bundle " + plan.fingerprint.hex() + ": member " + std::to_string(i) +
+                             (symbols ? std::string(" already names a symbol with ") +
+                                            std::string(kBundleMarker)
+                                      : std::string("'s symbols do not read")));
+        }
+        renamed.push_back(std::move(*text));
+    }
+    std::vector<const std::string*> inputs;
+    inputs.reserve(renamed.size());
+    for (const std::string& text : renamed) inputs.push_back(&text);
+    TRY_ASSIGN(compile::Compiled linked, compile::link_ptx_bundle(inputs, target));
+    // Every member's parameter sizes under their names in the bundle, each once.
     compile::PtxParamSizes sizes;
-    for (const std::string* module : ptx) {
-        compile::PtxParamSizes own = compile::ptx_param_sizes(*module);
+    for (const std::string& module : renamed) {
+        compile::PtxParamSizes own = compile::ptx_param_sizes(module);
         sizes.insert(sizes.end(), std::make_move_iterator(own.begin()),
                      std::make_move_iterator(own.end()));
     }

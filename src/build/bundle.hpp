@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compile/compiler.hpp"
@@ -26,15 +27,24 @@ struct BundleMember {
     std::vector<std::string> symbols;  // its kernels and variables (compile/ptx_symbols.hpp)
 };
 
-// The most members one bundle links: a bundle is built after the warm-up that asked for it, on
-// one thread, so that smaller bundles are ready sooner and several build at once.
-inline constexpr std::size_t kBundleMembers = 16;
+// The most members one bundle links, and how many it links on average: a bundle is built after
+// the warm-up that asked for it, on one thread, so that smaller bundles are ready sooner and
+// several build at once.
+inline constexpr std::size_t kBundleMembers = 32;
+inline constexpr std::size_t kBundleMembersAverage = 16;
 
-// Members packed into bundles, as indices into `members`: in fingerprint order, each into the
-// first bundle that names none of its symbols and has room (two modules naming one kernel
-// or variable do not link together, or leave the name ambiguous; generators reuse kernel names
-// for other shapes). A bundle of one member
-// is left out. The same members pack the same way, whatever order they come in.
+// In a bundle, each member's own names (its symbols) end in this marker and the member's index
+// in the bundle: modules that reuse a kernel, function or variable name (generators reuse kernel
+// names for other shapes) link together, each calling its own.
+inline constexpr std::string_view kBundleMarker = "$kc";
+// Member `index`'s `symbol` as the bundle's code names it.
+std::string bundled_symbol(std::string_view symbol, std::size_t index);
+
+// Members packed into bundles, as indices into `members`: in fingerprint order, a bundle ending
+// after a member whose fingerprint says so (one in kBundleMembersAverage) or when it is full, so
+// that a member added or gone changes its own bundle and seldom another. A module under two keys
+// is packed once; a bundle of one member is left out. The same members pack the same way,
+// whatever order they come in.
 std::vector<std::vector<std::size_t>> pack_bundles(const std::vector<BundleMember>& members);
 
 struct BundlePlan {
@@ -50,9 +60,10 @@ BundlePlan plan_bundle(const std::vector<const BundleMember*>& members,
 // material. Counts no lookup.
 std::optional<store::Found> find_bundle(store::ArtifactStore& tiers, const BundlePlan& plan);
 
-// Links the members' PTX (`ptx`, in the plan's order) and puts the bundle in the tiers, written
-// to disk before it returns. kCompileFailed with nvJitLink's log when the modules do not link
-// together.
+// Links the members' PTX (`ptx`, in the plan's order), each member's symbols renamed
+// (bundled_symbol), and puts the bundle in the tiers, written to disk before it returns.
+// kCompileFailed with nvJitLink's log when the modules do not link together, or kInvalidArgument
+// when a member's symbols do not read or its names already hold the marker.
 Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
                          const std::vector<const std::string*>& ptx, const compile::Target& target);
 

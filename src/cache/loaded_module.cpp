@@ -38,9 +38,11 @@ LoadedModule::~LoadedModule() {
     if (RefStripes* stripes = block(); stripes != &sealed_block()) delete stripes;
 }
 
-void LoadedModule::share(std::shared_ptr<const SharedCode> code, std::vector<std::string> symbols) {
+void LoadedModule::share(std::shared_ptr<const SharedCode> code, std::vector<std::string> symbols,
+                         std::string suffix) {
     shared_code_ = std::move(code);
     own_symbols_ = std::move(symbols);
+    code_suffix_ = std::move(suffix);
 }
 
 bool LoadedModule::owns(std::string_view symbol) const {
@@ -48,12 +50,18 @@ bool LoadedModule::owns(std::string_view symbol) const {
            std::binary_search(own_symbols_.begin(), own_symbols_.end(), symbol);
 }
 
+std::string LoadedModule::in_code(std::string_view symbol) const {
+    std::string named(symbol);
+    named += code_suffix_;
+    return named;
+}
+
 Result<DeviceGlobal> LoadedModule::global(const std::string& name) const {
     if (!owns(name)) {
         return Error(Errc::kInvalidArgument,
                      "no __device__ or __constant__ variable named '" + name + "' in the module");
     }
-    return driver_->module_global(module_, name);
+    return driver_->module_global(module_, in_code(name));
 }
 
 LoadedModule::RefStripes& LoadedModule::sealed_block() noexcept {
@@ -199,7 +207,7 @@ Result<const ResolvedKernel*> LoadedModule::resolve(std::string_view name) {
     // Another member's kernel is in the bundle's code, but not in this key's source.
     auto id =
         owns(driver_name)
-            ? driver_->get_kernel(module_, driver_name)
+            ? driver_->get_kernel(module_, in_code(driver_name))
             : Result<driver::KernelId>(Error(
                   Errc::kKernelNotFound, "no kernel named '" + driver_name + "' in the module"));
     if (!id) {

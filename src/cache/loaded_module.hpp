@@ -89,8 +89,10 @@ public:
                  build::LoweredNames names = {}, compile::PtxParamSizes param_sizes = {});
     ~LoadedModule();
     // A bundle member (before it is published): its code is `code`, shared with the other
-    // members, and only `symbols` (sorted: its own kernels and variables) are found in it.
-    void share(std::shared_ptr<const SharedCode> code, std::vector<std::string> symbols);
+    // members, and only `symbols` (sorted: its own kernels and variables) are found in it, each
+    // named there with `suffix` added (build::bundled_symbol).
+    void share(std::shared_ptr<const SharedCode> code, std::vector<std::string> symbols,
+               std::string suffix);
     LoadedModule(const LoadedModule&) = delete;
     LoadedModule& operator=(const LoadedModule&) = delete;
 
@@ -210,6 +212,8 @@ private:
     static bool dead(std::int64_t count) noexcept { return count >= kDead / 2; }
     // Whether `symbol` is this key's to find in its code: always, but in a bundle member's.
     bool owns(std::string_view symbol) const;
+    // What its code names `symbol`: itself, but in a bundle member's.
+    std::string in_code(std::string_view symbol) const;
     RefStripes* block() const noexcept { return stripes_.load(std::memory_order_acquire); }
     std::uint32_t try_acquire_slow(std::uint32_t stripe) noexcept;
     void release_home() noexcept;
@@ -234,6 +238,7 @@ private:
     // A bundle member's: the code it shares (dropped when it unloads), and what of it is its own.
     std::shared_ptr<const SharedCode> shared_code_;
     std::vector<std::string> own_symbols_;
+    std::string code_suffix_;
 
     std::mutex resolve_mutex_;  // serialises resolve(); readers use kernels_ without it
     std::atomic<const ResolvedKernel*> kernels_{nullptr};  // push-front list, release/acquire

@@ -337,12 +337,15 @@ Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
     for (std::size_t i = 0; i < members.size(); ++i) {
         if (landings[i] == nullptr) continue;
         const BundledKey& member = members[i];
+        // Member i's names in the bundle end in its suffix (build::bundled_symbol).
+        std::string suffix = build::bundled_symbol("", i);
         compile::PtxParamSizes own;
         if (sizes) {
-            for (const auto& kernel : *sizes) {
-                if (std::binary_search(member.symbols->begin(), member.symbols->end(),
-                                       kernel.first)) {
-                    own.push_back(kernel);
+            for (const auto& [name, kernel_sizes] : *sizes) {
+                if (!name.ends_with(suffix)) continue;
+                std::string symbol = name.substr(0, name.size() - suffix.size());
+                if (std::binary_search(member.symbols->begin(), member.symbols->end(), symbol)) {
+                    own.emplace_back(std::move(symbol), kernel_sizes);
                 }
             }
         }
@@ -351,7 +354,7 @@ Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
             std::string(member.key), arch, hash,
             build::source_digest(*member.source, arch, member.source_bytes), plan.fingerprint,
             loaded, driver_, module_counters_, {}, std::move(own));
-        entry->share(code, *member.symbols);
+        entry->share(code, *member.symbols, std::move(suffix));
         entry->add_ref(LoadedModule::kHomeStripe);
         modules[i].emplace(ModuleHandle(entry, LoadedModule::kHomeStripe));
         misses_.fetch_add(1, std::memory_order_relaxed);

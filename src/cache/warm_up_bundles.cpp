@@ -20,11 +20,12 @@ namespace kcache::cache {
 namespace {
 
 // Runs `each(n)` for every n below `count` on worker threads, never the caller's (a warm-up
-// makes nothing on it): one at first, and one more each time `patience` passes with items left,
-// up to `threads`. A thread that cannot start stops the growth; with none, the caller runs them.
+// makes nothing on it): `first` at first, and one more each time `patience` passes with items
+// left, up to `threads`. A thread that cannot start stops the growth; with none, the caller runs
+// them.
 template <class Each>
-void on_workers(std::size_t count, unsigned threads, std::chrono::microseconds patience,
-                Each each) {
+void on_workers(std::size_t count, unsigned first, unsigned threads,
+                std::chrono::microseconds patience, Each each) {
     std::atomic<std::size_t> next{0};
     std::mutex mutex;
     std::condition_variable all_done;
@@ -51,7 +52,7 @@ void on_workers(std::size_t count, unsigned threads, std::chrono::microseconds p
         }
     };
     std::unique_lock lock(mutex);
-    grow();
+    for (unsigned n = 0; n < std::max(1u, first); ++n) grow();
     if (pool.empty()) {  // none started: made here after all
         lock.unlock();
         work();
@@ -62,6 +63,67 @@ void on_workers(std::size_t count, unsigned threads, std::chrono::microseconds p
     for (std::thread& thread : pool) thread.join();
 }
 
+// The bundles of `plans` looked up in the tiers, in order, on up to `threads` threads of their
+// own, while the caller takes each as it comes: a bundle's read and check overlap the loads of
+// those before it (and a remote tier's round trips overlap each other). Without a thread, the
+// caller looks each up as it takes it.
+class BundleLookups {
+public:
+    BundleLookups(store::ArtifactStore& tiers, const std::vector<const build::BundlePlan*>& plans,
+                  unsigned threads)
+        : tiers_(tiers), plans_(plans), found_(plans.size()), done_(plans.size(), false) {
+        const std::size_t most = std::min<std::size_t>({threads, plans.size(), kMostThreads});
+        pool_.reserve(most);
+        for (std::size_t n = 0; n < most; ++n) {
+            try {
+                pool_.emplace_back([this] { work(); });
+            } catch (const std::system_error& e) {
+                util::log_line(
+                    util::LogLevel::kInfo,
+                    std::string("warm_up: a bundle lookup thread did not start: ") + e.what());
+                break;
+            }
+        }
+    }
+    ~BundleLookups() {
+        next_.store(plans_.size());  // nothing more is taken
+        for (std::thread& thread : pool_) thread.join();
+    }
+    BundleLookups(const BundleLookups&) = delete;
+    BundleLookups& operator=(const BundleLookups&) = delete;
+
+    // Bundle k's artifact, if a tier has it; waits for its lookup.
+    std::optional<store::Found> take(std::size_t k) {
+        if (pool_.empty()) return build::find_bundle(tiers_, *plans_[k]);
+        std::unique_lock lock(mutex_);
+        found_done_.wait(lock, [&] { return static_cast<bool>(done_[k]); });
+        return std::move(found_[k]);
+    }
+
+private:
+    // A bundle's lookup is a file's read and check: a few threads keep ahead of its loads.
+    static constexpr std::size_t kMostThreads = 4;
+
+    void work() {
+        for (std::size_t k = next_.fetch_add(1); k < plans_.size(); k = next_.fetch_add(1)) {
+            std::optional<store::Found> found = build::find_bundle(tiers_, *plans_[k]);
+            std::lock_guard lock(mutex_);
+            found_[k] = std::move(found);
+            done_[k] = true;
+            found_done_.notify_all();
+        }
+    }
+
+    store::ArtifactStore& tiers_;
+    const std::vector<const build::BundlePlan*>& plans_;
+    std::atomic<std::size_t> next_{0};
+    std::mutex mutex_;
+    std::condition_variable found_done_;
+    std::vector<std::optional<store::Found>> found_;  // guarded by mutex_
+    std::vector<bool> done_;                          // guarded by mutex_
+    std::vector<std::thread> pool_;
+};
+
 }  // namespace
 
 WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpItem>& items,
@@ -70,10 +132,16 @@ WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpIte
     : modules_(modules),
       items_(items),
       arch_(arch),
+      threads_(threads),
       sources_(items.size()),
       member_(items.size(), false) {
     std::vector<std::optional<Member>> planned(indices.size());
-    on_workers(indices.size(), threads, patience, [&](std::size_t n) {
+    // Each item a few microseconds of hashing and scanning: a worker for every
+    // kItemsPerFirstWorker of them from the start, more only if that falls behind.
+    constexpr std::size_t kItemsPerFirstWorker = 16;
+    const auto first =
+        static_cast<unsigned>((indices.size() + kItemsPerFirstWorker - 1) / kItemsPerFirstWorker);
+    on_workers(indices.size(), first, threads, patience, [&](std::size_t n) {
         const std::size_t i = indices[n];
         const WarmUpItem& item = items_[i];
         if (modules_.contains(item.key, arch_)) return;
@@ -115,6 +183,7 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
     for (const Member& member : members_) {
         groups[{member.target.name(), member.toolchain}].push_back(&member);
     }
+    std::vector<Missing> bundles;
     for (const auto& [group, members] : groups) {
         std::vector<build::BundleMember> bundled;
         bundled.reserve(members.size());
@@ -127,30 +196,37 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
                 planned.push_back(&members[at]->bundled);
             }
             bundle.plan = build::plan_bundle(planned, bundle.target, group.second);
-            const std::optional<store::Found> found =
-                build::find_bundle(modules_.tiers(), bundle.plan);
-            if (!found) {
-                missing_.push_back(std::move(bundle));
-                continue;
-            }
-            std::vector<LoadedModules::BundledKey> keys;
-            keys.reserve(bundle.members.size());
-            for (const Member* member : bundle.members) {
-                keys.push_back({items_[member->item].key, &**sources_[member->item],
-                                member->source_bytes, &member->bundled.symbols});
-            }
-            auto modules = modules_.load_bundle(bundle.plan, *found, keys, arch_);
-            if (!modules) {
-                // Stored, but not loadable here: its members load one by one, and it is not
-                // linked again.
-                util::log_line(util::LogLevel::kInfo,
-                               "bundle " + bundle.plan.fingerprint.hex() +
-                                   " did not load: " + modules.error().message());
-                continue;
-            }
-            for (std::size_t m = 0; m < keys.size(); ++m) {
-                loaded[bundle.members[m]->item] = std::move((*modules)[m]);
-            }
+            bundles.push_back(std::move(bundle));
+        }
+    }
+    std::vector<const build::BundlePlan*> plans;
+    plans.reserve(bundles.size());
+    for (const Missing& bundle : bundles) plans.push_back(&bundle.plan);
+    BundleLookups lookups(modules_.tiers(), plans, threads_);
+    for (std::size_t k = 0; k < bundles.size(); ++k) {
+        Missing& bundle = bundles[k];
+        const std::optional<store::Found> found = lookups.take(k);
+        if (!found) {
+            missing_.push_back(std::move(bundle));
+            continue;
+        }
+        std::vector<LoadedModules::BundledKey> keys;
+        keys.reserve(bundle.members.size());
+        for (const Member* member : bundle.members) {
+            keys.push_back({items_[member->item].key, &**sources_[member->item],
+                            member->source_bytes, &member->bundled.symbols});
+        }
+        auto modules = modules_.load_bundle(bundle.plan, *found, keys, arch_);
+        if (!modules) {
+            // Stored, but not loadable here: its members load one by one, and it is not
+            // linked again.
+            util::log_line(util::LogLevel::kInfo,
+                           "bundle " + bundle.plan.fingerprint.hex() +
+                               " did not load: " + modules.error().message());
+            continue;
+        }
+        for (std::size_t m = 0; m < keys.size(); ++m) {
+            loaded[bundle.members[m]->item] = std::move((*modules)[m]);
         }
     }
     return loaded;

@@ -55,6 +55,7 @@ private:
     LoadedModules& modules_;
     const std::vector<WarmUpItem>& items_;
     const int arch_;
+    const unsigned threads_;
     std::vector<std::optional<Result<Source>>> sources_;  // by item index
     std::vector<bool> member_;                            // by item index
     std::vector<Member> members_;  // the PTX items planned for a host compile

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "build/plan.hpp"
 #include "cache/bundle_builder.hpp"
+#include "compile/ptx_rename.hpp"
 #include "compile/ptx_symbols.hpp"
 #include "driver/compiler_api.hpp"
 #include "host_compile_test.hpp"
@@ -66,6 +68,40 @@ protected:
         warm_up_and_bundle(items, options());
     }
 
+    // How `items` pack into bundles (build::pack_bundles over their plans, as a warm-up packs
+    // them): each bundle's members, as indices into `items`.
+    std::vector<std::vector<std::size_t>> packing(const std::vector<WarmUpItem>& items) const {
+        const auto arch = fake_->current_arch();
+        EXPECT_TRUE(arch.ok());
+        std::vector<build::BundleMember> members;
+        for (const WarmUpItem& item : items) {
+            const auto source = item.make_source();
+            EXPECT_TRUE(source.ok());
+            const auto plan = build::plan_build(*arch, *source, true);
+            EXPECT_TRUE(plan.ok() && plan->has_value());
+            members.push_back({(*plan)->fingerprint, {}});
+        }
+        return build::pack_bundles(members);
+    }
+    // The driver loads a warm-up of `items` takes once their bundles are stored: one a bundle,
+    // one each for the rest.
+    int loads_with_bundles(const std::vector<WarmUpItem>& items) const {
+        const auto bundles = packing(items);
+        std::size_t bundled = 0;
+        for (const auto& bundle : bundles) bundled += bundle.size();
+        return static_cast<int>(bundles.size() + items.size() - bundled);
+    }
+
+    // Launches of kernel `name` through whichever code holds it: a module of its own, or a
+    // bundle (where it is named for its member).
+    int launches_of(const std::string& name) const {
+        int launches = fake_->launches_of(name);
+        for (std::size_t member = 0; member < build::kBundleMembers; ++member) {
+            launches += fake_->launches_of(build::bundled_symbol(name, member));
+        }
+        return launches;
+    }
+
     // The bundles on disk (their entry files).
     std::vector<std::string> bundle_files() const {
         std::vector<std::string> bundles;
@@ -81,17 +117,21 @@ protected:
     std::array<void*, 3> args_ = {&out_, &in_, &rows_};
 };
 
-TEST_F(BundleTest, AWarmUpsModulesAreLinkedIntoABundleThatTheNextWarmUpLoadsOnce) {
+TEST_F(BundleTest, AWarmUpsModulesAreLinkedIntoBundlesThatTheNextWarmUpLoadsAsOneModuleEach) {
     const auto items = distinct(6);
+    const auto bundles = packing(items);
+    ASSERT_FALSE(bundles.empty());
     warm_up_and_bundle(items);
-    EXPECT_EQ(bundle_files().size(), 1u);
-    EXPECT_EQ(test::entry_files(dir_).size(), 7u);  // each module's entry, and the bundle
+    EXPECT_EQ(bundle_files().size(), bundles.size());
+    // Each module's entry, and the bundles.
+    EXPECT_EQ(test::entry_files(dir_).size(), items.size() + bundles.size());
 
     KernelCache cache(options());
     const int loads = fake_->loads();
     auto results = cache.warm_up(items, 2);
     expect_all_ok(results);
-    EXPECT_EQ(fake_->loads() - loads, 1);  // one module for the six keys
+    EXPECT_EQ(fake_->loads() - loads, loads_with_bundles(items));
+    EXPECT_LT(loads_with_bundles(items), static_cast<int>(items.size()));
     const CacheStats stats = cache.stats();
     EXPECT_EQ(stats.misses, 6u);
     EXPECT_EQ(stats.disk_hits, 6u);
@@ -100,13 +140,13 @@ TEST_F(BundleTest, AWarmUpsModulesAreLinkedIntoABundleThatTheNextWarmUpLoadsOnce
     for (std::size_t i = 0; i < items.size(); ++i) {
         ASSERT_TRUE(results[i].ok());
         ASSERT_TRUE(results[i]->launch(LaunchConfig{}, args_).ok());
-        EXPECT_EQ(fake_->launches_of(items[i].kernel_name), 1) << items[i].kernel_name;
+        EXPECT_EQ(launches_of(items[i].kernel_name), 1) << items[i].kernel_name;
     }
     // Each key is loaded: a lookup by key afterwards is a hit, through the bundle's module.
     reset_thread_stats();
     ASSERT_TRUE(cache.kernel(items[2].key, items[2].make_source, items[2].kernel_name).ok());
     EXPECT_EQ(thread_stats().hits, 1u);
-    EXPECT_EQ(fake_->loads() - loads, 1);
+    EXPECT_EQ(fake_->loads() - loads, loads_with_bundles(items));
 }
 
 // A process that ends soon after its warm-up (a script, a test) links nothing, and its end waits
@@ -164,33 +204,36 @@ TEST_F(BundleTest, AKeyFindsOnlyItsOwnKernelsInTheSharedCode) {
     EXPECT_FALSE(module->global("softmax_rows_2").ok());
 }
 
-TEST_F(BundleTest, ModulesDeclaringOneKernelNameGoToBundlesOfTheirOwn) {
-    // Four modules of one kernel name (other shapes), and two of names of their own.
+// Generators reuse kernel names for other shapes: such modules link into one bundle all the same,
+// each key launching its own kernel there.
+TEST_F(BundleTest, ModulesOfOneKernelNameShareABundleEachKeyWithItsOwnKernel) {
     std::vector<WarmUpItem> items;
-    for (int cols = 1; cols <= 4; ++cols) {
+    for (int cols = 1; cols <= 6; ++cols) {
         items.push_back(
             {"same:" + std::to_string(cols),
              [cols]() -> Result<Source> { return Source::ptx(examples::softmax_rows_ptx(cols)); },
              "softmax_rows"});
     }
-    for (const WarmUpItem& item : distinct(2)) items.push_back(item);
+    const auto bundles = packing(items);
+    ASSERT_FALSE(bundles.empty());
     warm_up_and_bundle(items);
-    // One softmax_rows with the two others; each other softmax_rows alone, which is no bundle.
-    EXPECT_EQ(bundle_files().size(), 1u);
+    EXPECT_EQ(bundle_files().size(), bundles.size());
 
     KernelCache cache(options());
     const int loads = fake_->loads();
     auto results = cache.warm_up(items, 2);
     expect_all_ok(results);
-    EXPECT_EQ(fake_->loads() - loads, 4);  // the bundle, and three modules one by one
+    EXPECT_EQ(fake_->loads() - loads, loads_with_bundles(items));
     std::set<std::uint64_t> kernels;
     for (const auto& result : results) {
         ASSERT_TRUE(result.ok());
         auto native = result->native_kernel();
         ASSERT_TRUE(native.ok());
         kernels.insert(reinterpret_cast<std::uint64_t>(*native));
+        ASSERT_TRUE(result->launch(LaunchConfig{}, args_).ok());
     }
     EXPECT_EQ(kernels.size(), items.size());  // every key its own kernel
+    EXPECT_EQ(launches_of("softmax_rows"), 6);
 }
 
 TEST_F(BundleTest, AKeyWhoseSourceChangedIsNotServedFromTheBundle) {
@@ -210,50 +253,55 @@ TEST_F(BundleTest, AKeyWhoseSourceChangedIsNotServedFromTheBundle) {
 }
 
 TEST_F(BundleTest, TheSharedCodeIsUnloadedWithItsLastKey) {
-    const auto items = distinct(3);
+    const auto items = distinct(8);
+    const auto bundles = packing(items);
+    ASSERT_FALSE(bundles.empty());
     warm_up_and_bundle(items);
     const int unloads = fake_->unloads();
+    const int loads = loads_with_bundles(items);
     {
         KernelCache cache(options());
         auto results = cache.warm_up(items, 1);
         expect_all_ok(results);
-        KernelHandle kept = *results[1];
+        KernelHandle kept = *results[bundles[0][0]];  // a bundle's first member
         results.clear();
         cache.clear();
-        EXPECT_EQ(fake_->unloads() - unloads, 0);  // one key still held
+        EXPECT_EQ(fake_->unloads() - unloads, loads - 1);  // all but the code one key holds
         ASSERT_TRUE(kept.launch(LaunchConfig{}, args_).ok());
     }
-    EXPECT_EQ(fake_->unloads() - unloads, 1);
+    EXPECT_EQ(fake_->unloads() - unloads, loads);
     EXPECT_EQ(fake_->live_libraries(), 0);
 }
 
 TEST_F(BundleTest, TurnedOffAWarmUpLinksAndLoadsNoBundle) {
-    const auto items = distinct(4);
+    const auto items = distinct(8);
     CacheOptions off = options();
     off.bundle_warm_ups = false;
     warm_up_and_bundle(items, off);
     EXPECT_TRUE(bundle_files().empty());
-    warm_up_and_bundle(items);  // now one is made
-    ASSERT_EQ(bundle_files().size(), 1u);
+    warm_up_and_bundle(items);  // now they are made
+    ASSERT_FALSE(bundle_files().empty());
     KernelCache cache(off);
     const int loads = fake_->loads();
     expect_all_ok(cache.warm_up(items, 1));
-    EXPECT_EQ(fake_->loads() - loads, 4);
+    EXPECT_EQ(fake_->loads() - loads, 8);
 }
 
 TEST_F(BundleTest, AReadOnlyCacheLoadsBundlesButLinksNone) {
     const auto first = distinct(3);
+    ASSERT_FALSE(packing(first).empty());
     warm_up_and_bundle(first);
+    const std::size_t stored = bundle_files().size();
     CacheOptions read_only = options();
     read_only.read_only = true;
     {
         KernelCache cache(read_only);
         const int loads = fake_->loads();
         expect_all_ok(cache.warm_up(first, 1));
-        EXPECT_EQ(fake_->loads() - loads, 1);
+        EXPECT_EQ(fake_->loads() - loads, loads_with_bundles(first));
     }
     // Another set, whose modules a writer stored one by one: read, not linked.
-    auto items = distinct(5);
+    auto items = distinct(8);
     {
         CacheOptions off = options();
         off.bundle_warm_ups = false;
@@ -262,32 +310,38 @@ TEST_F(BundleTest, AReadOnlyCacheLoadsBundlesButLinksNone) {
     KernelCache cache(read_only);
     expect_all_ok(cache.warm_up(items, 1));
     cache.wait_for_uploads();
-    EXPECT_EQ(bundle_files().size(), 1u);
+    EXPECT_EQ(bundle_files().size(), stored);
 }
 
 TEST_F(BundleTest, ACorruptBundleLeavesItsKeysToLoadOneByOne) {
-    const auto items = distinct(4);
+    const auto items = distinct(8);
     warm_up_and_bundle(items);
     const auto bundles = bundle_files();
-    ASSERT_EQ(bundles.size(), 1u);
-    std::string bytes = test::read_file(bundles[0]);
-    bytes[bytes.size() / 2] ^= 0x5a;
-    test::write_file(bundles[0], bytes);
+    ASSERT_FALSE(bundles.empty());
+    for (const std::string& bundle : bundles) {
+        std::string bytes = test::read_file(bundle);
+        bytes[bytes.size() / 2] ^= 0x5a;
+        test::write_file(bundle, bytes);
+    }
     KernelCache cache(options());
     const int loads = fake_->loads();
     expect_all_ok(cache.warm_up(items, 1));
-    EXPECT_EQ(fake_->loads() - loads, 4);
+    EXPECT_EQ(fake_->loads() - loads, 8);
     EXPECT_EQ(cache.stats().compiles, 0u);
 }
 
 TEST_F(BundleTest, ABundleTheDriverRefusesLeavesItsKeysToLoadOneByOne) {
-    const auto items = distinct(4);
+    const auto items = distinct(8);
+    const auto bundles = packing(items);
+    ASSERT_FALSE(bundles.empty());
     warm_up_and_bundle(items);
     KernelCache cache(options());
-    fake_->fail_next_loads(1);  // the bundle's
+    fake_->fail_next_loads(1);  // the first bundle's
     const int loads = fake_->loads();
     expect_all_ok(cache.warm_up(items, 1));
-    EXPECT_EQ(fake_->loads() - loads, 4);
+    // That bundle's members one by one instead (the refused load is no load).
+    EXPECT_EQ(fake_->loads() - loads,
+              loads_with_bundles(items) - 1 + static_cast<int>(bundles[0].size()));
 }
 
 // Processes sharing a disk tier link a bundle once: the one holding the lock beside its entry.
@@ -327,28 +381,32 @@ TEST_F(BundleTest, ABundleWhoseLockAnotherProcessHoldsIsNotLinkedHere) {
     EXPECT_EQ(later.skipped(), 1u);
 }
 
-TEST(PackBundles, NoTwoMembersOfABundleNameOneSymbolAndTheOrderGivenDoesNotMatter) {
+// A fingerprint of its own for each i, as a module's would be.
+util::Fingerprint spread(std::uint64_t i) {
+    return util::bytes_hash("module " + std::to_string(i));
+}
+
+TEST(PackBundles, EveryMemberOnceInBundlesOfTwoToTheMostAndTheOrderGivenDoesNotMatter) {
     std::vector<build::BundleMember> members;
-    for (std::uint64_t i = 0; i < 40; ++i) {
-        // Names repeat every seven members; every fifth also defines a shared variable.
-        std::vector<std::string> symbols = {"kernel_" + std::to_string(i % 7)};
-        if (i % 5 == 0) symbols.push_back("table");
-        std::sort(symbols.begin(), symbols.end());
-        members.push_back({util::Fingerprint{i * 0x9e3779b97f4a7c15ull, i}, symbols});
-    }
+    for (std::uint64_t i = 0; i < 400; ++i) members.push_back({spread(i), {"kernel"}});
     const auto packed = build::pack_bundles(members);
     std::set<std::size_t> seen;
+    std::size_t full = 0;
     for (const auto& bundle : packed) {
         EXPECT_GT(bundle.size(), 1u);
         EXPECT_LE(bundle.size(), build::kBundleMembers);
-        std::set<std::string> names;
+        full += bundle.size() == build::kBundleMembers ? 1 : 0;
         for (const std::size_t m : bundle) {
             EXPECT_TRUE(seen.insert(m).second) << "member " << m << " bundled twice";
-            for (const auto& symbol : members[m].symbols) {
-                EXPECT_TRUE(names.insert(symbol).second) << symbol << " twice in a bundle";
-            }
         }
     }
+    // Bundles end where a member's fingerprint says so: about one member in
+    // kBundleMembersAverage, seldom at the most.
+    EXPECT_GE(packed.size(), 400 / build::kBundleMembers);
+    EXPECT_LE(packed.size(), 2 * 400 / build::kBundleMembersAverage);
+    EXPECT_LT(full, packed.size() / 4);
+    EXPECT_GT(seen.size(), 400 * 9 / 10);  // bundles of one are left out: a few
+
     std::vector<build::BundleMember> reversed(members.rbegin(), members.rend());
     auto again = build::pack_bundles(reversed);
     ASSERT_EQ(again.size(), packed.size());
@@ -357,6 +415,37 @@ TEST(PackBundles, NoTwoMembersOfABundleNameOneSymbolAndTheOrderGivenDoesNotMatte
         for (std::size_t m = 0; m < packed[b].size(); ++m) {
             EXPECT_EQ(reversed[again[b][m]].fingerprint, members[packed[b][m]].fingerprint);
         }
+    }
+}
+
+// One module more changes its own bundle, and leaves every other as it was (their links stay
+// good), where no bundle is full.
+TEST(PackBundles, AMemberAddedChangesItsOwnBundleOnly) {
+    std::vector<build::BundleMember> members;
+    for (std::uint64_t i = 0; i < 60; ++i) members.push_back({spread(i), {}});  // none full
+    auto fingerprints_of = [](const std::vector<build::BundleMember>& all) {
+        std::set<std::string> bundles;  // each its members' fingerprints
+        for (const auto& bundle : build::pack_bundles(all)) {
+            std::string prints;
+            for (const std::size_t m : bundle) prints += all[m].fingerprint.hex() + " ";
+            bundles.insert(prints);
+        }
+        return bundles;
+    };
+    const auto before = fingerprints_of(members);
+    for (const auto& bundle : build::pack_bundles(members)) {
+        ASSERT_LT(bundle.size(), build::kBundleMembers);  // the premise
+    }
+    for (std::uint64_t added = 1000; added < 1010; ++added) {
+        auto more = members;
+        more.push_back({spread(added), {}});
+        const auto after = fingerprints_of(more);
+        std::size_t changed = 0;
+        for (const auto& bundle : after) changed += before.count(bundle) ? 0 : 1;
+        EXPECT_LE(changed, 1u) << "adding member " << added;
+        std::size_t gone = 0;
+        for (const auto& bundle : before) gone += after.count(bundle) ? 0 : 1;
+        EXPECT_LE(gone, 2u) << "adding member " << added;  // its bundle, or two it joined
     }
 }
 
@@ -438,17 +527,90 @@ TEST(PtxModuleSymbols, WhatDoesNotReadIsNoSymbolListAtAll) {
     EXPECT_EQ(compile::ptx_module_symbols(""), std::vector<std::string>{});
 }
 
-// Two modules whose helper functions share a name (with other bodies) are never one bundle: a
-// linker keeps one definition of a visible or weak function for both.
-TEST(PackBundles, ModulesDefiningOneFunctionAreNotBundledTogether) {
-    const auto a = compile::ptx_module_symbols(
-        ".visible .func (.param .b32 r) helper()\n{\n ret;\n}\n.entry ka()\n{\n ret;\n}\n");
-    const auto b = compile::ptx_module_symbols(
-        ".weak .func (.param .b32 r) helper()\n{\n ret;\n}\n.entry kb()\n{\n ret;\n}\n");
-    ASSERT_TRUE(a && b);
-    const std::vector<build::BundleMember> members = {{util::Fingerprint{1, 1}, *a},
-                                                      {util::Fingerprint{2, 2}, *b}};
-    EXPECT_TRUE(build::pack_bundles(members).empty());
+// Two modules whose helper functions share a name (with other bodies) link into one bundle, each
+// calling its own: a linker keeps one definition of a visible or weak function, so each module's
+// names are made its own first.
+TEST_F(BundleTest, ModulesDefiningOneFunctionEachCallTheirOwnInABundle) {
+    auto module = [](const char* linkage, int value, const char* kernel) {
+        return std::string(".version 7.8\n.target sm_70\n.address_size 64\n") + linkage +
+               " .func (.param .b32 r) helper()\n{\n .reg .b32 %v;\n mov.b32 %v, " +
+               std::to_string(value) + ";\n st.param.b32 [r], %v;\n ret;\n}\n.visible .entry " +
+               kernel +
+               "(.param .u64 out)\n{\n .reg .b32 %v;\n .reg .b64 %p;\n"
+               " ld.param.u64 %p, [out];\n { .param .b32 got;\n"
+               " call.uni (got), helper, ();\n ld.param.b32 %v, [got];\n }\n"
+               " st.global.u32 [%p], %v;\n ret;\n}\n";
+    };
+    const std::string a = module(".visible", 1, "ka"), b = module(".weak", 2, "kb");
+    std::vector<std::string> renamed;
+    for (const std::string* ptx : {&a, &b}) {
+        const auto symbols = compile::ptx_module_symbols(*ptx);
+        ASSERT_TRUE(symbols.has_value());
+        const auto text =
+            compile::rename_ptx_symbols(*ptx, *symbols, build::kBundleMarker, renamed.size());
+        ASSERT_TRUE(text.has_value());
+        renamed.push_back(*text);
+    }
+    EXPECT_NE(renamed[0].find("call.uni (got), helper$kc0, ();"), std::string::npos);
+    EXPECT_NE(renamed[1].find("call.uni (got), helper$kc1, ();"), std::string::npos);
+    EXPECT_NE(renamed[1].find(".weak .func (.param .b32 r) helper$kc1()"), std::string::npos);
+    EXPECT_NE(renamed[1].find(".visible .entry kb$kc1(.param .u64 out)"), std::string::npos);
+    const auto linked = compile::link_ptx_bundle({&renamed[0], &renamed[1]}, compile::Target{90});
+    ASSERT_TRUE(linked.ok()) << linked.error().describe();
+}
+
+}  // namespace
+}  // namespace kcache
+
+namespace kcache {
+namespace {
+
+TEST(RenamePtxSymbols, WholeNamesOnlyAndNeitherCommentsNorStrings) {
+    const std::string ptx =
+        "// scale is here\n"
+        ".global .align 4 .f32 scale = 2.0;\n"
+        ".global .align 1 .b8 msg[6] = {115, 99, 97, 108, 101, 0};\n"
+        ".visible .entry scale_rows(.param .u64 scale_rows_out)\n{\n"
+        " .reg .f32 %scale;\n"
+        " ld.global.f32 %scale, [scale];\n"
+        " ld.global.f32 %scale, [scale+4]; /* scale */\n"
+        " mov.u64 %rd1, msg;\n"
+        " .pragma \"scale\";\n ret;\n}\n";
+    const std::vector<std::string> names = {"msg", "scale", "scale_rows"};
+    const auto renamed = compile::rename_ptx_symbols(ptx, names, "$kc", 4);
+    ASSERT_TRUE(renamed.has_value());
+    EXPECT_EQ(*renamed,
+              "// scale is here\n"
+              ".global .align 4 .f32 scale$kc4 = 2.0;\n"
+              ".global .align 1 .b8 msg$kc4[6] = {115, 99, 97, 108, 101, 0};\n"
+              ".visible .entry scale_rows$kc4(.param .u64 scale_rows_out)\n{\n"
+              " .reg .f32 %scale;\n"
+              " ld.global.f32 %scale, [scale$kc4];\n"
+              " ld.global.f32 %scale, [scale$kc4+4]; /* scale */\n"
+              " mov.u64 %rd1, msg$kc4;\n"
+              " .pragma \"scale\";\n ret;\n}\n");
+    EXPECT_EQ(compile::ptx_module_symbols(*renamed),
+              (std::vector<std::string>{"msg$kc4", "scale$kc4", "scale_rows$kc4"}));
+}
+
+// A name that already holds the marker could meet a renamed one: no renaming then.
+TEST(RenamePtxSymbols, ANameHoldingTheMarkerRefusesTheRenaming) {
+    const std::string ptx =
+        ".extern .func helper$kc1();\n.visible .entry k()\n{\n call.uni helper$kc1, ();\n "
+        "ret;\n}\n";
+    EXPECT_FALSE(compile::rename_ptx_symbols(ptx, {"k"}, "$kc", 0).has_value());
+    EXPECT_TRUE(compile::rename_ptx_symbols(ptx, {"k"}, "$kb", 0).has_value());
+}
+
+TEST(RenamePtxSymbols, AnInstructionSpelledLikeASymbolStaysAsItIs) {
+    // A variable named ld: the instruction ld.global.u32 is one word, not the name.
+    const std::string ptx =
+        ".global .u32 ld;\n.visible .entry k()\n{\n ld.global.u32 %r1, [ld];\n ret;\n}\n";
+    const auto renamed = compile::rename_ptx_symbols(ptx, {"k", "ld"}, "$kc", 2);
+    ASSERT_TRUE(renamed.has_value());
+    EXPECT_EQ(*renamed,
+              ".global .u32 ld$kc2;\n.visible .entry k$kc2()\n{\n ld.global.u32 %r1, [ld$kc2];\n"
+              " ret;\n}\n");
 }
 
 }  // namespace

@@ -499,16 +499,18 @@ TEST_F(GpuTest, WarmUpColdAndFromTheDiskTierGivesKernelsThatMatchTheCpuReference
 
 // A warm-up's bundles (its modules linked a few to a cubin after it): a later warm-up loads each
 // as one module for its keys, and every kernel it hands back computes the right thing.
+// Generators reuse kernel names: here every module but the first names its kernel softmax_rows,
+// each for other columns, and each key must run its own.
 TEST_F(GpuTest, KernelsLoadedFromAWarmUpsBundleMatchTheCpuReference) {
     if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << "no nvJitLink: nothing is stored";
     test::TempDir temp;
     CacheOptions options;
     options.disk_directory = temp.path() + "/cache";
     options.bundle_warm_ups = true;
-    const std::vector<int> widths = {32, 100, 257, 1000, 1024};
+    const std::vector<int> widths = {32, 100, 257, 1000, 1024, 64, 128, 513, 777, 2048, 3, 96};
     std::vector<WarmUpItem> items;
     for (int cols : widths) {
-        const std::string name = "softmax_rows_" + std::to_string(cols);
+        const std::string name = items.empty() ? "softmax_rows_first" : "softmax_rows";
         items.push_back({"softmax:" + std::to_string(cols),
                          [cols, name]() -> Result<Source> {
                              return Source::ptx(examples::softmax_rows_ptx(cols, name));
@@ -525,7 +527,7 @@ TEST_F(GpuTest, KernelsLoadedFromAWarmUpsBundleMatchTheCpuReference) {
         auto entry = store::decode(test::read_file(file.string()));
         bundles += entry && entry->key.source_kind == "ptx bundle" ? 1 : 0;
     }
-    ASSERT_EQ(bundles, 1u);
+    ASSERT_GE(bundles, 1u);
     KernelCache cache(options);
     auto results = cache.warm_up(items, 4);
     expect_softmax_rows(results, widths, 290u);

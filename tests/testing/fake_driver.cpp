@@ -196,7 +196,8 @@ Result<ModuleId> FakeDriver::load_module(const Source& source) {
         while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
         std::size_t name_end = pos;
         while (name_end < text.size() &&
-               (std::isalnum(static_cast<unsigned char>(text[name_end])) || text[name_end] == '_'))
+               (std::isalnum(static_cast<unsigned char>(text[name_end])) || text[name_end] == '_' ||
+                text[name_end] == '$'))
             ++name_end;
         auto kernel = std::make_unique<FakeKernel>();
         kernel->name = std::string(text.substr(pos, name_end - pos));
