@@ -123,16 +123,15 @@ bool read_statement(std::string_view statement, std::vector<std::string>& names)
     return true;
 }
 
-// Characters the scanner stops at: all else is copied to the statement or skipped.
-constexpr std::array<bool, 256> kSpecial = [] {
+// Characters the scanner stops at: all else is copied to the statement or skipped. Inside braces
+// (bodies, most of a module) a ';' ends nothing the scanner reads.
+constexpr std::array<bool, 256> special_table(std::string_view characters) {
     std::array<bool, 256> special{};
-    for (const unsigned char c : std::string_view("{}/\";")) special[c] = true;
+    for (const char c : characters) special[static_cast<unsigned char>(c)] = true;
     return special;
-}();
-
-bool special(char c) {
-    return kSpecial[static_cast<unsigned char>(c)];
 }
+constexpr std::array<bool, 256> kSpecial = special_table("{}/\";");
+constexpr std::array<bool, 256> kSpecialInBraces = special_table("{}/\"");
 
 }  // namespace
 
@@ -145,7 +144,8 @@ std::optional<std::vector<std::string>> ptx_module_symbols(std::string_view ptx)
     const std::size_t size = ptx.size();
     while (at < size) {
         const std::size_t from = at;
-        while (at < size && !special(ptx[at])) ++at;
+        const std::array<bool, 256>& special = depth == 0 ? kSpecial : kSpecialInBraces;
+        while (at < size && !special[static_cast<unsigned char>(ptx[at])]) ++at;
         if (depth == 0) statement.append(ptx.substr(from, at - from));
         if (at == size) break;
         const char c = ptx[at];
