@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "build/fingerprints.hpp"
+#include "compile/cubin_symbols.hpp"
 #include "compile/ptx_params.hpp"
 #include "compile/ptx_rename.hpp"
 #include "compile/ptx_symbols.hpp"
@@ -19,6 +20,19 @@ constexpr const char* kBundleKind = "ptx bundle";
 
 bool before(const util::Fingerprint& a, const util::Fingerprint& b) {
     return a.high != b.high ? a.high < b.high : a.low < b.low;
+}
+
+// Whether `symbol`, as a bundle's cubin defines it, is one member's own: its name ends in the
+// marker and the index of one of `members` (bundled_symbol).
+bool one_members(std::string_view symbol, std::size_t members) {
+    const std::size_t at = symbol.rfind(kBundleMarker);
+    if (at == std::string_view::npos) return false;
+    const std::string_view index = symbol.substr(at + kBundleMarker.size());
+    if (index.empty() || index.size() > 4 || (index.size() > 1 && index.front() == '0') ||
+        index.find_first_not_of("0123456789") != std::string_view::npos) {
+        return false;
+    }
+    return std::stoul(std::string(index)) < members;
 }
 
 }  // namespace
@@ -109,6 +123,20 @@ Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
     inputs.reserve(renamed.size());
     for (const std::string& text : renamed) inputs.push_back(&text);
     TRY_ASSIGN(compile::Compiled linked, compile::link_ptx_bundle(inputs, target));
+    // A definition the linker kept for two members (a name the scanner did not read, so not
+    // renamed) would run one member's code for another: such a bundle is not stored.
+    const auto defined = compile::cubin_defined_symbols(linked.cubin);
+    if (!defined) {
+        return Error(Errc::kCompileFailed,
+                     "bundle " + plan.fingerprint.hex() + ": its cubin's symbols do not read");
+    }
+    for (const std::string& symbol : *defined) {
+        if (!one_members(symbol, ptx.size())) {
+            return Error(Errc::kCompileFailed, "bundle " + plan.fingerprint.hex() +
+                                                   ": its cubin defines '" + symbol +
+                                                   "', no one member's own name; not stored");
+        }
+    }
     // Every member's parameter sizes under their names in the bundle, each once.
     compile::PtxParamSizes sizes;
     for (const std::string& module : renamed) {

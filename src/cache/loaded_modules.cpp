@@ -348,6 +348,9 @@ Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
                     own.emplace_back(std::move(symbol), kernel_sizes);
                 }
             }
+            // Sorted by its own names ("a$1" before "a" once both carry a suffix).
+            std::sort(own.begin(), own.end(),
+                      [](const auto& a, const auto& b) { return a.first < b.first; });
         }
         const std::uint64_t hash = util::hash_key(member.key, arch);
         auto* entry = new LoadedModule(

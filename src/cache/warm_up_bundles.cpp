@@ -106,7 +106,13 @@ private:
 
     void work() {
         for (std::size_t k = next_.fetch_add(1); k < plans_.size(); k = next_.fetch_add(1)) {
-            std::optional<store::Found> found = build::find_bundle(tiers_, *plans_[k]);
+            std::optional<store::Found> found;
+            try {
+                found = build::find_bundle(tiers_, *plans_[k]);
+            } catch (const std::exception& e) {  // not found, then: its members load one by one
+                util::log_line(util::LogLevel::kInfo,
+                               std::string("warm_up: a bundle lookup failed: ") + e.what());
+            }
             std::lock_guard lock(mutex_);
             found_[k] = std::move(found);
             done_[k] = true;

@@ -49,11 +49,12 @@ std::vector<std::string_view> tokens_of(std::string_view statement) {
 }
 
 // `statement` past the directives that end at their line's end rather than at a ';' (.version,
-// .target, .address_size, .file, .loc).
-std::string_view past_line_directives(std::string_view statement) {
+// .target, .address_size, .file, .loc); nullopt when such a line holds another directive after
+// its operands (ptxas reads "… .address_size 64 .weak .func f() …" as two statements).
+std::optional<std::string_view> past_line_directives(std::string_view statement) {
     for (;;) {
         const std::size_t start = statement.find_first_not_of(" \t\r\n");
-        if (start == std::string_view::npos) return {};
+        if (start == std::string_view::npos) return std::string_view();
         statement.remove_prefix(start);
         bool line_directive = false;
         for (const std::string_view directive :
@@ -64,8 +65,12 @@ std::string_view past_line_directives(std::string_view statement) {
                  (statement.size() == directive.size() || is_space(statement[directive.size()])));
         }
         if (!line_directive) return statement;
-        const std::size_t end = statement.find('\n');
-        if (end == std::string_view::npos) return {};
+        const std::size_t end = std::min(statement.find('\n'), statement.size());
+        // Its operands are numbers, names, strings (blank here) and commas: no directive.
+        for (const std::string_view token : tokens_of(statement.substr(1, end - 1))) {
+            if (token.starts_with('.')) return std::nullopt;
+        }
+        if (end == statement.size()) return std::string_view();
         statement.remove_prefix(end + 1);
     }
 }
@@ -73,7 +78,9 @@ std::string_view past_line_directives(std::string_view statement) {
 // Adds what one module-scope statement (its comments, strings and initializers dropped) defines
 // to `names`; false when it does not read.
 bool read_statement(std::string_view statement, std::vector<std::string>& names) {
-    const std::vector<std::string_view> tokens = tokens_of(past_line_directives(statement));
+    const std::optional<std::string_view> rest = past_line_directives(statement);
+    if (!rest) return false;
+    const std::vector<std::string_view> tokens = tokens_of(*rest);
     std::size_t at = 0;
     bool declared_only = false;
     while (at < tokens.size() && (tokens[at] == ".visible" || tokens[at] == ".weak" ||
@@ -188,7 +195,8 @@ std::optional<std::vector<std::string>> ptx_module_symbols(std::string_view ptx)
         }
     }
     // Nothing after the last statement but line directives: a declaration not ended does not read.
-    if (depth != 0 || !past_line_directives(statement).empty()) return std::nullopt;
+    const std::optional<std::string_view> rest = past_line_directives(statement);
+    if (depth != 0 || !rest || !rest->empty()) return std::nullopt;
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
     return names;

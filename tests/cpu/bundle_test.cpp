@@ -13,6 +13,7 @@
 
 #include "build/plan.hpp"
 #include "cache/bundle_builder.hpp"
+#include "compile/cubin_symbols.hpp"
 #include "compile/ptx_rename.hpp"
 #include "compile/ptx_symbols.hpp"
 #include "driver/compiler_api.hpp"
@@ -521,10 +522,18 @@ TEST(PtxModuleSymbols, WhatDoesNotReadIsNoSymbolListAtAll) {
              std::string(".file 1 \"open\n.entry k() {}\n"),  // a string not closed
              std::string(".visible\n"),                       // a linkage alone
              std::string(".global .u32 half"),                // a statement not ended
+             // A definition after a line directive's operands, on its line: ptxas reads it.
+             std::string(".address_size 64 .weak .func f()\n{\n ret;\n}\n"),
+             std::string(".version 8.0 .target sm_90 .address_size 64 .global .u32 g;"),
+             std::string(".file 1 \"a.cu\" .visible .entry k()\n{\n ret;\n}\n"),
          }) {
         EXPECT_FALSE(compile::ptx_module_symbols(ptx).has_value()) << ptx;
     }
     EXPECT_EQ(compile::ptx_module_symbols(""), std::vector<std::string>{});
+    // Line directives' own operands read.
+    EXPECT_EQ(compile::ptx_module_symbols(".version 8.0\n.target sm_90a, debug\n.address_size 64\n"
+                                          ".file 1 \"a.cu\", 17, 4\n.global .u32 g;\n"),
+              std::vector<std::string>{"g"});
 }
 
 // Two modules whose helper functions share a name (with other bodies) link into one bundle, each
@@ -600,6 +609,56 @@ TEST(RenamePtxSymbols, ANameHoldingTheMarkerRefusesTheRenaming) {
         "ret;\n}\n";
     EXPECT_FALSE(compile::rename_ptx_symbols(ptx, {"k"}, "$kc", 0).has_value());
     EXPECT_TRUE(compile::rename_ptx_symbols(ptx, {"k"}, "$kb", 0).has_value());
+}
+
+// What make_bundle checks a bundle's link by: a linker keeps one definition of a weak function
+// named in two modules, which the cubin then defines once, under no member's own name.
+TEST_F(BundleTest, ACubinsDefinedSymbolsAreReadFromItsSymbolTable) {
+    auto module = [](int value, const char* kernel) {
+        return std::string(".version 7.8\n.target sm_70\n.address_size 64\n") +
+               ".weak .func (.param .b32 r) helper()\n{\n .reg .b32 %v;\n mov.b32 %v, " +
+               std::to_string(value) + ";\n st.param.b32 [r], %v;\n ret;\n}\n.visible .entry " +
+               kernel + "()\n{\n { .param .b32 got;\n call.uni (got), helper, ();\n }\n ret;\n}\n";
+    };
+    const std::string a = module(1, "ka"), b = module(2, "kb");
+    const auto linked = compile::link_ptx_bundle({&a, &b}, compile::Target{90});
+    ASSERT_TRUE(linked.ok()) << linked.error().describe();
+    auto defined = compile::cubin_defined_symbols(linked->cubin);
+    ASSERT_TRUE(defined.has_value());
+    std::sort(defined->begin(), defined->end());
+    EXPECT_EQ(*defined, (std::vector<std::string>{"helper", "ka", "kb"}));
+    EXPECT_FALSE(compile::cubin_defined_symbols(a).has_value());  // no ELF image
+    EXPECT_FALSE(compile::cubin_defined_symbols(linked->cubin.substr(0, 200)).has_value());
+}
+
+// A bundle member's parameter sizes stay its own under their own names, in their own order,
+// whatever the suffix does to the order ("a$1" sorts before "a" once both carry one).
+TEST_F(BundleTest, ABundledKeyKnowsItsKernelsParameters) {
+    std::vector<WarmUpItem> items = distinct(8);
+    const std::string two_kernels =
+        ".version 7.8\n.target sm_70\n.address_size 64\n"
+        ".visible .entry a(.param .u64 x, .param .u64 y, .param .u32 n)\n{\n ret;\n}\n"
+        ".visible .entry a$1(.param .u64 x)\n{\n ret;\n}\n";
+    for (int i = 0; i < 2; ++i) {  // two such modules
+        items[i].make_source = [two_kernels, i]() -> Result<Source> {
+            return Source::ptx(two_kernels + "// module " + std::to_string(i) + "\n");
+        };
+        items[i].kernel_name = "a";
+    }
+    std::set<std::size_t> bundled;
+    for (const auto& bundle : packing(items)) bundled.insert(bundle.begin(), bundle.end());
+    ASSERT_TRUE(bundled.count(0) || bundled.count(1));
+    warm_up_and_bundle(items);
+    KernelCache cache(options());
+    auto results = cache.warm_up(items, 1);
+    expect_all_ok(results);
+    for (const std::size_t i : {std::size_t{0}, std::size_t{1}}) {
+        ASSERT_TRUE(results[i].ok());
+        EXPECT_EQ(results[i]->param_count(), 3) << "item " << i;
+        auto wrong = results[i]->launch(LaunchConfig{}, {args_.data(), 1});
+        ASSERT_FALSE(wrong.ok()) << "item " << i;
+        EXPECT_EQ(wrong.error().code(), Errc::kArgumentMismatch);
+    }
 }
 
 TEST(RenamePtxSymbols, AnInstructionSpelledLikeASymbolStaysAsItIs) {
