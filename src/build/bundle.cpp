@@ -17,6 +17,8 @@ namespace kcache::build {
 namespace {
 
 constexpr const char* kBundleKind = "ptx bundle";
+// The record of a bundle that did not link: its payload is the reason.
+constexpr const char* kUnlinkedKind = "ptx bundle that did not link";
 
 bool before(const util::Fingerprint& a, const util::Fingerprint& b) {
     return a.high != b.high ? a.high < b.high : a.low < b.low;
@@ -85,21 +87,37 @@ BundlePlan plan_bundle(const std::vector<const BundleMember*>& members,
     return plan;
 }
 
-std::optional<store::Found> find_bundle(store::ArtifactStore& tiers, const BundlePlan& plan) {
+FoundBundle find_bundle(store::ArtifactStore& tiers, const BundlePlan& plan) {
     auto found = tiers.find(plan.fingerprint);
-    if (!found) return std::nullopt;
+    if (!found) return {};
     const store::KeyMaterialView& stored = found->entry->key();
-    if (found->entry->kind() != store::PayloadKind::kCubin || stored.arch != plan.key.arch ||
-        stored.source_kind != plan.key.source_kind || stored.source_hash != plan.key.source_hash ||
-        !stored.options.empty() || !stored.names.empty() ||
-        stored.toolchain != plan.key.toolchain) {
+    const bool same_plan = stored.arch == plan.key.arch &&
+                           stored.source_hash == plan.key.source_hash && stored.options.empty() &&
+                           stored.names.empty() && stored.toolchain == plan.key.toolchain;
+    if (same_plan && stored.source_kind == kUnlinkedKind) return {std::nullopt, true};
+    if (!same_plan || stored.source_kind != plan.key.source_kind ||
+        found->entry->kind() != store::PayloadKind::kCubin) {
         KCACHE_LOG(kInfo, "stored bundle " + plan.fingerprint.hex() +
                               " has other key material; loading its members one by one");
-        return std::nullopt;
+        return {};
     }
     tiers.keep(plan.fingerprint, *found);  // a remote hit, for the disk
-    return found;
+    return {std::move(found), false};
 }
+
+namespace {
+
+// Records in the tiers that the plan's members did not link together: `reason`.
+void record_unlinked(store::ArtifactStore& tiers, const BundlePlan& plan, const Error& reason) {
+    store::Artifact record;
+    record.kind = store::PayloadKind::kPtx;  // text: the reason
+    record.key = plan.key;
+    record.key.source_kind = kUnlinkedKind;
+    record.payload = reason.message();
+    (void)tiers.put(plan.fingerprint, record);
+}
+
+}  // namespace
 
 Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
                          const std::vector<const std::string*>& ptx,
@@ -122,7 +140,12 @@ Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
     std::vector<const std::string*> inputs;
     inputs.reserve(renamed.size());
     for (const std::string& text : renamed) inputs.push_back(&text);
-    TRY_ASSIGN(compile::Compiled linked, compile::link_ptx_bundle(inputs, target));
+    Result<compile::Compiled> link = compile::link_ptx_bundle(inputs, target);
+    if (!link) {
+        if (link.error().code() == Errc::kCompileFailed) record_unlinked(tiers, plan, link.error());
+        return std::move(link).error();
+    }
+    compile::Compiled linked = std::move(link).value();
     // A definition the linker kept for two members (a name the scanner did not read, so not
     // renamed) would run one member's code for another: such a bundle is not stored.
     const auto defined = compile::cubin_defined_symbols(linked.cubin);
@@ -132,9 +155,11 @@ Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
     }
     for (const std::string& symbol : *defined) {
         if (!one_members(symbol, ptx.size())) {
-            return Error(Errc::kCompileFailed, "bundle " + plan.fingerprint.hex() +
+            Error shared(Errc::kCompileFailed, "bundle " + plan.fingerprint.hex() +
                                                    ": its cubin defines '" + symbol +
                                                    "', no one member's own name; not stored");
+            record_unlinked(tiers, plan, shared);
+            return shared;
         }
     }
     // Every member's parameter sizes under their names in the bundle, each once.

@@ -56,14 +56,20 @@ struct BundlePlan {
 BundlePlan plan_bundle(const std::vector<const BundleMember*>& members,
                        const compile::Target& target, const std::string& toolchain);
 
-// The bundle's artifact, and the tier it came from, if a tier holds it with the plan's key
-// material. Counts no lookup.
-std::optional<store::Found> find_bundle(store::ArtifactStore& tiers, const BundlePlan& plan);
+// What the tiers hold under a bundle's plan: its artifact and the tier it came from, or a record
+// that its members did not link together (with the plan's toolchain: another is another plan),
+// or neither. Counts no lookup.
+struct FoundBundle {
+    std::optional<store::Found> artifact;
+    bool did_not_link = false;
+};
+FoundBundle find_bundle(store::ArtifactStore& tiers, const BundlePlan& plan);
 
 // Links the members' PTX (`ptx`, in the plan's order), each member's symbols renamed
 // (bundled_symbol), and puts the bundle in the tiers, written to disk before it returns.
 // kCompileFailed with nvJitLink's log when the modules do not link together, or kInvalidArgument
-// when a member's symbols do not read or its names already hold the marker.
+// when a member's symbols do not read or its names already hold the marker. A link that fails
+// (kCompileFailed) is recorded in the tiers, so that no process links those members again.
 Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
                          const std::vector<const std::string*>& ptx, const compile::Target& target);
 

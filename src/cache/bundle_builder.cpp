@@ -73,8 +73,10 @@ BundleBuilder::Outcome BundleBuilder::link(const Job& job) {
             KCACHE_LOG(kDebug, what + ": another process links it");
             return Outcome::kSkipped;
         }
-        if (build::find_bundle(*tiers_, job.plan)) {
-            KCACHE_LOG(kDebug, what + ": stored already");
+        if (const build::FoundBundle found = build::find_bundle(*tiers_, job.plan);
+            found.artifact || found.did_not_link) {
+            KCACHE_LOG(kDebug,
+                       what + (found.artifact ? ": stored already" : ": did not link before"));
             return Outcome::kSkipped;
         }
     }

@@ -92,8 +92,8 @@ public:
     BundleLookups(const BundleLookups&) = delete;
     BundleLookups& operator=(const BundleLookups&) = delete;
 
-    // Bundle k's artifact, if a tier has it; waits for its lookup.
-    std::optional<store::Found> take(std::size_t k) {
+    // What the tiers hold for bundle k; waits for its lookup.
+    build::FoundBundle take(std::size_t k) {
         if (pool_.empty()) return build::find_bundle(tiers_, *plans_[k]);
         std::unique_lock lock(mutex_);
         found_done_.wait(lock, [&] { return static_cast<bool>(done_[k]); });
@@ -106,7 +106,7 @@ private:
 
     void work() {
         for (std::size_t k = next_.fetch_add(1); k < plans_.size(); k = next_.fetch_add(1)) {
-            std::optional<store::Found> found;
+            build::FoundBundle found;
             try {
                 found = build::find_bundle(tiers_, *plans_[k]);
             } catch (const std::exception& e) {  // not found, then: its members load one by one
@@ -125,8 +125,8 @@ private:
     std::atomic<std::size_t> next_{0};
     std::mutex mutex_;
     std::condition_variable found_done_;
-    std::vector<std::optional<store::Found>> found_;  // guarded by mutex_
-    std::vector<bool> done_;                          // guarded by mutex_
+    std::vector<build::FoundBundle> found_;  // guarded by mutex_
+    std::vector<bool> done_;                 // guarded by mutex_
     std::vector<std::thread> pool_;
 };
 
@@ -211,8 +211,9 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
     BundleLookups lookups(modules_.tiers(), plans, threads_);
     for (std::size_t k = 0; k < bundles.size(); ++k) {
         Missing& bundle = bundles[k];
-        const std::optional<store::Found> found = lookups.take(k);
-        if (!found) {
+        const build::FoundBundle found = lookups.take(k);
+        if (found.did_not_link) continue;  // its members load one by one, as ever
+        if (!found.artifact) {
             missing_.push_back(std::move(bundle));
             continue;
         }
@@ -222,7 +223,7 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
             keys.push_back({items_[member->item].key, &**sources_[member->item],
                             member->source_bytes, &member->bundled.symbols});
         }
-        auto modules = modules_.load_bundle(bundle.plan, *found, keys, arch_);
+        auto modules = modules_.load_bundle(bundle.plan, *found.artifact, keys, arch_);
         if (!modules) {
             // Stored, but not loadable here: its members load one by one, and it is not
             // linked again.

@@ -346,6 +346,44 @@ TEST_F(BundleTest, ABundleTheDriverRefusesLeavesItsKeysToLoadOneByOne) {
 }
 
 // Processes sharing a disk tier link a bundle once: the one holding the lock beside its entry.
+// Members that do not link together (here a variable named ret, which its renaming takes from
+// the instruction too) are recorded as such: no process links them again, and a warm-up loads
+// them one by one without queueing the bundle.
+TEST_F(BundleTest, ABundleThatDidNotLinkIsRecordedAndNotLinkedAgain) {
+    store::DiskOptions disk_options;
+    disk_options.directory = dir_;
+    auto disk = store::DiskStore::open(disk_options);
+    ASSERT_TRUE(disk.ok()) << disk.error().describe();
+    auto tiers = std::make_shared<store::ArtifactStore>(1 << 20, std::move(*disk));
+    const std::vector<std::string> ptx = {
+        named_softmax(1),
+        ".version 7.8\n.target sm_70\n.address_size 64\n.global .u32 ret;\n"
+        ".visible .entry k()\n{\n ret;\n}\n"};
+    std::vector<build::BundleMember> members;
+    for (std::size_t i = 0; i < ptx.size(); ++i) {
+        members.push_back({util::Fingerprint{i + 1, i + 1}, *compile::ptx_module_symbols(ptx[i])});
+    }
+    const compile::Target target{90, false};
+    const build::BundlePlan plan =
+        build::plan_bundle({&members[0], &members[1]}, target, "a toolchain");
+    EXPECT_FALSE(build::find_bundle(*tiers, plan).did_not_link);
+    {
+        cache::BundleBuilder builder(tiers, std::chrono::milliseconds(0));
+        builder.add({plan, target, ptx});
+        builder.drain();
+        EXPECT_EQ(builder.failed(), 1u);
+    }
+    const build::FoundBundle found = build::find_bundle(*tiers, plan);
+    EXPECT_TRUE(found.did_not_link);
+    EXPECT_FALSE(found.artifact.has_value());
+    EXPECT_TRUE(bundle_files().empty());
+    cache::BundleBuilder again(tiers, std::chrono::milliseconds(0));
+    again.add({plan, target, ptx});
+    again.drain();
+    EXPECT_EQ(again.skipped(), 1u);
+    EXPECT_EQ(again.failed(), 0u);
+}
+
 TEST_F(BundleTest, ABundleWhoseLockAnotherProcessHoldsIsNotLinkedHere) {
     store::DiskOptions disk_options;
     disk_options.directory = dir_;
