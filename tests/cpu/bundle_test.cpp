@@ -103,6 +103,30 @@ protected:
         return launches;
     }
 
+    // Memory and a disk tier in dir_, as a cache's; nullptr (and a failure) if the disk does not
+    // open.
+    std::shared_ptr<store::ArtifactStore> disk_tiers() const {
+        store::DiskOptions disk_options;
+        disk_options.directory = dir_;
+        auto disk = store::DiskStore::open(disk_options);
+        EXPECT_TRUE(disk.ok()) << disk.error().describe();
+        if (!disk) return nullptr;
+        return std::make_shared<store::ArtifactStore>(1 << 20, std::move(*disk));
+    }
+
+    // The plan of a bundle of `ptx`, its members' fingerprints made up (1, 2, ...).
+    static build::BundlePlan plan_of(const std::vector<std::string>& ptx,
+                                     const compile::Target& target) {
+        std::vector<build::BundleMember> members;
+        for (std::size_t i = 0; i < ptx.size(); ++i) {
+            members.push_back(
+                {util::Fingerprint{i + 1, i + 1}, *compile::ptx_module_symbols(ptx[i])});
+        }
+        std::vector<const build::BundleMember*> planned;
+        for (const auto& member : members) planned.push_back(&member);
+        return build::plan_bundle(planned, target, "a toolchain");
+    }
+
     // The bundles on disk (their entry files).
     std::vector<std::string> bundle_files() const {
         std::vector<std::string> bundles;
@@ -350,22 +374,14 @@ TEST_F(BundleTest, ABundleTheDriverRefusesLeavesItsKeysToLoadOneByOne) {
 // the instruction too) are recorded as such: no process links them again, and a warm-up loads
 // them one by one without queueing the bundle.
 TEST_F(BundleTest, ABundleThatDidNotLinkIsRecordedAndNotLinkedAgain) {
-    store::DiskOptions disk_options;
-    disk_options.directory = dir_;
-    auto disk = store::DiskStore::open(disk_options);
-    ASSERT_TRUE(disk.ok()) << disk.error().describe();
-    auto tiers = std::make_shared<store::ArtifactStore>(1 << 20, std::move(*disk));
+    auto tiers = disk_tiers();
+    ASSERT_NE(tiers, nullptr);
     const std::vector<std::string> ptx = {
         named_softmax(1),
         ".version 7.8\n.target sm_70\n.address_size 64\n.global .u32 ret;\n"
         ".visible .entry k()\n{\n ret;\n}\n"};
-    std::vector<build::BundleMember> members;
-    for (std::size_t i = 0; i < ptx.size(); ++i) {
-        members.push_back({util::Fingerprint{i + 1, i + 1}, *compile::ptx_module_symbols(ptx[i])});
-    }
     const compile::Target target{90, false};
-    const build::BundlePlan plan =
-        build::plan_bundle({&members[0], &members[1]}, target, "a toolchain");
+    const build::BundlePlan plan = plan_of(ptx, target);
     EXPECT_FALSE(build::find_bundle(*tiers, plan).did_not_link);
     {
         cache::BundleBuilder builder(tiers, std::chrono::milliseconds(0));
@@ -385,19 +401,11 @@ TEST_F(BundleTest, ABundleThatDidNotLinkIsRecordedAndNotLinkedAgain) {
 }
 
 TEST_F(BundleTest, ABundleWhoseLockAnotherProcessHoldsIsNotLinkedHere) {
-    store::DiskOptions disk_options;
-    disk_options.directory = dir_;
-    auto disk = store::DiskStore::open(disk_options);
-    ASSERT_TRUE(disk.ok()) << disk.error().describe();
-    auto tiers = std::make_shared<store::ArtifactStore>(1 << 20, std::move(*disk));
+    auto tiers = disk_tiers();
+    ASSERT_NE(tiers, nullptr);
     const std::vector<std::string> ptx = {named_softmax(1), named_softmax(2)};
-    std::vector<build::BundleMember> members;
-    for (std::size_t i = 0; i < ptx.size(); ++i) {
-        members.push_back({util::Fingerprint{i + 1, i + 1}, *compile::ptx_module_symbols(ptx[i])});
-    }
     const compile::Target target{90, false};
-    const build::BundlePlan plan =
-        build::plan_bundle({&members[0], &members[1]}, target, "a toolchain");
+    const build::BundlePlan plan = plan_of(ptx, target);
     {
         std::optional<util::FileLock> other = tiers->disk()->lock(plan.fingerprint, {});
         ASSERT_TRUE(other.has_value());
