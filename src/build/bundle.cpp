@@ -122,6 +122,12 @@ void record_unlinked(store::ArtifactStore& tiers, const BundlePlan& plan, const 
 Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
                          const std::vector<const std::string*>& ptx,
                          const compile::Target& target) {
+    const std::string what = "bundle " + plan.fingerprint.hex();
+    // Members that cannot be one bundle, whoever tries: recorded, so that none tries again.
+    auto refuse = [&](Error reason) {
+        record_unlinked(tiers, plan, reason);
+        return reason;
+    };
     std::vector<std::string> renamed;
     renamed.reserve(ptx.size());
     for (std::size_t i = 0; i < ptx.size(); ++i) {
@@ -129,11 +135,11 @@ Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
         auto text = symbols ? compile::rename_ptx_symbols(*ptx[i], *symbols, kBundleMarker, i)
                             : std::nullopt;
         if (!text) {
-            return Error(Errc::kInvalidArgument,
-                         "bundle " + plan.fingerprint.hex() + ": member " + std::to_string(i) +
-                             (symbols ? std::string(" already names a symbol with ") +
-                                            std::string(kBundleMarker)
-                                      : std::string("'s symbols do not read")));
+            return refuse(
+                Error(Errc::kCompileFailed,
+                      what + ": member " + std::to_string(i) +
+                          (symbols ? " already names a symbol with " + std::string(kBundleMarker)
+                                   : std::string("'s module-scope names do not read"))));
         }
         renamed.push_back(std::move(*text));
     }
@@ -142,7 +148,7 @@ Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
     for (const std::string& text : renamed) inputs.push_back(&text);
     Result<compile::Compiled> link = compile::link_ptx_bundle(inputs, target);
     if (!link) {
-        if (link.error().code() == Errc::kCompileFailed) record_unlinked(tiers, plan, link.error());
+        if (link.error().code() == Errc::kCompileFailed) return refuse(std::move(link).error());
         return std::move(link).error();
     }
     compile::Compiled linked = std::move(link).value();
@@ -150,16 +156,13 @@ Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
     // renamed) would run one member's code for another: such a bundle is not stored.
     const auto defined = compile::cubin_defined_symbols(linked.cubin);
     if (!defined) {
-        return Error(Errc::kCompileFailed,
-                     "bundle " + plan.fingerprint.hex() + ": its cubin's symbols do not read");
+        return refuse(Error(Errc::kCompileFailed, what + ": its cubin's symbols do not read"));
     }
     for (const std::string& symbol : *defined) {
         if (!one_members(symbol, ptx.size())) {
-            Error shared(Errc::kCompileFailed, "bundle " + plan.fingerprint.hex() +
-                                                   ": its cubin defines '" + symbol +
-                                                   "', no one member's own name; not stored");
-            record_unlinked(tiers, plan, shared);
-            return shared;
+            std::string message = what;
+            message += ": its cubin defines '" + symbol + "', no one member's own name";
+            return refuse(Error(Errc::kCompileFailed, message));
         }
     }
     // Every member's parameter sizes under their names in the bundle, each once.

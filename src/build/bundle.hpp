@@ -23,8 +23,7 @@ namespace kcache::build {
 
 // One PTX module of a warm-up, as a bundle takes it.
 struct BundleMember {
-    util::Fingerprint fingerprint;     // its own artifact's (BuildPlan::fingerprint)
-    std::vector<std::string> symbols;  // its kernels and variables (compile/ptx_symbols.hpp)
+    util::Fingerprint fingerprint;  // its own artifact's (BuildPlan::fingerprint)
 };
 
 // The most members one bundle links, and how many it links on average: a bundle is built after
@@ -33,9 +32,10 @@ struct BundleMember {
 inline constexpr std::size_t kBundleMembers = 32;
 inline constexpr std::size_t kBundleMembersAverage = 16;
 
-// In a bundle, each member's own names (its symbols) end in this marker and the member's index
-// in the bundle: modules that reuse a kernel, function or variable name (generators reuse kernel
-// names for other shapes) link together, each calling its own.
+// In a bundle, each member's own module-scope names (compile/ptx_symbols.hpp) end in this marker
+// and the member's index in the bundle: modules that reuse a kernel, function or variable name
+// (generators reuse kernel names for other shapes) link together, each calling its own, and a
+// member finds only its own names in the bundle's code.
 inline constexpr std::string_view kBundleMarker = "$kc";
 // Member `index`'s `symbol` as the bundle's code names it.
 std::string bundled_symbol(std::string_view symbol, std::size_t index);
@@ -65,11 +65,12 @@ struct FoundBundle {
 };
 FoundBundle find_bundle(store::ArtifactStore& tiers, const BundlePlan& plan);
 
-// Links the members' PTX (`ptx`, in the plan's order), each member's symbols renamed
+// Links the members' PTX (`ptx`, in the plan's order), each member's names renamed
 // (bundled_symbol), and puts the bundle in the tiers, written to disk before it returns.
-// kCompileFailed with nvJitLink's log when the modules do not link together, or kInvalidArgument
-// when a member's symbols do not read or its names already hold the marker. A link that fails
-// (kCompileFailed) is recorded in the tiers, so that no process links those members again.
+// kCompileFailed (with nvJitLink's log) when the modules cannot be one bundle: a member's
+// module-scope names do not read or already hold the marker, the link fails, or its cubin defines
+// a name that is no one member's own; that is recorded in the tiers, so that no process links
+// those members again.
 Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
                          const std::vector<const std::string*>& ptx, const compile::Target& target);
 

@@ -38,16 +38,9 @@ LoadedModule::~LoadedModule() {
     if (RefStripes* stripes = block(); stripes != &sealed_block()) delete stripes;
 }
 
-void LoadedModule::share(std::shared_ptr<const SharedCode> code, std::vector<std::string> symbols,
-                         std::string suffix) {
+void LoadedModule::share(std::shared_ptr<const SharedCode> code, std::string suffix) {
     shared_code_ = std::move(code);
-    own_symbols_ = std::move(symbols);
     code_suffix_ = std::move(suffix);
-}
-
-bool LoadedModule::owns(std::string_view symbol) const {
-    return shared_code_ == nullptr ||
-           std::binary_search(own_symbols_.begin(), own_symbols_.end(), symbol);
 }
 
 std::string LoadedModule::in_code(std::string_view symbol) const {
@@ -57,11 +50,13 @@ std::string LoadedModule::in_code(std::string_view symbol) const {
 }
 
 Result<DeviceGlobal> LoadedModule::global(const std::string& name) const {
-    if (!owns(name)) {
+    auto found = driver_->module_global(module_, in_code(name));
+    if (!found && shared_code_ != nullptr && found.error().code() == Errc::kInvalidArgument) {
+        // Named as the caller names it, not as the bundle's code does.
         return Error(Errc::kInvalidArgument,
                      "no __device__ or __constant__ variable named '" + name + "' in the module");
     }
-    return driver_->module_global(module_, in_code(name));
+    return found;
 }
 
 LoadedModule::RefStripes& LoadedModule::sealed_block() noexcept {
@@ -204,14 +199,14 @@ Result<const ResolvedKernel*> LoadedModule::resolve(std::string_view name) {
     for (const auto& [expression, lowered] : names_) {
         if (expression == name) driver_name = lowered;
     }
-    // Another member's kernel is in the bundle's code, but not in this key's source.
-    auto id =
-        owns(driver_name)
-            ? driver_->get_kernel(module_, in_code(driver_name))
-            : Result<driver::KernelId>(Error(
-                  Errc::kKernelNotFound, "no kernel named '" + driver_name + "' in the module"));
+    auto id = driver_->get_kernel(module_, in_code(driver_name));
     if (!id) {
         Error error = std::move(id).error();
+        if (shared_code_ != nullptr && error.code() == Errc::kKernelNotFound) {
+            // Named as the caller names it, not as the bundle's code does.
+            error = Error(Errc::kKernelNotFound,
+                          "no kernel named '" + driver_name + "' in the module", error.log());
+        }
         if (error.code() == Errc::kCompileFailed || error.code() == Errc::kArtifactGone) {
             mark_broken(error.code());
         }

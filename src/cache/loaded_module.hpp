@@ -89,10 +89,9 @@ public:
                  build::LoweredNames names = {}, compile::PtxParamSizes param_sizes = {});
     ~LoadedModule();
     // A bundle member (before it is published): its code is `code`, shared with the other
-    // members, and only `symbols` (sorted: its own kernels and variables) are found in it, each
-    // named there with `suffix` added (build::bundled_symbol).
-    void share(std::shared_ptr<const SharedCode> code, std::vector<std::string> symbols,
-               std::string suffix);
+    // members, where its own kernels and variables are named with `suffix` added
+    // (build::bundled_symbol): it finds no other member's.
+    void share(std::shared_ptr<const SharedCode> code, std::string suffix);
     LoadedModule(const LoadedModule&) = delete;
     LoadedModule& operator=(const LoadedModule&) = delete;
 
@@ -210,8 +209,6 @@ private:
     static RefStripes& sealed_block() noexcept;
 
     static bool dead(std::int64_t count) noexcept { return count >= kDead / 2; }
-    // Whether `symbol` is this key's to find in its code: always, but in a bundle member's.
-    bool owns(std::string_view symbol) const;
     // What its code names `symbol`: itself, but in a bundle member's.
     std::string in_code(std::string_view symbol) const;
     RefStripes* block() const noexcept { return stripes_.load(std::memory_order_acquire); }
@@ -237,7 +234,6 @@ private:
     const std::shared_ptr<ModuleCounters> counters_;
     // A bundle member's: the code it shares (dropped when it unloads), and what of it is its own.
     std::shared_ptr<const SharedCode> shared_code_;
-    std::vector<std::string> own_symbols_;
     std::string code_suffix_;
 
     std::mutex resolve_mutex_;  // serialises resolve(); readers use kernels_ without it

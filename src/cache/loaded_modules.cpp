@@ -342,10 +342,8 @@ Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
         compile::PtxParamSizes own;
         if (sizes) {
             for (const auto& [name, kernel_sizes] : *sizes) {
-                if (!name.ends_with(suffix)) continue;
-                std::string symbol = name.substr(0, name.size() - suffix.size());
-                if (std::binary_search(member.symbols->begin(), member.symbols->end(), symbol)) {
-                    own.emplace_back(std::move(symbol), kernel_sizes);
+                if (name.ends_with(suffix)) {
+                    own.emplace_back(name.substr(0, name.size() - suffix.size()), kernel_sizes);
                 }
             }
             // Sorted by its own names ("a$1" before "a" once both carry a suffix).
@@ -357,7 +355,7 @@ Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
             std::string(member.key), arch, hash,
             build::source_digest(*member.source, arch, member.source_bytes), plan.fingerprint,
             loaded, driver_, module_counters_, {}, std::move(own));
-        entry->share(code, *member.symbols, std::move(suffix));
+        entry->share(code, std::move(suffix));
         entry->add_ref(LoadedModule::kHomeStripe);
         modules[i].emplace(ModuleHandle(entry, LoadedModule::kHomeStripe));
         misses_.fetch_add(1, std::memory_order_relaxed);

@@ -71,8 +71,7 @@ public:
     struct BundledKey {
         std::string_view key;
         const Source* source = nullptr;
-        util::Fingerprint source_bytes{};                   // util::bytes_hash of its bytes
-        const std::vector<std::string>* symbols = nullptr;  // its own, sorted
+        util::Fingerprint source_bytes{};  // util::bytes_hash of its bytes
     };
     // Loads a bundle's code (`found` under `plan`) once and publishes each member under its key,
     // sharing it; each counts as a miss served by `found`'s tier. Per member, in order: its

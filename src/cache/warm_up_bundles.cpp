@@ -12,7 +12,6 @@
 
 #include "build/plan.hpp"
 #include "cache/source_guard.hpp"
-#include "compile/ptx_symbols.hpp"
 #include "util/log.hpp"
 
 namespace kcache::cache {
@@ -142,7 +141,7 @@ WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpIte
       sources_(items.size()),
       member_(items.size(), false) {
     std::vector<std::optional<Member>> planned(indices.size());
-    // Each item a few microseconds of hashing and scanning: a worker for every
+    // Each item a few microseconds (its generator, its hash): a worker for every
     // kItemsPerFirstWorker of them from the start, more only if that falls behind.
     constexpr std::size_t kItemsPerFirstWorker = 16;
     const auto first =
@@ -157,12 +156,9 @@ WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpIte
         if (made.kind != SourceKind::kPtx || made.bytes.empty()) return;
         auto plan = build::plan_build(arch_, made, modules_.options.host_compile);
         if (!plan || !*plan) return;  // no host compile: nothing to bundle
-        // A module whose symbols do not read is linked with no other.
-        std::optional<std::vector<std::string>> symbols = compile::ptx_module_symbols(made.bytes);
-        if (!symbols) return;
         Member& member = planned[n].emplace();
         member.item = i;
-        member.bundled = {(*plan)->fingerprint, std::move(*symbols)};
+        member.bundled = {(*plan)->fingerprint};
         member.source_bytes = (*plan)->source_bytes;
         member.target = (*plan)->target;
         member.toolchain = std::move((*plan)->key.toolchain);
@@ -220,8 +216,8 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
         std::vector<LoadedModules::BundledKey> keys;
         keys.reserve(bundle.members.size());
         for (const Member* member : bundle.members) {
-            keys.push_back({items_[member->item].key, &**sources_[member->item],
-                            member->source_bytes, &member->bundled.symbols});
+            keys.push_back(
+                {items_[member->item].key, &**sources_[member->item], member->source_bytes});
         }
         auto modules = modules_.load_bundle(bundle.plan, *found.artifact, keys, arch_);
         if (!modules) {

@@ -80,7 +80,7 @@ protected:
             EXPECT_TRUE(source.ok());
             const auto plan = build::plan_build(*arch, *source, true);
             EXPECT_TRUE(plan.ok() && plan->has_value());
-            members.push_back({(*plan)->fingerprint, {}});
+            members.push_back({(*plan)->fingerprint});
         }
         return build::pack_bundles(members);
     }
@@ -119,8 +119,7 @@ protected:
                                      const compile::Target& target) {
         std::vector<build::BundleMember> members;
         for (std::size_t i = 0; i < ptx.size(); ++i) {
-            members.push_back(
-                {util::Fingerprint{i + 1, i + 1}, *compile::ptx_module_symbols(ptx[i])});
+            members.push_back({util::Fingerprint{i + 1, i + 1}});
         }
         std::vector<const build::BundleMember*> planned;
         for (const auto& member : members) planned.push_back(&member);
@@ -435,7 +434,7 @@ util::Fingerprint spread(std::uint64_t i) {
 
 TEST(PackBundles, EveryMemberOnceInBundlesOfTwoToTheMostAndTheOrderGivenDoesNotMatter) {
     std::vector<build::BundleMember> members;
-    for (std::uint64_t i = 0; i < 400; ++i) members.push_back({spread(i), {"kernel"}});
+    for (std::uint64_t i = 0; i < 400; ++i) members.push_back({spread(i)});
     const auto packed = build::pack_bundles(members);
     std::set<std::size_t> seen;
     std::size_t full = 0;
@@ -469,7 +468,7 @@ TEST(PackBundles, EveryMemberOnceInBundlesOfTwoToTheMostAndTheOrderGivenDoesNotM
 // good), where no bundle is full.
 TEST(PackBundles, AMemberAddedChangesItsOwnBundleOnly) {
     std::vector<build::BundleMember> members;
-    for (std::uint64_t i = 0; i < 60; ++i) members.push_back({spread(i), {}});  // none full
+    for (std::uint64_t i = 0; i < 60; ++i) members.push_back({spread(i)});  // none full
     auto fingerprints_of = [](const std::vector<build::BundleMember>& all) {
         std::set<std::string> bundles;  // each its members' fingerprints
         for (const auto& bundle : build::pack_bundles(all)) {
@@ -485,7 +484,7 @@ TEST(PackBundles, AMemberAddedChangesItsOwnBundleOnly) {
     }
     for (std::uint64_t added = 1000; added < 1010; ++added) {
         auto more = members;
-        more.push_back({spread(added), {}});
+        more.push_back({spread(added)});
         const auto after = fingerprints_of(more);
         std::size_t changed = 0;
         for (const auto& bundle : after) changed += before.count(bundle) ? 0 : 1;
@@ -497,9 +496,8 @@ TEST(PackBundles, AMemberAddedChangesItsOwnBundleOnly) {
 }
 
 TEST(PackBundles, OneModuleUnderTwoKeysIsBundledOnce) {
-    const std::vector<build::BundleMember> members = {{util::Fingerprint{1, 1}, {"a"}},
-                                                      {util::Fingerprint{1, 1}, {"a"}},
-                                                      {util::Fingerprint{2, 2}, {"b"}}};
+    const std::vector<build::BundleMember> members = {
+        {util::Fingerprint{1, 1}}, {util::Fingerprint{1, 1}}, {util::Fingerprint{2, 2}}};
     const auto packed = build::pack_bundles(members);
     ASSERT_EQ(packed.size(), 1u);
     EXPECT_EQ(packed[0].size(), 2u);
