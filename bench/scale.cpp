@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Issue 19's memory and scale curve. Kernels: 10 to 10,000 distinct small PTX kernels cold (a
-// fresh disk tier, warm_up on every core) and warm (warm_up, and one by one), each side a new
-// process, with the host and device memory each loaded kernel costs and the disk tier's bytes.
-// Directory: a cache directory of 1,000 to 100,000 entries, and the time the CLI takes to report
-// on it (-s), list it (ls, ls --json), check it (verify) and clean it down to half (-c), each a
-// new process. Per-kernel and per-entry costs are set against the smaller sizes' so that growth
-// worse than linear shows. Without a GPU the kernels load into the fake driver (compiled for
-// real by nvJitLink where it is installed).
+// fresh disk tier, warm_up on every core, its bundles linked) and warm (warm_up with bundles off
+// and on, one by one, and on a device the floor: the stored cubins through the driver alone),
+// each side a new process, with the host and device memory each loaded kernel costs and the disk
+// tier's bytes. Directory: a cache directory of 1,000 to 100,000 entries, and the time the CLI
+// takes to report on it (-s), list it (ls, ls --json), check it (verify) and clean it down to half
+// (-c), each a new process. Per-kernel and per-entry costs are set against the smaller sizes' so
+// that growth worse than linear shows. Without a GPU the kernels load into the fake driver
+// (compiled for real by nvJitLink where it is installed).
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -143,10 +144,12 @@ std::string ratio(double value, double base) {
 std::string kernel_curve(const std::string& work, int max_kernels, int rounds, std::string& note) {
     const std::vector<int> counts = sizes_up_to(kKernelCounts, max_kernels);
     const bool stored = driver::nvjitlink_api().ok();
+    const bool on_device = driver::device_count().ok();
     struct Row {
         int count = 0;
         KernelRun cold;
         std::vector<double> warm_up_ms, one_ms, warm_up_cpu_ms, one_cpu_ms, end_ms;
+        std::vector<double> bundled_ms, bundled_cpu_ms, floor_ms, floor_cpu_ms;
         KernelRun warm;  // the last one-by-one child: its memory
         DiskUsage disk;
     };
@@ -166,11 +169,20 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
         for (int round = 0; round < rounds; ++round) {
             auto all = kernel_child("warm-up", directory, count);
             auto one = kernel_child("one", directory, count);
-            if (!all || !one) {
+            auto bundled = kernel_child("warm-up-bundles", directory, count);
+            std::optional<KernelRun> floor;
+            if (on_device) floor = kernel_child("floor", directory, count);
+            if (!all || !one || !bundled || (on_device && !floor)) {
                 note = "a warm child of " + std::to_string(count) + " kernels failed";
                 return {};
             }
-            for (const KernelRun* run : {&*all, &*one}) {
+            if (floor) {
+                row.floor_ms.push_back(floor->total_ms);
+                row.floor_cpu_ms.push_back(floor->cpu_ms);
+            }
+            row.bundled_ms.push_back(bundled->total_ms);
+            row.bundled_cpu_ms.push_back(bundled->cpu_ms);
+            for (const KernelRun* run : {&*all, &*one, &*bundled}) {
                 const bool from_disk = run->compiles == 0 && run->disk_hits == count;
                 if (run->loaded != count || (stored && !from_disk)) {
                     note = "a warm child of " + std::to_string(count) + " kernels loaded " +
@@ -205,6 +217,16 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
     const double b_cold = per(b.cold.total_ms, b.count);
     const double b_all = per(median(b.warm_up_ms), b.count);
     const double b_one = per(median(b.one_ms), b.count);
+    const double b_bundled = per(median(b.bundled_ms), b.count);
+    // The floor's cells where it ran (on a device), "-" elsewhere.
+    const auto floor_cells = [&](const std::vector<double>& ms, const std::vector<double>& of_base,
+                                 int count, int base_count) {
+        if (ms.empty() || of_base.empty()) return std::string("- | -");
+        const double here = per(median(ms), count), there = per(median(of_base), base_count);
+        char cell[32];
+        std::snprintf(cell, sizeof cell, "%.4f", here);
+        return std::string(cell) + " | " + ratio(here, there);
+    };
     const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
     std::string text;
     append(text,
@@ -217,9 +239,10 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
            rounds, b.count);
     append(text,
            "| N | cold warm_up (%u thr) ms/kernel | vs | warm warm_up ms/kernel | vs | warm one by "
-           "one ms/kernel | vs | host RSS KiB/kernel, cold | warm | device KiB/kernel | disk "
-           "bytes/entry | files |\n"
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+           "one ms/kernel | vs | warm warm_up, bundles on ms/kernel | vs | floor: the stored "
+           "cubins, cuModuleLoadData + cuModuleGetFunction each, ms/kernel | vs | host RSS "
+           "KiB/kernel, cold | warm | device KiB/kernel | disk bytes/entry | files |\n"
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
            threads);
     for (const Row& row : rows) {
         const double cold = per(row.cold.total_ms, row.count);
@@ -229,15 +252,19 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
         if (row.warm.device_kib >= 0) {
             std::snprintf(device, sizeof device, "%.1f", row.warm.device_kib / row.count);
         }
-        append(text,
-               "| %d | %.3f | %s | %.4f | %s | %.4f | %s | %.1f | %.1f | %s | %.0f | %llu |\n",
-               row.count, cold, ratio(cold, b_cold).c_str(), all, ratio(all, b_all).c_str(), one,
-               ratio(one, b_one).c_str(), row.cold.rss_kib / row.count,
-               row.warm.rss_kib / row.count, device,
-               row.disk.entries == 0
-                   ? 0.0
-                   : static_cast<double>(row.disk.bytes) / static_cast<double>(row.disk.entries),
-               static_cast<unsigned long long>(row.disk.files));
+        const double bundled = per(median(row.bundled_ms), row.count);
+        append(
+            text,
+            "| %d | %.3f | %s | %.4f | %s | %.4f | %s | %.4f | %s | %s | %.1f | %.1f | %s | %.0f "
+            "| %llu |\n",
+            row.count, cold, ratio(cold, b_cold).c_str(), all, ratio(all, b_all).c_str(), one,
+            ratio(one, b_one).c_str(), bundled, ratio(bundled, b_bundled).c_str(),
+            floor_cells(row.floor_ms, b.floor_ms, row.count, b.count).c_str(),
+            row.cold.rss_kib / row.count, row.warm.rss_kib / row.count, device,
+            row.disk.entries == 0
+                ? 0.0
+                : static_cast<double>(row.disk.bytes) / static_cast<double>(row.disk.entries),
+            static_cast<unsigned long long>(row.disk.files));
     }
     // CPU time, which others' load on the machine moves less than wall time.
     const double c_cold = per(b.cold.cpu_ms, b.count);
@@ -246,16 +273,21 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
     const double c_end = per(median(b.end_ms), b.count);
     append(text,
            "\n| N | CPU ms/kernel (user + system, all threads): cold warm_up | vs | warm warm_up | "
-           "vs | warm one by one | vs | the cache's end (warm one by one), wall ms/kernel | vs "
-           "|\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+           "vs | warm one by one | vs | warm warm_up, bundles on | vs | floor | vs | the cache's "
+           "end (warm one by one), wall ms/kernel | vs |\n"
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    const double c_bundled = per(median(b.bundled_cpu_ms), b.count);
     for (const Row& row : rows) {
         const double cold = per(row.cold.cpu_ms, row.count);
         const double all = per(median(row.warm_up_cpu_ms), row.count);
         const double one = per(median(row.one_cpu_ms), row.count);
         const double end = per(median(row.end_ms), row.count);
-        append(text, "| %d | %.3f | %s | %.4f | %s | %.4f | %s | %.4f | %s |\n", row.count, cold,
-               ratio(cold, c_cold).c_str(), all, ratio(all, c_all).c_str(), one,
-               ratio(one, c_one).c_str(), end, ratio(end, c_end).c_str());
+        const double bundled = per(median(row.bundled_cpu_ms), row.count);
+        append(text, "| %d | %.3f | %s | %.4f | %s | %.4f | %s | %.4f | %s | %s | %.4f | %s |\n",
+               row.count, cold, ratio(cold, c_cold).c_str(), all, ratio(all, c_all).c_str(), one,
+               ratio(one, c_one).c_str(), bundled, ratio(bundled, c_bundled).c_str(),
+               floor_cells(row.floor_cpu_ms, b.floor_cpu_ms, row.count, b.count).c_str(), end,
+               ratio(end, c_end).c_str());
     }
     return text + "\n";
 }
@@ -495,6 +527,8 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
     std::optional<driver::PrimaryContext> context;
     CacheOptions options;
     options.disk_directory = directory;
+    // The cold fill links bundles too (stored before it ends), for the bundled warm children.
+    options.bundle_warm_ups = mode == "cold" || mode == "warm-up-bundles";
     // Every kernel stays loaded: the curve is of what each loaded kernel costs.
     options.max_entries =
         std::max<std::size_t>(options.max_entries, static_cast<std::size_t>(count));
@@ -522,6 +556,24 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
                          [text]() -> Result<Source> { return Source::ptx(*text); },
                          "softmax_rows"});
     }
+    // The floor: the stored cubins, read and decoded before the clock, each loaded by the driver
+    // alone (cuModuleLoadData + cuModuleGetFunction).
+    std::vector<std::string> cubins;
+    const driver::CudaApi* cu = nullptr;
+    if (mode == "floor") {
+        if (!context) return 2;
+        cu = &**driver::cuda_api();
+        for (const auto& item : std::filesystem::recursive_directory_iterator(directory)) {
+            if (item.path().extension() != ".kc") continue;
+            std::ifstream in(item.path(), std::ios::binary);
+            const std::string bytes{std::istreambuf_iterator<char>(in),
+                                    std::istreambuf_iterator<char>()};
+            auto entry = store::decode(bytes);
+            if (entry && entry->key.source_kind == "ptx") cubins.push_back(entry->payload);
+        }
+    }
+    std::vector<CUmodule> floor_modules;
+    floor_modules.reserve(cubins.size());
     std::optional<KernelCache> cache(std::in_place, options);
     std::vector<KernelHandle> kept;  // every kernel stays loaded until the memory is read
     kept.reserve(items.size());
@@ -531,7 +583,17 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
     int loaded = 0;
     const auto start = std::chrono::steady_clock::now();
     std::vector<Result<KernelHandle>> results;
-    if (mode == "cold" || mode == "warm-up") {
+    if (mode == "floor") {
+        for (const std::string& cubin : cubins) {
+            CUmodule module = nullptr;
+            CUfunction function = nullptr;
+            if (cu->cuModuleLoadData(&module, cubin.data()) != CUDA_SUCCESS) continue;
+            floor_modules.push_back(module);
+            if (cu->cuModuleGetFunction(&function, module, "softmax_rows") == CUDA_SUCCESS) {
+                ++loaded;
+            }
+        }
+    } else if (mode == "cold" || mode == "warm-up" || mode == "warm-up-bundles") {
         results = cache->warm_up(items, std::max(1u, std::thread::hardware_concurrency()));
         for (const auto& result : results) {
             if (result) {
@@ -560,13 +622,15 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
     const double device_kib = device_before >= 0 && device_after >= 0
                                   ? static_cast<double>(device_after - device_before) / 1024.0
                                   : -1.0;
-    const CacheStats stats = cache->stats();
+    CacheStats stats = cache->stats();
+    if (mode == "floor") stats.disk_hits = static_cast<std::uint64_t>(loaded);  // read, like them
     // A cold fill's bundles, linked after its warm-up, stored before the warm processes come.
     if (mode == "cold") cache->wait_for_uploads();
     results.clear();
     kept.clear();
     const auto ending = std::chrono::steady_clock::now();
     cache.reset();  // unloads every kernel
+    for (CUmodule module : floor_modules) (void)cu->cuModuleUnload(module);
     const double end_ms = ms_since(ending);
     std::printf("%.3f %.3f %.1f %.1f %d %d %d %.3f\n", total_ms, cpu,
                 static_cast<double>(rss_after - rss_before), device_kib, loaded,
