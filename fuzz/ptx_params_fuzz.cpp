@@ -10,7 +10,6 @@
 #include <string_view>
 #include <vector>
 
-#include "compile/cubin_symbols.hpp"
 #include "compile/ptx_params.hpp"
 #include "compile/ptx_rename.hpp"
 #include "compile/ptx_symbols.hpp"
@@ -47,11 +46,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             const auto again = ptx_module_symbols(*renamed);
             KCACHE_FUZZ_CHECK(again.has_value() && *again == expected);
         }
-    }
-
-    // As a cubin: its defined symbols read or not, within its bytes (ASan).
-    if (const auto defined = cubin_defined_symbols(text)) {
-        for (const auto& name : *defined) KCACHE_FUZZ_CHECK(name.size() < text.size());
     }
 
     // As a param-sizes line: what it accepts writes back to a line that reads the same.

@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "build/fingerprints.hpp"
-#include "compile/cubin_symbols.hpp"
 #include "compile/ptx_params.hpp"
 #include "compile/ptx_rename.hpp"
 #include "compile/ptx_symbols.hpp"
+#include "util/elf_symbols.hpp"
 #include "util/log.hpp"
 #include "util/try.hpp"
 
@@ -154,14 +154,17 @@ Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
     compile::Compiled linked = std::move(link).value();
     // A definition the linker kept for two members (a name the scanner did not read, so not
     // renamed) would run one member's code for another: such a bundle is not stored.
-    const auto defined = compile::cubin_defined_symbols(linked.cubin);
-    if (!defined) {
-        return refuse(Error(Errc::kCompileFailed, what + ": its cubin's symbols do not read"));
+    const auto symbols = util::elf_symbols(linked.cubin);
+    if (!symbols) {
+        return refuse(Error(Errc::kCompileFailed, what + ": its cubin's symbols do not read: " +
+                                                      symbols.error().message()));
     }
-    for (const std::string& symbol : *defined) {
-        if (!one_members(symbol, ptx.size())) {
+    for (const util::ElfSymbol& symbol : *symbols) {
+        // Defined (not SHN_UNDEF) and seen by other code: global (1) or weak (2).
+        const bool shared = symbol.section != 0 && (symbol.binding == 1 || symbol.binding == 2);
+        if (shared && !one_members(symbol.name, ptx.size())) {
             std::string message = what;
-            message += ": its cubin defines '" + symbol + "', no one member's own name";
+            message += ": its cubin defines '" + symbol.name + "', no one member's own name";
             return refuse(Error(Errc::kCompileFailed, message));
         }
     }
