@@ -43,12 +43,11 @@ std::string bundled_symbol(std::string_view symbol, std::size_t index) {
     return compile::renamed_symbol(symbol, kBundleMarker, index);
 }
 
-std::vector<std::vector<std::size_t>> pack_bundles(const std::vector<BundleMember>& members) {
+std::vector<std::vector<std::size_t>> pack_bundles(const std::vector<util::Fingerprint>& members) {
     std::vector<std::size_t> order(members.size());
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        return before(members[a].fingerprint, members[b].fingerprint);
-    });
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return before(members[a], members[b]); });
     std::vector<std::vector<std::size_t>> packed;
     std::vector<std::size_t> bundle;
     auto close = [&] {
@@ -56,9 +55,9 @@ std::vector<std::vector<std::size_t>> pack_bundles(const std::vector<BundleMembe
         bundle.clear();
     };
     for (std::size_t i = 0; i < order.size(); ++i) {
-        const util::Fingerprint& fingerprint = members[order[i]].fingerprint;
+        const util::Fingerprint& fingerprint = members[order[i]];
         // The same module twice (two keys, one source) is one artifact: bundled once.
-        if (i > 0 && members[order[i - 1]].fingerprint == fingerprint) continue;
+        if (i > 0 && members[order[i - 1]] == fingerprint) continue;
         bundle.push_back(order[i]);
         if (bundle.size() == kBundleMembers || fingerprint.low % kBundleMembersAverage == 0) {
             close();
@@ -68,14 +67,12 @@ std::vector<std::vector<std::size_t>> pack_bundles(const std::vector<BundleMembe
     return packed;
 }
 
-BundlePlan plan_bundle(const std::vector<const BundleMember*>& members,
-                       const compile::Target& target, const std::string& toolchain) {
+BundlePlan plan_bundle(const std::vector<util::Fingerprint>& members, const compile::Target& target,
+                       const std::string& toolchain) {
     util::FingerprintBuilder sources;
     sources.add("kcache bundle, members' symbols renamed")
         .add(static_cast<std::uint64_t>(members.size()));
-    for (const BundleMember* member : members) {
-        sources.add(member->fingerprint.high).add(member->fingerprint.low);
-    }
+    for (const util::Fingerprint& member : members) sources.add(member.high).add(member.low);
     BundlePlan plan;
     plan.key.arch = target.name();
     plan.key.source_kind = kBundleKind;

@@ -21,11 +21,6 @@
 
 namespace kcache::build {
 
-// One PTX module of a warm-up, as a bundle takes it.
-struct BundleMember {
-    util::Fingerprint fingerprint;  // its own artifact's (BuildPlan::fingerprint)
-};
-
 // The most members one bundle links, and how many it links on average: a bundle is built after
 // the warm-up that asked for it, on one thread, so that smaller bundles are ready sooner and
 // several build at once.
@@ -40,12 +35,13 @@ inline constexpr std::string_view kBundleMarker = "$kc";
 // Member `index`'s `symbol` as the bundle's code names it.
 std::string bundled_symbol(std::string_view symbol, std::size_t index);
 
-// Members packed into bundles, as indices into `members`: in fingerprint order, a bundle ending
+// PTX modules packed into bundles, each module named by its own artifact's fingerprint
+// (BuildPlan::fingerprint), as indices into `members`: in fingerprint order, a bundle ending
 // after a member whose fingerprint says so (one in kBundleMembersAverage) or when it is full, so
 // that a member added or gone changes its own bundle and seldom another. A module under two keys
 // is packed once; a bundle of one member is left out. The same members pack the same way,
 // whatever order they come in.
-std::vector<std::vector<std::size_t>> pack_bundles(const std::vector<BundleMember>& members);
+std::vector<std::vector<std::size_t>> pack_bundles(const std::vector<util::Fingerprint>& members);
 
 struct BundlePlan {
     util::Fingerprint fingerprint;  // the bundle artifact's, in every tier
@@ -53,8 +49,8 @@ struct BundlePlan {
 };
 // The plan of a bundle of `members`, in the order given (pack_bundles'). `toolchain`: the
 // members' own plans' (BuildPlan::key.toolchain), the same for every PTX module.
-BundlePlan plan_bundle(const std::vector<const BundleMember*>& members,
-                       const compile::Target& target, const std::string& toolchain);
+BundlePlan plan_bundle(const std::vector<util::Fingerprint>& members, const compile::Target& target,
+                       const std::string& toolchain);
 
 // What the tiers hold under a bundle's plan: its artifact and the tier it came from, or a record
 // that its members did not link together (with the plan's toolchain: another is another plan),

@@ -158,7 +158,7 @@ WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpIte
         if (!plan || !*plan) return;  // no host compile: nothing to bundle
         Member& member = planned[n].emplace();
         member.item = i;
-        member.bundled = {(*plan)->fingerprint};
+        member.fingerprint = (*plan)->fingerprint;
         member.source_bytes = (*plan)->source_bytes;
         member.target = (*plan)->target;
         member.toolchain = std::move((*plan)->key.toolchain);
@@ -187,15 +187,15 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
     }
     std::vector<Missing> bundles;
     for (const auto& [group, members] : groups) {
-        std::vector<build::BundleMember> bundled;
-        bundled.reserve(members.size());
-        for (const Member* member : members) bundled.push_back(member->bundled);
-        for (const std::vector<std::size_t>& packed : build::pack_bundles(bundled)) {
+        std::vector<util::Fingerprint> fingerprints;
+        fingerprints.reserve(members.size());
+        for (const Member* member : members) fingerprints.push_back(member->fingerprint);
+        for (const std::vector<std::size_t>& packed : build::pack_bundles(fingerprints)) {
             Missing bundle{{}, members[packed.front()]->target, {}};
-            std::vector<const build::BundleMember*> planned;
+            std::vector<util::Fingerprint> planned;
             for (const std::size_t at : packed) {
                 bundle.members.push_back(members[at]);
-                planned.push_back(&members[at]->bundled);
+                planned.push_back(members[at]->fingerprint);
             }
             bundle.plan = build::plan_bundle(planned, bundle.target, group.second);
             bundles.push_back(std::move(bundle));

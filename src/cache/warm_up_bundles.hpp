@@ -41,7 +41,7 @@ private:
     void queue(const std::vector<Result<KernelHandle>>& results);
     struct Member {
         std::size_t item = 0;
-        build::BundleMember bundled;
+        util::Fingerprint fingerprint{};  // its own artifact's, what bundles are named by
         util::Fingerprint source_bytes{};
         compile::Target target;
         std::string toolchain;

@@ -74,13 +74,13 @@ protected:
     std::vector<std::vector<std::size_t>> packing(const std::vector<WarmUpItem>& items) const {
         const auto arch = fake_->current_arch();
         EXPECT_TRUE(arch.ok());
-        std::vector<build::BundleMember> members;
+        std::vector<util::Fingerprint> members;
         for (const WarmUpItem& item : items) {
             const auto source = item.make_source();
             EXPECT_TRUE(source.ok());
             const auto plan = build::plan_build(*arch, *source, true);
             EXPECT_TRUE(plan.ok() && plan->has_value());
-            members.push_back({(*plan)->fingerprint});
+            members.push_back((*plan)->fingerprint);
         }
         return build::pack_bundles(members);
     }
@@ -117,13 +117,9 @@ protected:
     // The plan of a bundle of `ptx`, its members' fingerprints made up (1, 2, ...).
     static build::BundlePlan plan_of(const std::vector<std::string>& ptx,
                                      const compile::Target& target) {
-        std::vector<build::BundleMember> members;
-        for (std::size_t i = 0; i < ptx.size(); ++i) {
-            members.push_back({util::Fingerprint{i + 1, i + 1}});
-        }
-        std::vector<const build::BundleMember*> planned;
-        for (const auto& member : members) planned.push_back(&member);
-        return build::plan_bundle(planned, target, "a toolchain");
+        std::vector<util::Fingerprint> members;
+        for (std::size_t i = 0; i < ptx.size(); ++i) members.push_back({i + 1, i + 1});
+        return build::plan_bundle(members, target, "a toolchain");
     }
 
     // The bundles on disk (their entry files).
@@ -433,7 +429,7 @@ util::Fingerprint spread(std::uint64_t i) {
 }
 
 TEST(PackBundles, EveryMemberOnceInBundlesOfTwoToTheMostAndTheOrderGivenDoesNotMatter) {
-    std::vector<build::BundleMember> members;
+    std::vector<util::Fingerprint> members;
     for (std::uint64_t i = 0; i < 400; ++i) members.push_back({spread(i)});
     const auto packed = build::pack_bundles(members);
     std::set<std::size_t> seen;
@@ -453,13 +449,13 @@ TEST(PackBundles, EveryMemberOnceInBundlesOfTwoToTheMostAndTheOrderGivenDoesNotM
     EXPECT_LT(full, packed.size() / 4);
     EXPECT_GT(seen.size(), 400 * 9 / 10);  // bundles of one are left out: a few
 
-    std::vector<build::BundleMember> reversed(members.rbegin(), members.rend());
+    std::vector<util::Fingerprint> reversed(members.rbegin(), members.rend());
     auto again = build::pack_bundles(reversed);
     ASSERT_EQ(again.size(), packed.size());
     for (std::size_t b = 0; b < packed.size(); ++b) {
         ASSERT_EQ(again[b].size(), packed[b].size());
         for (std::size_t m = 0; m < packed[b].size(); ++m) {
-            EXPECT_EQ(reversed[again[b][m]].fingerprint, members[packed[b][m]].fingerprint);
+            EXPECT_EQ(reversed[again[b][m]], members[packed[b][m]]);
         }
     }
 }
@@ -467,13 +463,13 @@ TEST(PackBundles, EveryMemberOnceInBundlesOfTwoToTheMostAndTheOrderGivenDoesNotM
 // One module more changes its own bundle, and leaves every other as it was (their links stay
 // good), where no bundle is full.
 TEST(PackBundles, AMemberAddedChangesItsOwnBundleOnly) {
-    std::vector<build::BundleMember> members;
+    std::vector<util::Fingerprint> members;
     for (std::uint64_t i = 0; i < 60; ++i) members.push_back({spread(i)});  // none full
-    auto fingerprints_of = [](const std::vector<build::BundleMember>& all) {
+    auto fingerprints_of = [](const std::vector<util::Fingerprint>& all) {
         std::set<std::string> bundles;  // each its members' fingerprints
         for (const auto& bundle : build::pack_bundles(all)) {
             std::string prints;
-            for (const std::size_t m : bundle) prints += all[m].fingerprint.hex() + " ";
+            for (const std::size_t m : bundle) prints += all[m].hex() + " ";
             bundles.insert(prints);
         }
         return bundles;
@@ -496,7 +492,7 @@ TEST(PackBundles, AMemberAddedChangesItsOwnBundleOnly) {
 }
 
 TEST(PackBundles, OneModuleUnderTwoKeysIsBundledOnce) {
-    const std::vector<build::BundleMember> members = {
+    const std::vector<util::Fingerprint> members = {
         {util::Fingerprint{1, 1}}, {util::Fingerprint{1, 1}}, {util::Fingerprint{2, 2}}};
     const auto packed = build::pack_bundles(members);
     ASSERT_EQ(packed.size(), 1u);
