@@ -109,6 +109,9 @@ std::optional<KernelRun> kernel_child(const std::string& mode, const std::string
                             &run.disk_hits, &run.end_ms) != 8) {
         return std::nullopt;
     }
+    // As it goes, so that a run cut short by a time limit still shows what it measured.
+    std::fprintf(stderr, "scale: %d kernels, %s: %.1f ms (%.4f ms a kernel), %d loaded\n", count,
+                 mode.c_str(), run.total_ms, run.total_ms / std::max(count, 1), run.loaded);
     return run;
 }
 

@@ -145,8 +145,7 @@ typedef struct kcache_options {
     uint64_t disk_max_bytes;    /* the disk directory's budget in bytes; 0: no limit */
     uint64_t disk_max_files;    /* the disk directory's budget in files; 0: no limit */
     int bundle_warm_ups;        /* non-zero: warm-ups link their PTX modules into bundles, and load
-                                 * the bundles a tier has, each as one module (experimental;
-                                 * default 0) */
+                                 * the bundles a tier has, each as one module (default 1) */
 } kcache_options;
 
 /* kcache::CacheOptions's defaults, with struct_size set. Not the environment's settings: for

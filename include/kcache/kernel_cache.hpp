@@ -52,9 +52,9 @@ struct CacheOptions {
     // warm_up() links the PTX modules it is asked for into bundles of a few each, after it
     // returns, on threads of the cache's own, and stores them: a later warm-up of the same
     // modules loads each bundle as one module rather than one module per key
-    // (KCACHE_BUNDLES; docs/user-guide.md). Off: as built, they made a warm warm-up slower
-    // (docs/performance.md).
-    bool bundle_warm_ups = false;
+    // (KCACHE_BUNDLES; docs/user-guide.md). On: a module load costs the driver more the more
+    // modules it holds, so thousands of one-key modules load ever slower (docs/performance.md).
+    bool bundle_warm_ups = true;
     // Compiled artifacts kept in memory for this process (bytes).
     std::size_t memory_bytes = 256u << 20;
     // The disk tier's directory; empty: no disk tier. from_env() fills it (KCACHE_DIR, else

@@ -47,10 +47,11 @@ constexpr std::array kSettings = {
         {},
         "1"},
     util::Setting{"bundles", "KCACHE_BUNDLES", util::SettingType::kBool,
-                  util::SettingScope::kAnywhere, "0", "`0`",
+                  util::SettingScope::kAnywhere, "1", "`1`",
                   "`1`: `warm_up` links its PTX modules a few to a module after it (a bundle), "
-                  "stores them, and loads the bundles a tier has as one module each "
-                  "(experimental: slower than per-key modules so far)"},
+                  "stores them, and loads the bundles a tier has as one module each (the "
+                  "driver's cost of a module load grows with the modules loaded); `0`: one "
+                  "module per key"},
     util::Setting{"max_entries", "KCACHE_MAX_ENTRIES", util::SettingType::kUnsigned,
                   util::SettingScope::kAnywhere, "1024", "`1024`",
                   "loaded (key, arch) entries kept; least recently used evicted beyond it"},

@@ -103,7 +103,7 @@ static int OptionsInitGivesTheCppDefaults(void) {
     CHECK(options.compile_workers == 0);
     CHECK(options.disk_max_bytes == (uint64_t)4 << 30);
     CHECK(options.disk_max_files == 0);
-    CHECK(options.bundle_warm_ups == 0);
+    CHECK(options.bundle_warm_ups == 1);
     return 0;
 }
 

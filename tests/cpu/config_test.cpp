@@ -559,6 +559,7 @@ TEST_F(ConfigTest, DefaultsAreCacheOptionsDefaults) {
     EXPECT_EQ(options->disk_max_files, defaults.disk_max_files);
     EXPECT_EQ(options->host_compile, defaults.host_compile);
     EXPECT_EQ(options->memory_bytes, defaults.memory_bytes);
+    EXPECT_EQ(options->bundle_warm_ups, defaults.bundle_warm_ups);
 }
 
 TEST(ConfigTable, EverySettingHasAKcacheVariableAndAOneLineDescription) {

@@ -38,7 +38,7 @@ fn default_options_are_kcaches_defaults() {
     assert_eq!(options.compile_workers, 0);
     assert_eq!(options.disk_max_bytes, 4 << 30);
     assert_eq!(options.disk_max_files, 0);
-    assert!(!options.bundle_warm_ups);
+    assert!(options.bundle_warm_ups);
 }
 
 #[test]
