@@ -81,15 +81,6 @@ protected:
         ::chmod(path.c_str(), 0700);
         return path;
     }
-    // A cache over the fake driver on a disk directory of this test's, bundles off: what its
-    // warm-ups compile and find is each key's own.
-    CacheOptions on_disk() const {
-        CacheOptions o;
-        o.driver = std::make_shared<fakes::FakeDriver>();
-        o.disk_directory = temp_.path() + "/cache";
-        o.bundle_warm_ups = false;
-        return o;
-    }
     std::string requests_path() const { return temp_.path() + "/requests"; }
     std::string requests() const { return test::read_file(requests_path()); }
     int starts() const { return test::count_lines(temp_.path() + "/starts"); }
@@ -249,8 +240,15 @@ TEST_F(PtxWorkersTest, AnIdleWorkerThatDiesOnAPtxLinkIsRetiredAndNoneStartsInIts
 }
 
 TEST_F(PtxWorkersTest, ACacheLinksPtxOnAWorkerThatCudaCompilesStartedAndStoresWhatItWouldFind) {
+    const std::string directory = temp_.path() + "/cache";
+    auto options = [&] {
+        CacheOptions o;
+        o.driver = std::make_shared<fakes::FakeDriver>();
+        o.disk_directory = directory;
+        return o;
+    };
     {
-        CacheOptions o = on_disk();
+        CacheOptions o = options();
         o.compile_workers = 1;
         o.compile_worker_command = recording_worker();
         KernelCache cache(o);
@@ -271,7 +269,7 @@ TEST_F(PtxWorkersTest, ACacheLinksPtxOnAWorkerThatCudaCompilesStartedAndStoresWh
     EXPECT_NE(sent.find(".entry softmax_rows"), std::string::npos)
         << "the idle worker did not link the PTX";
     // What the worker linked is what a cache without workers finds: the same fingerprints.
-    KernelCache again(on_disk());
+    KernelCache again(options());
     ASSERT_TRUE(
         again
             .kernel(
@@ -282,13 +280,21 @@ TEST_F(PtxWorkersTest, ACacheLinksPtxOnAWorkerThatCudaCompilesStartedAndStoresWh
 }
 
 TEST_F(PtxWorkersTest, AWarmUpWithCompilesStartsItsWorkersAheadAndStoresWhatItWouldFind) {
+    const std::string directory = temp_.path() + "/cache";
+    auto options = [&] {
+        CacheOptions o;
+        o.driver = std::make_shared<fakes::FakeDriver>();
+        o.disk_directory = directory;
+        o.bundle_warm_ups = false;
+        return o;
+    };
     std::vector<WarmUpItem> items;
     for (int n : {32, 64, 96, 128, 160, 192}) {
         items.push_back(
             {test::softmax_key(n), [n] { return test::softmax_source(n); }, test::kSoftmax});
     }
     {
-        CacheOptions o = on_disk();
+        CacheOptions o = options();
         o.compile_workers = 2;
         o.compile_worker_command = recording_worker();
         KernelCache cache(o);
@@ -302,14 +308,18 @@ TEST_F(PtxWorkersTest, AWarmUpWithCompilesStartsItsWorkersAheadAndStoresWhatItWo
               "started compile-worker --load-ptx-compiler\n"
               "started compile-worker --load-ptx-compiler\n");
     // Wherever each was linked, a cache without workers finds every one.
-    KernelCache again(on_disk());
+    KernelCache again(options());
     for (const auto& result : again.warm_up(items, 2)) ASSERT_TRUE(result.ok());
     EXPECT_EQ(again.stats().compiles, 0u);
     EXPECT_EQ(again.stats().disk_hits, items.size());
 }
 
 TEST_F(PtxWorkersTest, AWarmUpOfTierHitsStartsNoWorker) {
-    CacheOptions o = on_disk();
+    const std::string directory = temp_.path() + "/cache";
+    CacheOptions o;
+    o.driver = std::make_shared<fakes::FakeDriver>();
+    o.disk_directory = directory;
+    o.bundle_warm_ups = false;
     const std::vector<WarmUpItem> items = {
         {test::softmax_key(32), [] { return test::softmax_source(32); }, test::kSoftmax}};
     {
