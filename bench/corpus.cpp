@@ -307,24 +307,21 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
     // percent (docs/performance.md).
     const int cold_rounds = std::max(rounds, 1) >= 3 ? 3 : 1;
     std::vector<double> jit_times;
-    std::vector<ColdRun> ones, alls, with_workers;
-    std::vector<double> one_ratios, all_ratios, worker_ratios;
+    std::vector<ColdRun> ones, alls;
+    std::vector<double> one_ratios, all_ratios;
     for (int round = 0; round < cold_rounds; ++round) {
         std::optional<ChildRun> jit;
-        std::optional<ColdRun> one, all, workers;
-        for (int k = 0; k < 4; ++k) {
-            switch ((round + k) % 4) {
+        std::optional<ColdRun> one, all;
+        for (int k = 0; k < 3; ++k) {
+            switch ((round + k) % 3) {
                 case 0:
                     jit = run_ptx_child("compute", directory + "/jit", corpus, kCacheOff);
                     break;
                 case 1:
                     one = cold_child("one", corpus, directory + "/cold-one");
                     break;
-                case 2:
-                    all = cold_child("warm-up", corpus, directory + "/cold-warm-up");
-                    break;
                 default:
-                    workers = cold_child("warm-up-workers", corpus, directory + "/cold-workers");
+                    all = cold_child("warm-up", corpus, directory + "/cold-warm-up");
                     break;
             }
         }
@@ -332,18 +329,16 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
             note = "the driver's JIT child failed (a kernel did not load?)";
             return {};
         }
-        if (!one || !all || !workers) {
+        if (!one || !all) {
             note = "a kcache cold child failed";
             return {};
         }
         // Paired within the round: the host's drift between rounds cancels.
         one_ratios.push_back(jit->total_ms / one->total_ms);
         all_ratios.push_back(jit->total_ms / all->total_ms);
-        worker_ratios.push_back(jit->total_ms / workers->total_ms);
         jit_times.push_back(jit->total_ms);
         ones.push_back(*one);
         alls.push_back(*all);
-        with_workers.push_back(*workers);
     }
     // The round whose time is the median stands for its side in the detail below.
     auto median_run = [](std::vector<ColdRun> runs) {
@@ -353,14 +348,10 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
     };
     const ColdRun one = median_run(ones);
     const ColdRun all = median_run(alls);
-    const ColdRun workers = median_run(with_workers);
     std::string text;
     append(text, "Device: %s. %d PTX kernels from %s.\n\n", device.c_str(), count, corpus.c_str());
     for (const ColdRun& run : ones) append_loaded(text, "one by one", run, count, note);
     for (const ColdRun& run : alls) append_loaded(text, "warm_up", run, count, note);
-    for (const ColdRun& run : with_workers) {
-        append_loaded(text, "warm_up with compile workers", run, count, note);
-    }
     const double jit_ms = median(jit_times);
     append(text,
            "\n| %d kernels, cold, each side a new process, CUDA_CACHE_DISABLE=1 (%d rounds, the "
@@ -371,18 +362,13 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
            "| %.2f | 1.0x | |\n"
            "| (b) kcache, kernel() for one after another, 1 thread (nvJitLink + store + load) | "
            "%.1f | %.2f | %.2fx | %.2fx - %.2fx |\n"
-           "| (c) kcache warm_up, %u threads | %.1f | %.2f | %.2fx | %.2fx - %.2fx |\n"
-           "| (d) kcache warm_up, %u threads, compile_workers %u (started at its first compile; "
-           "a link goes to one that is idle) | %.1f | %.2f | %.2fx | %.2fx - %.2fx |\n\n",
+           "| (c) kcache warm_up, %u threads | %.1f | %.2f | %.2fx | %.2fx - %.2fx |\n\n",
            count, cold_rounds, jit_ms, jit_ms / count, one.total_ms, one.total_ms / count,
            median(one_ratios), *std::min_element(one_ratios.begin(), one_ratios.end()),
            *std::max_element(one_ratios.begin(), one_ratios.end()), kWarmUpThreads, all.total_ms,
            all.total_ms / count, median(all_ratios),
            *std::min_element(all_ratios.begin(), all_ratios.end()),
-           *std::max_element(all_ratios.begin(), all_ratios.end()), kWarmUpThreads, kWarmUpThreads,
-           workers.total_ms, workers.total_ms / count, median(worker_ratios),
-           *std::min_element(worker_ratios.begin(), worker_ratios.end()),
-           *std::max_element(worker_ratios.begin(), worker_ratios.end()));
+           *std::max_element(all_ratios.begin(), all_ratios.end()));
     append_cold_detail(text, set, one, all);
 
     // Warm: new processes, rounds in turns; the warm kcache mode fails unless all come from disk.

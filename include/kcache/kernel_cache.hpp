@@ -68,8 +68,7 @@ struct CacheOptions {
     bool read_only = false;
     // Compile CUDA C++ in this many worker processes (`kcache compile-worker`), so that a warm-up
     // compiles in parallel: NVRTC serializes compiles inside one process. A PTX link goes to a
-    // worker that is started and idle, never waiting for one; a warm_up() with compiles starts
-    // the workers at its first. 0: in this process.
+    // worker that is started and idle, never starting one. 0: in this process.
     // KCACHE_COMPILE_WORKERS; the command is KCACHE_COMPILE_WORKER, else a `kcache` beside this
     // program. Without a usable command, compiles stay in this process (logged).
     std::size_t compile_workers = 0;

@@ -106,10 +106,6 @@ Result<BuiltArtifact> ArtifactBuilder::build(std::string_view key, int arch, con
     return built;
 }
 
-void ArtifactBuilder::start_workers_ahead(std::size_t count) {
-    if (workers_ != nullptr && workers_->usable_here()) workers_->start_ahead(count);
-}
-
 Result<std::optional<BuiltArtifact>> ArtifactBuilder::find(std::string_view key, int arch,
                                                            const Source& source) {
     TRY_ASSIGN(std::optional<BuildPlan> plan, plan_build(arch, source, host_compile_));

@@ -57,10 +57,6 @@ public:
     // miss).
     Result<std::optional<BuiltArtifact>> find(std::string_view key, int arch, const Source& source);
 
-    // Starts up to `count` compile workers now, ahead of a warm-up's compiles, where this builder
-    // has workers (compile_workers); nothing otherwise (WorkerPool::start_ahead).
-    void start_workers_ahead(std::size_t count);
-
     // The tiers (never null), shared so that loaded modules can read their bytes back.
     const std::shared_ptr<store::ArtifactStore>& tiers() const noexcept { return tiers_; }
     // Why the disk tier that was asked for is not there; nullopt when it is (or none was asked).

@@ -82,9 +82,6 @@ public:
         const std::vector<BundledKey>& members, int arch);
     // The tiers (warm_up looks for bundles), and the links of bundles not found.
     store::ArtifactStore& tiers() const noexcept { return *builder_.tiers(); }
-    // Compile workers started now, where the options ask for some, for a warm-up that has
-    // compiles waiting: started and idle when its later links look for one.
-    void start_compile_workers(std::size_t count) { builder_.start_workers_ahead(count); }
     BundleBuilder& bundles() noexcept { return bundles_; }
 
     // Removes a broken module: its JIT failed when a kernel was first resolved (with lazy loading

@@ -12,7 +12,6 @@
 
 #include "compile/compiler.hpp"
 #include "compile/worker_protocol.hpp"
-#include "driver/compiler_api.hpp"
 #include "util/log.hpp"
 
 namespace kcache::compile {
@@ -53,7 +52,7 @@ std::string answer(const std::string& payload) {
 
 }  // namespace
 
-int run_compile_worker(int in_fd, int out_fd, bool load_ptx_compiler) {
+int run_compile_worker(int in_fd, int out_fd) {
     if (out_fd == STDOUT_FILENO) {
         int protocol_fd = ::fcntl(out_fd, F_DUPFD_CLOEXEC, 3);
         if (protocol_fd < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
@@ -62,9 +61,7 @@ int run_compile_worker(int in_fd, int out_fd, bool load_ptx_compiler) {
         }
         out_fd = protocol_fd;
     }
-    // The identities only (file reads): loading a compiler waits for the first request, unless
-    // the pool asked for nvJitLink at once (a worker started ahead of PTX links).
-    if (load_ptx_compiler) (void)driver::nvjitlink_api();
+    // The identities only (file reads): loading a compiler waits for the first request.
     const auto& cuda = cuda_compiler_identity();
     const auto& ptx = ptx_compiler_identity();
     const WorkerHello hello{cuda ? *cuda : std::string(), ptx ? *ptx : std::string()};

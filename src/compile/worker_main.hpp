@@ -6,16 +6,12 @@
 
 namespace kcache::compile {
 
-// The worker's argument (after `compile-worker`) that has it load nvJitLink before its hello: a
-// worker started ahead of PTX links (WorkerPool::start_ahead).
-inline constexpr const char* kLoadPtxCompiler = "--load-ptx-compiler";
-
 // Sends a WorkerHello, then answers requests (compile CUDA C++, link PTX) read from `in_fd` on
 // `out_fd` until end of file (returns 0). A request that cannot be decoded or compiled gets an
 // error response and the loop goes on; only a broken stream (bad framing, closed pipe) ends it
 // early, with 1, since the next frame cannot be found after one. When `out_fd` is standard output,
 // standard output is moved to standard error first, so that a stray print from a library cannot
-// corrupt the protocol. With `load_ptx_compiler`, nvJitLink is loaded before the hello.
-int run_compile_worker(int in_fd, int out_fd, bool load_ptx_compiler = false);
+// corrupt the protocol.
+int run_compile_worker(int in_fd, int out_fd);
 
 }  // namespace kcache::compile

@@ -3,7 +3,6 @@
 // reaping (compile/worker_pool.hpp).
 #include "compile/worker_pool.hpp"
 
-#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -18,7 +17,6 @@
 #include <thread>
 #include <utility>
 
-#include "compile/worker_main.hpp"
 #include "compile/worker_process.hpp"
 #include "compile/worker_protocol.hpp"
 #include "driver/compiler_libraries.hpp"
@@ -83,19 +81,6 @@ WorkerPool::WorkerPool(std::string command, std::vector<std::string> args, std::
 }
 
 WorkerPool::~WorkerPool() {
-    {
-        std::lock_guard start_lock(start_mutex_);
-        std::lock_guard lock(mutex_);
-        ending_ = true;
-        // No compile is in flight (the contract): a live worker that is not idle is one that
-        // start_ahead's thread waits for. Killed, it closes its output and that wait ends.
-        for (const pid_t pid : live_pids_) {
-            const bool idle = std::any_of(idle_.begin(), idle_.end(),
-                                          [&](const Worker& worker) { return worker.pid == pid; });
-            if (!idle) (void)::kill(pid, SIGKILL);
-        }
-    }
-    if (starter_.joinable()) starter_.join();
     std::vector<Worker> workers;
     {
         std::lock_guard lock(mutex_);
@@ -161,72 +146,7 @@ void WorkerPool::give_back_slot() {
     changed_.notify_one();
 }
 
-void WorkerPool::start_ahead(std::size_t count) {
-    std::lock_guard start_lock(start_mutex_);
-    std::size_t taken = 0;
-    {
-        std::lock_guard lock(mutex_);
-        if (starting_ahead_ || ending_ || !usable_here()) return;
-        taken = std::min(count, free_slots_);
-        if (taken == 0) return;
-        free_slots_ -= taken;
-        starting_ahead_ = true;
-    }
-    if (starter_.joinable()) starter_.join();  // the last one, ended: it cleared starting_ahead_
-    try {
-        starter_ = std::thread(&WorkerPool::start_in_background, this, taken);
-    } catch (const std::system_error& e) {
-        util::log_line(util::LogLevel::kInfo,
-                       std::string("compile workers not started ahead: ") + e.what());
-        {
-            std::lock_guard lock(mutex_);
-            free_slots_ += taken;
-            starting_ahead_ = false;
-        }
-        changed_.notify_all();
-    }
-}
-
-void WorkerPool::start_in_background(std::size_t count) {
-    // Every process first, so that they start in parallel, then each hello in turn.
-    std::vector<Worker> launched;
-    for (std::size_t i = 0; i < count; ++i) {
-        auto worker = launch({kLoadPtxCompiler});
-        if (worker) {
-            launched.push_back(std::move(*worker));
-            continue;
-        }
-        util::log_line(util::LogLevel::kInfo, worker.error().message());
-        give_back_slot();
-    }
-    for (Worker& worker : launched) {
-        auto greeted = greet(std::move(worker));
-        bool ending = false;
-        {
-            std::lock_guard lock(mutex_);
-            ending = ending_;
-        }
-        if (greeted && !ending) {
-            release(std::move(*greeted));
-            continue;
-        }
-        if (greeted) {
-            (void)retire(*greeted);
-        } else if (!ending) {
-            util::log_line(util::LogLevel::kInfo, greeted.error().message());
-        }
-        give_back_slot();
-    }
-    std::lock_guard lock(mutex_);
-    starting_ahead_ = false;
-}
-
 Result<WorkerPool::Worker> WorkerPool::spawn() {
-    TRY_ASSIGN(Worker worker, launch({}));
-    return greet(std::move(worker));
-}
-
-Result<WorkerPool::Worker> WorkerPool::launch(const std::vector<std::string>& extra) {
     TRY_ASSIGN(Pipe to_child, make_pipe());
     TRY_ASSIGN(Pipe from_child, make_pipe());
 
@@ -249,7 +169,6 @@ Result<WorkerPool::Worker> WorkerPool::launch(const std::vector<std::string>& ex
 
     std::vector<std::string> argv_strings = {command_};
     argv_strings.insert(argv_strings.end(), args_.begin(), args_.end());
-    argv_strings.insert(argv_strings.end(), extra.begin(), extra.end());
     std::vector<std::string> env_strings = child_environment(
         {{kNvrtcOverride, compiler_path_}, {kNvJitLinkOverride, ptx_compiler_path_}});
     auto argv = pointers_to(argv_strings);
@@ -272,10 +191,7 @@ Result<WorkerPool::Worker> WorkerPool::launch(const std::vector<std::string>& ex
         std::lock_guard lock(mutex_);
         live_pids_.push_back(worker.pid);
     }
-    return worker;
-}
 
-Result<WorkerPool::Worker> WorkerPool::greet(Worker worker) {
     // The hello proves that the command is a worker of this protocol version, within a deadline:
     // a wrong command that reads forever (cat) or sleeps must fail, not hang the compile.
     auto refuse = [&](const std::string& why) {
@@ -284,29 +200,7 @@ Result<WorkerPool::Worker> WorkerPool::greet(Worker worker) {
                                          std::to_string(worker.pid) + ") " + why + "; it " +
                                          ending.how);
     };
-    // Until its first byte, in slices: the pool's end stops a wait for a worker started ahead (a
-    // wrapper's child may keep the pipe open after the worker is killed).
-    const auto deadline = std::chrono::steady_clock::now() + startup_timeout_;
-    for (;;) {
-        bool ending = false;
-        {
-            std::lock_guard lock(mutex_);
-            ending = ending_;
-        }
-        if (ending) return refuse("was not waited for: the pool ended");
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) break;  // read_frame below says it timed out
-        pollfd readable{worker.from_worker.get(), POLLIN, 0};
-        const int ready =
-            ::poll(&readable, 1, static_cast<int>(std::min<long long>(left.count(), 50)));
-        if (ready > 0) break;
-        if (ready < 0 && errno != EINTR) break;  // read_frame below reports the descriptor
-    }
-    const auto left = std::max(std::chrono::milliseconds(1),
-                               std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   deadline - std::chrono::steady_clock::now()));
-    auto frame = read_frame(worker.from_worker.get(), left);
+    auto frame = read_frame(worker.from_worker.get(), startup_timeout_);
     if (!frame) {
         return refuse("gave no valid hello within " + std::to_string(startup_timeout_.count()) +
                       " ms: " + frame.error().message());

@@ -14,7 +14,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "compile/compiler.hpp"
@@ -57,12 +56,6 @@ public:
     // process, its compiler loaded: tens of ms) costs more than what a PTX link gains from
     // running outside this process, so PTX only fills workers that CUDA C++ compiles started.
     std::optional<Result<Compiled>> link_ptx_if_idle(const std::string& ptx, const Target& target);
-    // Starts up to `count` workers now, in as many slots as are free, and returns at once: a
-    // thread of the pool's own waits for their hellos and makes each idle once it has said it.
-    // Workers started so load nvJitLink before their hello (kLoadPtxCompiler, after the pool's
-    // arguments), so that an idle one links at once: for a warm-up with PTX to link, whose links
-    // take only idle workers. A call while such a start is under way does nothing.
-    void start_ahead(std::size_t count);
 
     // False in a process forked from the one that started the pool: the workers' pipes are then
     // shared with the parent, and an answer could reach the wrong process. Compile in-process.
@@ -96,12 +89,6 @@ private:
     // Spawns a worker for a slot this thread holds and waits for its hello. On failure the
     // process, if any, is ended; the slot stays held.
     Result<Worker> spawn();
-    // spawn()'s two halves: the process started (its arguments the pool's, then `extra`), and
-    // its hello read within the start's deadline and checked.
-    Result<Worker> launch(const std::vector<std::string>& extra);
-    Result<Worker> greet(Worker worker);
-    // start_ahead's thread: `count` slots this pool holds for it, a worker started in each.
-    void start_in_background(std::size_t count);
     // One encoded request on `worker`, retried once on a fresh one (compile_cuda's contract);
     // `what` names it in messages.
     Result<Compiled> run(Worker worker, const std::string& request, const std::string& what);
@@ -129,15 +116,11 @@ private:
     std::string compiler_path_;
     std::string ptx_compiler_path_;
 
-    std::mutex start_mutex_;  // serialises start_ahead and the destructor's end of it
     mutable std::mutex mutex_;
     std::condition_variable changed_;  // with mutex_: a worker became idle or a slot free
     std::vector<Worker> idle_;         // guarded by mutex_: started workers awaiting a request
     std::size_t free_slots_ = 0;       // guarded by mutex_: slots with no process and no owner
     std::vector<pid_t> live_pids_;     // guarded by mutex_: every started, unreaped worker
-    bool starting_ahead_ = false;      // guarded by mutex_: start_ahead's thread is at work
-    bool ending_ = false;              // guarded by mutex_: the destructor runs
-    std::thread starter_;              // start_ahead's; joined by the destructor
     const pid_t owner_;                // the process that started the pool
 };
 

@@ -6,12 +6,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <chrono>
 #include <fstream>
 #include <memory>
-#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "compile/compiler.hpp"
@@ -75,7 +72,7 @@ protected:
     // and runs the real worker on it.
     std::string recording_worker() {
         const std::string path = temp_.path() + "/recording-worker";
-        std::ofstream(path) << "#!/bin/sh\necho started \"$@\" >> '" << temp_.path()
+        std::ofstream(path) << "#!/bin/sh\necho started >> '" << temp_.path()
                             << "/starts'\ntee -a '" << requests_path() << "' | '"
                             << test::tool_path() << "' \"$@\"\n";
         ::chmod(path.c_str(), 0700);
@@ -84,19 +81,6 @@ protected:
     std::string requests_path() const { return temp_.path() + "/requests"; }
     std::string requests() const { return test::read_file(requests_path()); }
     int starts() const { return test::count_lines(temp_.path() + "/starts"); }
-    std::string start_lines() const { return test::read_file(temp_.path() + "/starts"); }
-
-    // Asks `pool` for an idle worker's link until one answers (workers started ahead say hello
-    // once they are ready), at most 30 s.
-    static std::optional<Result<compile::Compiled>> link_once_idle(WorkerPool& pool,
-                                                                   const std::string& ptx) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        while (std::chrono::steady_clock::now() < deadline) {
-            if (auto linked = pool.link_ptx_if_idle(ptx, Target{90, false})) return linked;
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-        return std::nullopt;
-    }
 
     test::TempDir temp_;
 };
@@ -106,50 +90,6 @@ TEST_F(PtxWorkersTest, APtxLinkNeverStartsAWorker) {
     ASSERT_TRUE(pool);
     EXPECT_FALSE(pool->link_ptx_if_idle(examples::residual_add_ptx(), Target{90, false}));
     EXPECT_TRUE(pool->worker_pids().empty());
-}
-
-TEST_F(PtxWorkersTest, WorkersStartedAheadLoadNvJitLinkFirstAndThenTakePtxLinks) {
-    auto pool_of_two = WorkerPool::start(recording_worker(), {"compile-worker"}, 2);
-    ASSERT_TRUE(pool_of_two.ok()) << pool_of_two.error().describe();
-    (*pool_of_two)->start_ahead(2);
-    const std::string ptx = examples::residual_add_ptx();
-    auto linked = link_once_idle(**pool_of_two, ptx);
-    ASSERT_TRUE(linked) << "no worker started ahead became idle";
-    ASSERT_TRUE(linked->ok()) << linked->error().describe();
-    auto here = compile::link_ptx(ptx, Target{90, false});
-    ASSERT_TRUE(here.ok()) << here.error().describe();
-    EXPECT_TRUE(linked->value().cubin == here->cubin);
-    pool_of_two->reset();  // waits for the other start
-    EXPECT_EQ(starts(), 2);
-    EXPECT_EQ(start_lines(),
-              "started compile-worker --load-ptx-compiler\n"
-              "started compile-worker --load-ptx-compiler\n");
-}
-
-TEST_F(PtxWorkersTest, StartingAheadTakesOnlyFreeSlots) {
-    auto pool = start_pool(recording_worker(), {"compile-worker"});
-    ASSERT_TRUE(pool);
-    pool->start_ahead(4);
-    ASSERT_TRUE(link_once_idle(*pool, examples::residual_add_ptx()));
-    pool->start_ahead(4);  // its one slot holds an idle worker
-    compile::CudaProgram program;
-    program.code = kTinyCuda;
-    EXPECT_TRUE(pool->compile_cuda(program, Target{90, false}).ok());
-    pool.reset();
-    EXPECT_EQ(starts(), 1);
-}
-
-TEST_F(PtxWorkersTest, APoolEndedWhileItsWorkersStartDoesNotWaitForTheirHello) {
-    // Workers that never say hello, each a wrapper whose child keeps the pool's pipe open (but
-    // not this test's stderr): the pool's end must not wait out their start's deadline.
-    auto pool = WorkerPool::start("/bin/sh", {"-c", "sleep 30 </dev/null 2>/dev/null"}, 2,
-                                  std::chrono::seconds(20));
-    ASSERT_TRUE(pool.ok()) << pool.error().describe();
-    (*pool)->start_ahead(2);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    const auto before = std::chrono::steady_clock::now();
-    pool->reset();
-    EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(5));
 }
 
 TEST_F(PtxWorkersTest, AnIdleWorkerLinksPtxToTheCubinThisProcessWouldMake) {
@@ -277,63 +217,6 @@ TEST_F(PtxWorkersTest, ACacheLinksPtxOnAWorkerThatCudaCompilesStartedAndStoresWh
             .ok());
     EXPECT_EQ(again.stats().compiles, 0u);
     EXPECT_EQ(again.stats().disk_hits, 1u);
-}
-
-TEST_F(PtxWorkersTest, AWarmUpWithCompilesStartsItsWorkersAheadAndStoresWhatItWouldFind) {
-    const std::string directory = temp_.path() + "/cache";
-    auto options = [&] {
-        CacheOptions o;
-        o.driver = std::make_shared<fakes::FakeDriver>();
-        o.disk_directory = directory;
-        o.bundle_warm_ups = false;
-        return o;
-    };
-    std::vector<WarmUpItem> items;
-    for (int n : {32, 64, 96, 128, 160, 192}) {
-        items.push_back(
-            {test::softmax_key(n), [n] { return test::softmax_source(n); }, test::kSoftmax});
-    }
-    {
-        CacheOptions o = options();
-        o.compile_workers = 2;
-        o.compile_worker_command = recording_worker();
-        KernelCache cache(o);
-        for (const auto& result : cache.warm_up(items, 2)) {
-            ASSERT_TRUE(result.ok()) << result.error().describe();
-        }
-        EXPECT_EQ(cache.stats().compiles, items.size());
-    }
-    EXPECT_EQ(starts(), 2) << "a PTX warm-up's compiles did not start the workers";
-    EXPECT_EQ(start_lines(),
-              "started compile-worker --load-ptx-compiler\n"
-              "started compile-worker --load-ptx-compiler\n");
-    // Wherever each was linked, a cache without workers finds every one.
-    KernelCache again(options());
-    for (const auto& result : again.warm_up(items, 2)) ASSERT_TRUE(result.ok());
-    EXPECT_EQ(again.stats().compiles, 0u);
-    EXPECT_EQ(again.stats().disk_hits, items.size());
-}
-
-TEST_F(PtxWorkersTest, AWarmUpOfTierHitsStartsNoWorker) {
-    const std::string directory = temp_.path() + "/cache";
-    CacheOptions o;
-    o.driver = std::make_shared<fakes::FakeDriver>();
-    o.disk_directory = directory;
-    o.bundle_warm_ups = false;
-    const std::vector<WarmUpItem> items = {
-        {test::softmax_key(32), [] { return test::softmax_source(32); }, test::kSoftmax}};
-    {
-        KernelCache fill(o);
-        ASSERT_TRUE(fill.warm_up(items, 1).front().ok());
-    }
-    o.compile_workers = 2;
-    o.compile_worker_command = recording_worker();
-    {
-        KernelCache cache(o);
-        ASSERT_TRUE(cache.warm_up(items, 1).front().ok());
-        EXPECT_EQ(cache.stats().disk_hits, 1u);
-    }
-    EXPECT_EQ(starts(), 0);
 }
 
 }  // namespace

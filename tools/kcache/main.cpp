@@ -150,9 +150,6 @@ int run(int argc, char** argv) {
     // on stdout). Hidden from --help: an empty group.
     auto* worker_cmd =
         app.add_subcommand("compile-worker", "Serve a kcache compile worker pool")->group("");
-    bool load_ptx_compiler = false;
-    worker_cmd->add_flag(kcache::compile::kLoadPtxCompiler, load_ptx_compiler,
-                         "Load nvJitLink before the hello");
 
     try {
         app.parse(argc, argv);
@@ -170,7 +167,7 @@ int run(int argc, char** argv) {
     };
     if (*worker_cmd) {
         kcache::cache::apply_environment_log_setting();
-        return kcache::compile::run_compile_worker(0, 1, load_ptx_compiler);
+        return kcache::compile::run_compile_worker(0, 1);
     }
     if (*demo_cmd) return kcache::tool::run_demo(demo);
     if (*keygen_cmd) {
