@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "kcache/cache_options.hpp"
+#include "kcache/cache_stats.hpp"
 #include "kcache/function_ref.hpp"
 #include "kcache/launch.hpp"
 #include "kcache/provenance.hpp"
@@ -24,164 +26,12 @@
 
 namespace kcache {
 
-namespace driver {
-class Driver;
-}
 namespace cache {
 class LoadedModule;
 struct ResolvedKernel;
 class LoadedModules;
 struct PreparedArtifact;
 }  // namespace cache
-
-struct CacheOptions {
-    // Loaded (key, arch) entries kept in the map; the least recently used go beyond it, down to
-    // a sixteenth below it at once (so that each eviction's sort serves many loads). An evicted
-    // entry's library stays loaded while a handle to it lives. 0 is taken as 1.
-    std::size_t max_entries = 1024;
-    // On every hit, run the source generator again and compare fingerprints: a key reused for
-    // different source is then an error naming the key, never a silently wrong kernel. Launch
-    // checks then also take parameter sizes from the driver, not from a PTX source's text.
-    bool verify = false;
-    // Null: the process's CUDA driver (libcuda.so.1, loaded at run time).
-    std::shared_ptr<driver::Driver> driver;
-    // Compile PTX to a cubin on the host (nvJitLink, in parallel across threads) instead of the
-    // driver's JIT, so that the cubin can be kept in the tiers below. Off, or without nvJitLink,
-    // PTX goes to the driver's JIT and is not stored.
-    bool host_compile = true;
-    // warm_up() links the PTX modules it is asked for into bundles of a few each, after it
-    // returns, on threads of the cache's own, and stores them: a later warm-up of the same
-    // modules loads each bundle as one module rather than one module per key
-    // (KCACHE_BUNDLES; docs/user-guide.md). On: a module load costs the driver more the more
-    // modules it holds, so thousands of one-key modules load ever slower (docs/performance.md).
-    bool bundle_warm_ups = true;
-    // Compiled artifacts kept in memory for this process (bytes).
-    std::size_t memory_bytes = 256u << 20;
-    // The disk tier's directory; empty: no disk tier. from_env() fills it (KCACHE_DIR, else
-    // $XDG_CACHE_HOME/kcache, else $HOME/.cache/kcache) unless KCACHE_DISK=0. A directory that
-    // cannot be used leaves the cache working from memory, with the reason logged and counted.
-    std::string disk_directory;
-    // Accept a group- or world-writable disk directory (KCACHE_ALLOW_SHARED_DIR=1).
-    bool allow_shared_directory = false;
-    // Read the disk directory, write nothing to it; accept one owned by root that others cannot
-    // write (KCACHE_READ_ONLY=1): a cache baked into an image and read by a service user.
-    bool read_only = false;
-    // Compile CUDA C++ in this many worker processes (`kcache compile-worker`), so that a warm-up
-    // compiles in parallel: NVRTC serializes compiles inside one process. A PTX link goes to a
-    // worker that is started and idle, never starting one. 0: in this process.
-    // KCACHE_COMPILE_WORKERS; the command is KCACHE_COMPILE_WORKER, else a `kcache` beside this
-    // program. Without a usable command, compiles stay in this process (logged).
-    std::size_t compile_workers = 0;
-    std::string compile_worker_command;  // empty: as above
-    // Budgets of the disk directory (shared by every process using it); 0: no limit. Beyond one,
-    // the least recently used entries are removed, by one process at a time.
-    std::uint64_t disk_max_bytes = std::uint64_t{4} << 30;  // KCACHE_MAX_SIZE ("4Gi", "500M")
-    std::uint64_t disk_max_files = 0;                       // KCACHE_MAX_FILES
-    // The remote tier (KCACHE_REMOTE): Redis backends asked after memory and disk, as
-    // docs/remote.md describes; empty: none. Passwords from a backend's password-file or
-    // KCACHE_REMOTE_PASSWORD. A setting that does not parse, or a key or password file that
-    // cannot be read, leaves the remote tier off (warned once, counted in config_errors).
-    std::string remote;
-    // A remote lease lives this long unless its holder renews it (a crashed holder's expires);
-    // a node waits at most remote_lease_wait for another's compile before compiling itself.
-    std::chrono::milliseconds remote_lease_time{10000};
-    std::chrono::milliseconds remote_lease_wait{120000};
-
-    // Settings from_env_lenient() could not use, one line each; each is reported once and
-    // counted in CacheStats::config_errors.
-    std::vector<std::string> configuration_problems;
-
-    // The most compile worker processes a cache starts (as `kcache compile -j`).
-    static constexpr std::size_t kMaxCompileWorkers = 1024;
-    // kInvalidArgument naming the field and its limit when one is out of range (compile_workers
-    // above kMaxCompileWorkers); every other field means something at any value. from_env() and
-    // the kcache command refuse such options; a KernelCache given them holds compile_workers to
-    // the limit (logged), since a constructor has no error to return.
-    Result<void> check() const;
-
-    // Defaults, overridden by kcache.conf in the cache directory (once the directory is
-    // accepted), then by the KCACHE_* environment (see the README's table); a bad value, or a
-    // kcache.conf that cannot be read, is an error.
-    static Result<CacheOptions> from_env();
-    // The same, keeping every good setting when some are bad: those are listed in
-    // configuration_problems, and a bad value of a setting that guards something (verify,
-    // read_only) takes its safe value. What KernelCache::global() uses.
-    static CacheOptions from_env_lenient();
-};
-
-// What a cache counted. Lookups (kernel(), module(), warm_up()) are hits or misses; a miss that
-// reached the tiers ended as exactly one of memory_hits, disk_hits or disk_misses (with a disk
-// tier). prebuild() is no lookup: it counts in prebuilds, and in compiles when it compiled.
-// The counters kept across processes (for `kcache -s`) are listed once, by these field names, in
-// KCACHE_STATS_COUNTERS (src/store/persistent_stats.hpp); a new one needs a field here too.
-struct CacheStats {
-    std::uint64_t hits = 0;
-    std::uint64_t misses = 0;
-    // Sources compiled successfully: for lookups (and loaded), and for prebuilds (of which
-    // prebuild_compiles).
-    std::uint64_t compiles = 0;
-    std::uint64_t compile_failures = 0;  // never cached
-    std::uint64_t compile_ns = 0;        // time spent compiling, failures included
-    std::uint64_t waits = 0;             // lookups that waited for another thread's compile
-    std::uint64_t evictions = 0;
-    std::uint64_t verify_failures = 0;
-    // Loaded entries dropped because their code could not reach a new context any more (its
-    // bytes had left the tiers); each is built again at the next lookup of its key.
-    std::uint64_t code_gone = 0;
-    std::uint64_t entries = 0;           // entries in the map now
-    std::uint64_t loaded_libraries = 0;  // loaded now, evicted-but-still-held ones included
-    // The artifact tiers: lookups' misses served without compiling.
-    std::uint64_t memory_hits = 0;
-    std::uint64_t disk_hits = 0;
-    // Entries read again (not lookups): the bytes of code loaded without keeping them, for a
-    // context new to it.
-    std::uint64_t read_backs = 0;
-    std::uint64_t disk_misses = 0;  // lookups' misses neither tier served
-    // Of disk_misses: an entry under the fingerprint held other key material (recompiled).
-    std::uint64_t disk_rejected = 0;
-    std::uint64_t disk_writes = 0;
-    std::uint64_t disk_errors = 0;   // I/O failures, and a disk directory that could not be used
-    std::uint64_t disk_corrupt = 0;  // entries that failed their checks, removed
-    std::uint64_t disk_evicted = 0;  // entries removed to keep the disk budgets, by this cache
-    std::uint64_t disk_evicted_bytes = 0;
-    std::uint64_t prebuilds = 0;          // prebuild() calls that reached the tiers
-    std::uint64_t prebuild_compiles = 0;  // of them, compiled (the rest were stored already)
-    // Settings that could not be used (CacheOptions::configuration_problems).
-    std::uint64_t config_errors = 0;
-    bool disk_enabled = false;
-    bool disk_read_only = false;  // the disk tier is read, never written
-    // The remote tier (Redis): lookups it served or not after the disk tier missed, and what its
-    // servers and uploads did; `remote.` in `kcache -s`.
-    std::uint64_t remote_hits = 0;               // lookups a remote value served
-    std::uint64_t remote_misses = 0;             // lookups no backend had a good value for
-    std::uint64_t remote_errors = 0;             // requests that failed (timeouts apart)
-    std::uint64_t remote_timeouts = 0;           // requests past a deadline
-    std::uint64_t remote_skipped = 0;            // requests not sent: the server was set aside
-    std::uint64_t remote_corrupt = 0;            // values that failed their checks (never loaded)
-    std::uint64_t remote_signature_rejects = 0;  // unsigned, forged or replayed where signed needed
-    std::uint64_t remote_too_large = 0;          // values over the size cap
-    std::uint64_t remote_writes = 0;             // values stored
-    std::uint64_t remote_writes_exists = 0;      // writes that lost the SET NX race (already there)
-    std::uint64_t remote_write_errors = 0;       // writes refused (OOM, NOPERM)
-    std::uint64_t remote_writes_dropped = 0;     // writes never sent (queue full, exit)
-    std::uint64_t remote_breaker_openings = 0;   // times a server was set aside
-    std::uint64_t remote_lease_won = 0;          // compiles led for the fleet
-    std::uint64_t remote_lease_waited = 0;       // compiles another node led, waited for
-    std::uint64_t remote_lease_wait_timeouts = 0;  // waits that ran out (compiled here after all)
-    std::uint64_t remote_lease_takeovers = 0;      // leases taken after their holder's expired
-    std::uint64_t remote_bytes_in = 0;
-    std::uint64_t remote_bytes_out = 0;
-    bool remote_enabled = false;
-};
-
-// The seed's per-thread counters: hits and misses of the calling thread only, across caches,
-// since its last reset. Another thread's work never shows here.
-struct ThreadStats {
-    std::uint64_t hits = 0;
-    std::uint64_t misses = 0;
-};
-ThreadStats thread_stats() noexcept;
-void reset_thread_stats() noexcept;
 
 class KernelHandle;
 
