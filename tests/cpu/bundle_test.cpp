@@ -24,6 +24,7 @@
 #include "store/disk_store.hpp"
 #include "test_support.hpp"
 #include "testing/fake_driver.hpp"
+#include "testing/redis_server.hpp"
 #include "util/elf_symbols.hpp"
 
 namespace kcache {
@@ -36,7 +37,7 @@ std::string named_softmax(int cols) {
 
 class BundleTest : public test::HostCompileTest {
 protected:
-    // Bundles on (they are off by default).
+    // Bundles on (as by default), whatever the environment says.
     CacheOptions options() const {
         CacheOptions o = HostCompileTest::options();
         o.bundle_warm_ups = true;
@@ -136,6 +137,34 @@ protected:
     std::uint32_t rows_ = 0;
     std::array<void*, 3> args_ = {&out_, &in_, &rows_};
 };
+
+// The cluster's case: a node with an empty disk takes the bundles another node uploaded, and
+// loads each as one module, compiling nothing.
+TEST_F(BundleTest, ANodeWithAnEmptyDiskLoadsTheBundlesAnotherNodeUploaded) {
+    if (!fakes::RedisServer::available()) GTEST_SKIP() << fakes::RedisServer::unavailable_reason();
+    auto server = fakes::RedisServer::start();
+    ASSERT_TRUE(server.ok()) << server.error().describe();
+    const auto items = distinct(6);
+    const auto bundles = packing(items);
+    CacheOptions builder = options();
+    builder.remote = (*server)->url();
+    {
+        KernelCache cache(builder);
+        expect_all_ok(cache.warm_up(items, 2));
+        cache.wait_for_uploads();
+        EXPECT_EQ(cache.stats().remote_writes, items.size() + bundles.size())
+            << "each key's entry and each bundle go to the remote tier";
+    }
+    CacheOptions node = options();
+    node.driver = std::make_shared<fakes::FakeDriver>();
+    node.disk_directory = temp_.path() + "/node";
+    node.remote = (*server)->url();
+    KernelCache cache(node);
+    expect_all_ok(cache.warm_up(items, 2));
+    EXPECT_EQ(static_cast<const fakes::FakeDriver&>(*node.driver).loads(),
+              loads_with_bundles(items));
+    EXPECT_EQ(cache.stats().compiles, 0u);
+}
 
 TEST_F(BundleTest, AWarmUpsModulesAreLinkedIntoBundlesThatTheNextWarmUpLoadsAsOneModuleEach) {
     const auto items = distinct(6);

@@ -25,6 +25,16 @@
 namespace kcache {
 namespace {
 
+// The bundles (build/bundle.hpp) stored in a disk directory.
+std::size_t bundle_entries(const std::string& directory) {
+    std::size_t bundles = 0;
+    for (const auto& file : test::entry_files(directory)) {
+        auto entry = store::decode(test::read_file(file.string()));
+        bundles += entry && entry->key.source_kind == "ptx bundle" ? 1 : 0;
+    }
+    return bundles;
+}
+
 class GpuTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -522,12 +532,7 @@ TEST_F(GpuTest, KernelsLoadedFromAWarmUpsBundleMatchTheCpuReference) {
         for (auto& result : cache.warm_up(items, 4)) ASSERT_TRUE(result.ok());
         cache.wait_for_uploads();
     }
-    std::size_t bundles = 0;
-    for (const auto& file : test::entry_files(options.disk_directory)) {
-        auto entry = store::decode(test::read_file(file.string()));
-        bundles += entry && entry->key.source_kind == "ptx bundle" ? 1 : 0;
-    }
-    ASSERT_GE(bundles, 1u);
+    ASSERT_GE(bundle_entries(options.disk_directory), 1u);
     KernelCache cache(options);
     auto results = cache.warm_up(items, 4);
     expect_softmax_rows(results, widths, 290u);
@@ -566,7 +571,10 @@ TEST_F(GpuTest, KernelsFromTheRemoteTierMatchTheCpuReference) {
         KernelCache cache(builder);
         for (auto& result : cache.warm_up(items(), 4)) ASSERT_TRUE(result.ok());
         cache.wait_for_uploads();
-        ASSERT_EQ(cache.stats().remote_writes, widths.size());
+        // Each key's entry, and the bundles (on by default) the warm-up linked: what the node's
+        // warm-up then loads.
+        ASSERT_EQ(cache.stats().remote_writes,
+                  widths.size() + bundle_entries(builder.disk_directory));
     }
     CacheOptions node;
     node.disk_directory = temp.path() + "/node";
