@@ -16,7 +16,6 @@
 namespace kcache::build {
 namespace {
 
-constexpr const char* kBundleKind = "ptx bundle";
 // The record of a bundle that did not link: its payload is the reason.
 constexpr const char* kUnlinkedKind = "ptx bundle that did not link";
 
@@ -75,7 +74,7 @@ BundlePlan plan_bundle(const std::vector<util::Fingerprint>& members, const comp
     for (const util::Fingerprint& member : members) sources.add(member.high).add(member.low);
     BundlePlan plan;
     plan.key.arch = target.name();
-    plan.key.source_kind = kBundleKind;
+    plan.key.source_kind = kBundleSourceKind;
     const util::Fingerprint members_hash = sources.finish();
     plan.key.source_hash = members_hash.hex();
     plan.key.toolchain = toolchain;
@@ -157,9 +156,7 @@ Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
                                                       symbols.error().message()));
     }
     for (const util::ElfSymbol& symbol : *symbols) {
-        // Defined (not SHN_UNDEF) and seen by other code: global (1) or weak (2).
-        const bool shared = symbol.section != 0 && (symbol.binding == 1 || symbol.binding == 2);
-        if (shared && !one_members(symbol.name, ptx.size())) {
+        if (symbol.defined_for_others() && !one_members(symbol.name, ptx.size())) {
             std::string message = what;
             message += ": its cubin defines '" + symbol.name + "', no one member's own name";
             return refuse(Error(Errc::kCompileFailed, message));

@@ -32,6 +32,8 @@ inline constexpr std::size_t kBundleMembersAverage = 16;
 // (generators reuse kernel names for other shapes) link together, each calling its own, and a
 // member finds only its own names in the bundle's code.
 inline constexpr std::string_view kBundleMarker = "$kc";
+// A bundle entry's source kind (its key material's), beside a key's "ptx" or "cuda".
+inline constexpr const char* kBundleSourceKind = "ptx bundle";
 // Member `index`'s `symbol` as the bundle's code names it.
 std::string bundled_symbol(std::string_view symbol, std::size_t index);
 

@@ -137,4 +137,8 @@ Result<std::vector<ElfSymbol>> elf_symbols(std::string_view bytes) {
     return symbols;
 }
 
+bool ElfSymbol::defined_for_others() const noexcept {
+    return section != SHN_UNDEF && (binding == STB_GLOBAL || binding == STB_WEAK);
+}
+
 }  // namespace kcache::util

@@ -22,6 +22,9 @@ struct ElfSymbol {
     std::uint64_t value = 0;
     std::uint64_t size = 0;
 
+    // Defined here (not SHN_UNDEF) and seen by other code (STB_GLOBAL or STB_WEAK).
+    bool defined_for_others() const noexcept;
+
     bool operator==(const ElfSymbol&) const = default;
 };
 

@@ -128,7 +128,8 @@ protected:
         std::vector<std::string> bundles;
         for (const auto& file : test::entry_files(dir_)) {
             auto entry = store::decode(test::read_file(file.string()));
-            if (entry && entry->key.source_kind == "ptx bundle") bundles.push_back(file.string());
+            if (entry && entry->key.source_kind == build::kBundleSourceKind)
+                bundles.push_back(file.string());
         }
         return bundles;
     }
@@ -696,9 +697,7 @@ TEST_F(BundleTest, ALinkOfTwoModulesDefiningOneWeakFunctionDefinesItOnce) {
     ASSERT_TRUE(symbols.ok()) << symbols.error().describe();
     std::vector<std::string> defined;
     for (const util::ElfSymbol& symbol : *symbols) {
-        if (symbol.section != 0 && (symbol.binding == 1 || symbol.binding == 2)) {
-            defined.push_back(symbol.name);
-        }
+        if (symbol.defined_for_others()) defined.push_back(symbol.name);
     }
     std::sort(defined.begin(), defined.end());
     EXPECT_EQ(defined, (std::vector<std::string>{"helper", "ka", "kb"}));

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "../cpu/test_support.hpp"
+#include "build/bundle.hpp"
 #include "compile/compiler.hpp"
 #include "compile/ptx_params.hpp"
 #include "driver/compiler_api.hpp"
@@ -30,7 +31,7 @@ std::size_t bundle_entries(const std::string& directory) {
     std::size_t bundles = 0;
     for (const auto& file : test::entry_files(directory)) {
         auto entry = store::decode(test::read_file(file.string()));
-        bundles += entry && entry->key.source_kind == "ptx bundle" ? 1 : 0;
+        bundles += entry && entry->key.source_kind == build::kBundleSourceKind ? 1 : 0;
     }
     return bundles;
 }
