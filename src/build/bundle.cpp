@@ -2,13 +2,16 @@
 #include "build/bundle.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "build/fingerprints.hpp"
 #include "compile/ptx_params.hpp"
 #include "compile/ptx_rename.hpp"
 #include "compile/ptx_symbols.hpp"
+#include "store/disk_store.hpp"
 #include "util/elf_symbols.hpp"
 #include "util/log.hpp"
 #include "util/try.hpp"
@@ -183,6 +186,22 @@ Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
                      "bundle " + plan.fingerprint.hex() + ": key material no entry can hold");
     }
     return stored.disk;
+}
+
+Result<BundleLink> link_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
+                               const std::vector<const std::string*>& ptx,
+                               const compile::Target& target) {
+    std::optional<util::FileLock> held;
+    if (store::DiskStore* disk = tiers.disk(); disk != nullptr && !disk->read_only()) {
+        held = disk->lock(plan.fingerprint, std::chrono::milliseconds(0));
+        if (!held) return BundleLink::kAnotherLinks;
+    }
+    // A holder before this one may have stored it, or found that it does not link.
+    if (const FoundBundle found = find_bundle(tiers, plan); found.artifact || found.did_not_link) {
+        return found.artifact ? BundleLink::kStoredAlready : BundleLink::kDidNotLinkBefore;
+    }
+    TRY(make_bundle(tiers, plan, ptx, target));
+    return BundleLink::kLinked;
 }
 
 }  // namespace kcache::build

@@ -72,4 +72,18 @@ FoundBundle find_bundle(store::ArtifactStore& tiers, const BundlePlan& plan);
 Result<void> make_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
                          const std::vector<const std::string*>& ptx, const compile::Target& target);
 
+// How link_bundle() ended; an error is a link or store that failed (the members stay unbundled).
+enum class BundleLink {
+    kLinked,            // linked and stored here
+    kStoredAlready,     // another linker stored it first
+    kDidNotLinkBefore,  // recorded as members that do not link together
+    kAnotherLinks,      // another process holds the lock beside its entry
+};
+// make_bundle() by one process of those sharing a writable disk tier: under the lock beside the
+// bundle's entry, not waited for, and only if no one stored it or recorded that it does not link
+// while the lock was elsewhere. Without a writable disk tier, make_bundle() unless a tier has it.
+Result<BundleLink> link_bundle(store::ArtifactStore& tiers, const BundlePlan& plan,
+                               const std::vector<const std::string*>& ptx,
+                               const compile::Target& target);
+
 }  // namespace kcache::build

@@ -9,9 +9,9 @@
 
 namespace kcache::cache {
 
-BundleBuilder::BundleBuilder(std::shared_ptr<store::ArtifactStore> tiers,
+BundleBuilder::BundleBuilder(std::shared_ptr<store::ArtifactStore> tiers, MakeEntry make_entry,
                              std::chrono::milliseconds delay)
-    : tiers_(std::move(tiers)), delay_(delay) {}
+    : tiers_(std::move(tiers)), make_entry_(std::move(make_entry)), delay_(delay) {}
 
 BundleBuilder::~BundleBuilder() {
     stop();
@@ -19,7 +19,9 @@ BundleBuilder::~BundleBuilder() {
 
 void BundleBuilder::add(Job job) {
     std::lock_guard lock(mutex_);
-    if (stopping_ || !seen_.insert(job.plan.fingerprint.hex()).second) return;
+    // A bundle's link and its members' entries are two jobs of their own.
+    const std::string id = (job.entries.empty() ? "" : "entries of ") + job.plan.fingerprint.hex();
+    if (stopping_ || (!job.entries.empty() && !make_entry_) || !seen_.insert(id).second) return;
     job.not_before = std::chrono::steady_clock::now() + delay_;
     queue_.push_back(std::move(job));
     // A thread more while there are fewer than jobs waiting: each link is long.
@@ -53,10 +55,17 @@ void BundleBuilder::work() {
         queue_.pop_front();
         ++running_;
         lock.unlock();
-        const Outcome outcome = link(job);
-        lock.lock();
+        if (!job.entries.empty()) {
+            make_entries(job);
+            lock.lock();
+        } else {
+            const Outcome outcome = link(job);
+            lock.lock();
+            ++(outcome == Outcome::kBuilt    ? built_
+               : outcome == Outcome::kFailed ? failed_
+                                             : skipped_);
+        }
         --running_;
-        ++(outcome == Outcome::kBuilt ? built_ : outcome == Outcome::kFailed ? failed_ : skipped_);
         done_.notify_all();
     }
 }
@@ -64,32 +73,47 @@ void BundleBuilder::work() {
 BundleBuilder::Outcome BundleBuilder::link(const Job& job) {
     const std::string what = "bundle " + job.plan.fingerprint.hex() + " of " +
                              std::to_string(job.ptx.size()) + " PTX modules";
-    // One process links a bundle: the lock beside its entry, not waited for. Its holder links it;
-    // a holder before it may have stored it.
-    std::optional<util::FileLock> held;
-    if (store::DiskStore* disk = tiers_->disk(); disk != nullptr && !disk->read_only()) {
-        held = disk->lock(job.plan.fingerprint, std::chrono::milliseconds(0));
-        if (!held) {
-            KCACHE_LOG(kDebug, what + ": another process links it");
-            return Outcome::kSkipped;
-        }
-        if (const build::FoundBundle found = build::find_bundle(*tiers_, job.plan);
-            found.artifact || found.did_not_link) {
-            KCACHE_LOG(kDebug,
-                       what + (found.artifact ? ": stored already" : ": did not link before"));
-            return Outcome::kSkipped;
-        }
-    }
     std::vector<const std::string*> ptx;
     ptx.reserve(job.ptx.size());
     for (const std::string& module : job.ptx) ptx.push_back(&module);
-    const Result<void> made = build::make_bundle(*tiers_, job.plan, ptx, job.target);
-    if (!made) {
-        util::log_line(util::LogLevel::kInfo, what + " not made: " + made.error().message());
+    const Result<build::BundleLink> linked = build::link_bundle(*tiers_, job.plan, ptx, job.target);
+    if (!linked) {
+        util::log_line(util::LogLevel::kInfo, what + " not made: " + linked.error().message());
         return Outcome::kFailed;
     }
-    KCACHE_LOG(kInfo, what + " stored");
-    return Outcome::kBuilt;
+    switch (*linked) {
+        case build::BundleLink::kLinked:
+            KCACHE_LOG(kInfo, what + " stored");
+            return Outcome::kBuilt;
+        case build::BundleLink::kAnotherLinks:
+            KCACHE_LOG(kDebug, what + ": another process links it");
+            break;
+        case build::BundleLink::kStoredAlready:
+            KCACHE_LOG(kDebug, what + ": stored already");
+            break;
+        case build::BundleLink::kDidNotLinkBefore:
+            KCACHE_LOG(kDebug, what + ": did not link before");
+            break;
+    }
+    return Outcome::kSkipped;
+}
+
+void BundleBuilder::make_entries(const Job& job) {
+    std::size_t made = 0, failed = 0;
+    for (const MemberEntry& member : job.entries) {
+        const Result<void> entry = make_entry_(member.key, member.source, job.arch);
+        if (entry) {
+            ++made;
+            continue;
+        }
+        ++failed;
+        util::log_line(util::LogLevel::kInfo, "the entry of '" + member.key + "' (bundle " +
+                                                  job.plan.fingerprint.hex() +
+                                                  ") was not made: " + entry.error().message());
+    }
+    std::lock_guard lock(mutex_);
+    entries_made_ += made;
+    entries_failed_ += failed;
 }
 
 void BundleBuilder::drain() {
@@ -103,7 +127,15 @@ void BundleBuilder::drain() {
 void BundleBuilder::stop() {
     std::vector<std::thread> threads;
     {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
+        // Links not started are dropped; members' entries are made now, their delays skipped.
+        std::erase_if(queue_, [](const Job& job) { return job.entries.empty(); });
+        if (!queue_.empty() && !stopping_) {
+            ++draining_;
+            work_.notify_all();
+            done_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+            --draining_;
+        }
         stopping_ = true;
         queue_.clear();
         threads.swap(threads_);
@@ -126,6 +158,16 @@ std::size_t BundleBuilder::failed() const {
 std::size_t BundleBuilder::skipped() const {
     std::lock_guard lock(mutex_);
     return skipped_;
+}
+
+std::size_t BundleBuilder::entries_made() const {
+    std::lock_guard lock(mutex_);
+    return entries_made_;
+}
+
+std::size_t BundleBuilder::entries_failed() const {
+    std::lock_guard lock(mutex_);
+    return entries_failed_;
 }
 
 }  // namespace kcache::cache

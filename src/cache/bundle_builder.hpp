@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // Links bundles (build/bundle.hpp) on threads of its own, after the warm-ups that asked for them:
 // a bundle's link takes about as long as compiling its members again, and nobody waits for it.
-// A job waits `delay` before its link starts: a process that ends soon after its warm-up (a
-// script, a test) links nothing, and its end waits for no link; the next warm-up of the same
-// modules queues them again. Across processes sharing a disk tier, the one holding the lock
-// beside a bundle's entry links it; the others skip it.
+// The same threads compile the own entries of the members of a bundle that a warm-up linked first
+// (warm_up_bundles.hpp), so that kernel() finds each key's entry in a later process too.
+// A job waits `delay` before it starts: a process that ends soon after its warm-up (a script, a
+// test) links nothing, and its end waits for no link; the next warm-up of the same modules queues
+// them again. Members' entries are made before the end, though: a later warm-up would not queue
+// them again. Across processes sharing a disk tier, the one holding the lock beside a bundle's
+// entry links it; the others skip it.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,24 +24,37 @@
 
 #include "build/bundle.hpp"
 #include "compile/compiler.hpp"
+#include "kcache/source.hpp"
 #include "store/artifact_store.hpp"
 
 namespace kcache::cache {
 
 class BundleBuilder {
 public:
+    // A member of a bundle linked first: its key and source, for an entry of its own.
+    struct MemberEntry {
+        std::string key;
+        Source source;
+    };
     struct Job {
         build::BundlePlan plan;
         compile::Target target;
-        std::vector<std::string> ptx;                        // the members', in the plan's order
+        std::vector<std::string> ptx;  // to link: the members', in the plan's order
+        // Instead, for a bundle a warm-up linked first: its members, each compiled alone (for
+        // `arch`) and stored.
+        std::vector<MemberEntry> entries;
+        int arch = 0;
         std::chrono::steady_clock::time_point not_before{};  // set by add()
     };
+    // Makes and stores `key`'s own entry of `source` for `arch`, unless a tier has it.
+    using MakeEntry =
+        std::function<Result<void>(std::string_view key, const Source& source, int arch)>;
 
     // Threads that link at once, at most: each link is one thread's work.
     static constexpr std::size_t kThreads = 4;
     static constexpr std::chrono::milliseconds kDelay{2000};
 
-    explicit BundleBuilder(std::shared_ptr<store::ArtifactStore> tiers,
+    explicit BundleBuilder(std::shared_ptr<store::ArtifactStore> tiers, MakeEntry make_entry = {},
                            std::chrono::milliseconds delay = kDelay);
     ~BundleBuilder();  // stop()
     BundleBuilder(const BundleBuilder&) = delete;
@@ -48,19 +65,24 @@ public:
     void add(Job job);
     // Until every job queued so far is done, their delays skipped.
     void drain();
-    // Jobs not started are dropped; the links running end first.
+    // Links not started are dropped, and those running end first; members' entries queued are
+    // made first (without them, kernel() in a later process would compile their keys again).
     void stop();
 
-    std::size_t built() const;    // bundles stored
-    std::size_t failed() const;   // links or stores that failed (logged)
-    std::size_t skipped() const;  // another process links them, or stored them already
+    std::size_t built() const;           // bundles stored
+    std::size_t failed() const;          // links or stores that failed (logged)
+    std::size_t skipped() const;         // another process links them, or stored them already
+    std::size_t entries_made() const;    // members' own entries made (or found stored)
+    std::size_t entries_failed() const;  // members' own entries that failed (logged)
 
 private:
     enum class Outcome { kBuilt, kFailed, kSkipped };
     void work();
     Outcome link(const Job& job);
+    void make_entries(const Job& job);  // counts them under mutex_
 
     const std::shared_ptr<store::ArtifactStore> tiers_;
+    const MakeEntry make_entry_;
     const std::chrono::milliseconds delay_;
     mutable std::mutex mutex_;
     std::condition_variable work_;          // a job came, or stop()
@@ -69,6 +91,7 @@ private:
     std::unordered_set<std::string> seen_;  // bundles' fingerprints (hex), guarded by mutex_
     std::vector<std::thread> threads_;      // guarded by mutex_
     std::size_t running_ = 0, built_ = 0, failed_ = 0, skipped_ = 0;  // guarded by mutex_
+    std::size_t entries_made_ = 0, entries_failed_ = 0;               // guarded by mutex_
     bool stopping_ = false;                                           // guarded by mutex_
     std::size_t draining_ = 0;  // drain() calls waiting: no delay; guarded by mutex_
 };

@@ -85,7 +85,8 @@ LoadedModules::LoadedModules(CacheOptions options_in)
       driver_(options.driver ? options.driver : driver::default_driver()),
       module_counters_(std::make_shared<ModuleCounters>()),
       builder_(build_options(options)),
-      bundles_(builder_.tiers()),
+      bundles_(builder_.tiers(), [this](std::string_view key, const Source& source,
+                                        int arch) { return make_entry(key, source, arch); }),
       table_(new ModuleTable({})) {
     for (const std::string& problem : options.configuration_problems) {
         util::warn_once("config:" + problem, "setting not used: " + problem);
@@ -95,6 +96,13 @@ LoadedModules::LoadedModules(CacheOptions options_in)
         stats_flusher_ = std::make_unique<StatsFlusher>(
             [this] { return stats(); }, store::PersistentStats::at(disk->cache_directory()));
     }
+}
+
+Result<void> LoadedModules::make_entry(std::string_view key, const Source& source, int arch) {
+    TRY_ASSIGN(const build::BuiltArtifact built,
+               builder_.build(key, arch, source, build::ArtifactBuilder::Asking::kPrebuild));
+    if (built.not_stored) return *built.not_stored;
+    return {};
 }
 
 LoadedModules::~LoadedModules() {
@@ -302,7 +310,12 @@ namespace kcache::cache {
 
 Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
     const build::BundlePlan& plan, const store::Found& found,
-    const std::vector<BundledKey>& members, int arch) {
+    const std::vector<BundledKey>& members, int arch,
+    std::optional<std::chrono::nanoseconds> linked_in) {
+    if (linked_in) {  // the link's time, whoever publishes the keys
+        compile_ns_.fetch_add(static_cast<std::uint64_t>(linked_in->count()),
+                              std::memory_order_relaxed);
+    }
     std::vector<std::optional<ModuleHandle>> modules(members.size());
     // The flight of each key this load publishes; a key another thread is loading, or loaded,
     // stays with it. Every landing succeeds, whatever the load does: a waiter then looks again,
@@ -330,9 +343,10 @@ Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
         options.verify ? std::nullopt
                        : compile::parse_param_sizes_line(found.entry->key().param_sizes);
     const store::ArtifactStore::Outcome outcome =
-        found.tier == store::Tier::kMemory ? store::ArtifactStore::Outcome::kMemoryHit
-        : found.tier == store::Tier::kDisk ? store::ArtifactStore::Outcome::kDiskHit
-                                           : store::ArtifactStore::Outcome::kRemoteHit;
+        linked_in                            ? store::ArtifactStore::Outcome::kMiss
+        : found.tier == store::Tier::kMemory ? store::ArtifactStore::Outcome::kMemoryHit
+        : found.tier == store::Tier::kDisk   ? store::ArtifactStore::Outcome::kDiskHit
+                                             : store::ArtifactStore::Outcome::kRemoteHit;
     std::vector<LoadedModule*> evicted;
     for (std::size_t i = 0; i < members.size(); ++i) {
         if (landings[i] == nullptr) continue;
@@ -361,6 +375,7 @@ Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
         misses_.fetch_add(1, std::memory_order_relaxed);
         thread_counters().misses++;
         builder_.tiers()->count(outcome);
+        if (linked_in) compiles_.fetch_add(1, std::memory_order_relaxed);
         std::lock_guard lock(write_mutex_);
         std::vector<LoadedModule*> victims = publish(entry);
         evicted.insert(evicted.end(), victims.begin(), victims.end());

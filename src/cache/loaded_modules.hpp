@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -74,12 +75,15 @@ public:
         util::Fingerprint source_bytes{};  // util::bytes_hash of its bytes
     };
     // Loads a bundle's code (`found` under `plan`) once and publishes each member under its key,
-    // sharing it; each counts as a miss served by `found`'s tier. Per member, in order: its
-    // module, or nullopt where another thread is loading the key or loaded it (the caller looks
-    // it up as kernel() would). An error (the code did not load) publishes nothing.
+    // sharing it; each counts as a miss served by `found`'s tier, or, with `linked_in` (the
+    // bundle was linked for this load, in that time), as a miss no tier served and a compile.
+    // Per member, in order:
+    // its module, or nullopt where another thread is loading the key or loaded it (the caller
+    // looks it up as kernel() would). An error (the code did not load) publishes nothing.
     Result<std::vector<std::optional<ModuleHandle>>> load_bundle(
         const build::BundlePlan& plan, const store::Found& found,
-        const std::vector<BundledKey>& members, int arch);
+        const std::vector<BundledKey>& members, int arch,
+        std::optional<std::chrono::nanoseconds> linked_in = std::nullopt);
     // The tiers (warm_up looks for bundles), and the links of bundles not found.
     store::ArtifactStore& tiers() const noexcept { return *builder_.tiers(); }
     BundleBuilder& bundles() noexcept { return bundles_; }
@@ -129,6 +133,10 @@ public:
     util::StripedCounter hits;  // striped: bumped on every hit by every thread
 
 private:
+    // A bundle member's own entry, made after a warm-up that linked its bundle first
+    // (BundleBuilder): compiled and stored unless a tier has it; counted as nothing but the
+    // tiers' writes.
+    Result<void> make_entry(std::string_view key, const Source& source, int arch);
     std::optional<ModuleHandle> probe(std::string_view key, int arch, std::uint64_t hash) noexcept;
     // Loads `prepared`'s artifact if given (its making counted already), else builds the
     // artifact of `source` itself; then publishes the module.

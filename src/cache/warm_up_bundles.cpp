@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <system_error>
@@ -62,72 +64,81 @@ void on_workers(std::size_t count, unsigned first, unsigned threads,
     for (std::thread& thread : pool) thread.join();
 }
 
-// The bundles of `plans` looked up in the tiers, in order, on up to `threads` threads of their
-// own, while the caller takes each as it comes: a bundle's read and check overlap the loads of
-// those before it (and a remote tier's round trips overlap each other). Without a thread, the
-// caller looks each up as it takes it.
-class BundleLookups {
+// `make(k)` for every k below `count`, in order, on up to `threads` threads of its own, while the
+// caller takes each as it comes: bundle k's lookup or link overlaps the loads of those before it
+// (and a remote tier's round trips overlap each other). Without a thread, take(k) makes it.
+template <class T>
+class Ahead {
 public:
-    BundleLookups(store::ArtifactStore& tiers, const std::vector<const build::BundlePlan*>& plans,
-                  unsigned threads)
-        : tiers_(tiers), plans_(plans), found_(plans.size()), done_(plans.size(), false) {
-        const std::size_t most = std::min<std::size_t>({threads, plans.size(), kMostThreads});
+    Ahead(std::size_t count, std::size_t threads, std::function<T(std::size_t)> make)
+        : count_(count), make_(std::move(make)), made_(count), done_(count, false) {
+        const std::size_t most = std::min(threads, count);
         pool_.reserve(most);
         for (std::size_t n = 0; n < most; ++n) {
             try {
                 pool_.emplace_back([this] { work(); });
             } catch (const std::system_error& e) {
-                util::log_line(
-                    util::LogLevel::kInfo,
-                    std::string("warm_up: a bundle lookup thread did not start: ") + e.what());
+                util::log_line(util::LogLevel::kInfo,
+                               std::string("warm_up: a bundle thread did not start: ") + e.what());
                 break;
             }
         }
     }
-    ~BundleLookups() {
-        next_.store(plans_.size());  // nothing more is taken
+    ~Ahead() {
+        next_.store(count_);  // nothing more is taken
         for (std::thread& thread : pool_) thread.join();
     }
-    BundleLookups(const BundleLookups&) = delete;
-    BundleLookups& operator=(const BundleLookups&) = delete;
+    Ahead(const Ahead&) = delete;
+    Ahead& operator=(const Ahead&) = delete;
 
-    // What the tiers hold for bundle k; waits for its lookup.
-    build::FoundBundle take(std::size_t k) {
-        if (pool_.empty()) return build::find_bundle(tiers_, *plans_[k]);
+    T take(std::size_t k) {
+        if (pool_.empty()) return make_(k);
         std::unique_lock lock(mutex_);
-        found_done_.wait(lock, [&] { return static_cast<bool>(done_[k]); });
-        return std::move(found_[k]);
+        made_done_.wait(lock, [&] { return static_cast<bool>(done_[k]); });
+        return std::move(made_[k]);
     }
 
 private:
-    // A bundle's lookup is a file's read and check: a few threads keep ahead of its loads.
-    static constexpr std::size_t kMostThreads = 4;
-
     void work() {
-        for (std::size_t k = next_.fetch_add(1); k < plans_.size(); k = next_.fetch_add(1)) {
-            build::FoundBundle found;
-            try {
-                found = build::find_bundle(tiers_, *plans_[k]);
-            } catch (const std::exception& e) {  // not found, then: its members load one by one
-                util::log_line(util::LogLevel::kInfo,
-                               std::string("warm_up: a bundle lookup failed: ") + e.what());
-            }
+        for (std::size_t k = next_.fetch_add(1); k < count_; k = next_.fetch_add(1)) {
+            T made = make_(k);
             std::lock_guard lock(mutex_);
-            found_[k] = std::move(found);
+            made_[k] = std::move(made);
             done_[k] = true;
-            found_done_.notify_all();
+            made_done_.notify_all();
         }
     }
 
-    store::ArtifactStore& tiers_;
-    const std::vector<const build::BundlePlan*>& plans_;
+    const std::size_t count_;
+    const std::function<T(std::size_t)> make_;
     std::atomic<std::size_t> next_{0};
     std::mutex mutex_;
-    std::condition_variable found_done_;
-    std::vector<build::FoundBundle> found_;  // guarded by mutex_
-    std::vector<bool> done_;                 // guarded by mutex_
+    std::condition_variable made_done_;
+    std::vector<T> made_;     // guarded by mutex_
+    std::vector<bool> done_;  // guarded by mutex_
     std::vector<std::thread> pool_;
 };
+
+// A bundle's lookup is a file's read and check: a few threads keep ahead of its loads.
+constexpr std::size_t kLookupThreads = 4;
+
+// What the tiers hold for a bundle; nothing if the lookup failed (its members load one by one).
+build::FoundBundle look_up(store::ArtifactStore& tiers, const build::BundlePlan& plan) {
+    try {
+        return build::find_bundle(tiers, plan);
+    } catch (const std::exception& e) {
+        util::log_line(util::LogLevel::kInfo,
+                       std::string("warm_up: a bundle lookup failed: ") + e.what());
+        return {};
+    }
+}
+
+// Workers to start at once for `count` items of a few microseconds each (a generator and a hash,
+// a lookup that misses): one for every kItemsPerFirstWorker, more only if that falls behind.
+unsigned first_workers(std::size_t count) {
+    constexpr std::size_t kItemsPerFirstWorker = 16;
+    return static_cast<unsigned>((count + kItemsPerFirstWorker - 1) / kItemsPerFirstWorker);
+}
 
 }  // namespace
 
@@ -138,31 +149,28 @@ WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpIte
       items_(items),
       arch_(arch),
       threads_(threads),
+      patience_(patience),
       sources_(items.size()),
       member_(items.size(), false) {
     std::vector<std::optional<Member>> planned(indices.size());
-    // Each item a few microseconds (its generator, its hash): a worker for every
-    // kItemsPerFirstWorker of them from the start, more only if that falls behind.
-    constexpr std::size_t kItemsPerFirstWorker = 16;
-    const auto first =
-        static_cast<unsigned>((indices.size() + kItemsPerFirstWorker - 1) / kItemsPerFirstWorker);
-    on_workers(indices.size(), first, threads, patience, [&](std::size_t n) {
-        const std::size_t i = indices[n];
-        const WarmUpItem& item = items_[i];
-        if (modules_.contains(item.key, arch_)) return;
-        sources_[i] = generate_source([&]() -> Result<Source> { return item.make_source(); });
-        if (!*sources_[i]) return;
-        const Source& made = **sources_[i];
-        if (made.kind != SourceKind::kPtx || made.bytes.empty()) return;
-        auto plan = build::plan_build(arch_, made, modules_.options.host_compile);
-        if (!plan || !*plan) return;  // no host compile: nothing to bundle
-        Member& member = planned[n].emplace();
-        member.item = i;
-        member.fingerprint = (*plan)->fingerprint;
-        member.source_bytes = (*plan)->source_bytes;
-        member.target = (*plan)->target;
-        member.toolchain = std::move((*plan)->key.toolchain);
-    });
+    on_workers(
+        indices.size(), first_workers(indices.size()), threads, patience_, [&](std::size_t n) {
+            const std::size_t i = indices[n];
+            const WarmUpItem& item = items_[i];
+            if (modules_.contains(item.key, arch_)) return;
+            sources_[i] = generate_source([&]() -> Result<Source> { return item.make_source(); });
+            if (!*sources_[i]) return;
+            const Source& made = **sources_[i];
+            if (made.kind != SourceKind::kPtx || made.bytes.empty()) return;
+            auto plan = build::plan_build(arch_, made, modules_.options.host_compile);
+            if (!plan || !*plan) return;  // no host compile: nothing to bundle
+            Member& member = planned[n].emplace();
+            member.item = i;
+            member.fingerprint = (*plan)->fingerprint;
+            member.source_bytes = (*plan)->source_bytes;
+            member.target = (*plan)->target;
+            member.toolchain = std::move((*plan)->key.toolchain);
+        });
     for (auto& member : planned) {
         if (!member) continue;
         member_[member->item] = true;
@@ -185,13 +193,13 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
     for (const Member& member : members_) {
         groups[{member.target.name(), member.toolchain}].push_back(&member);
     }
-    std::vector<Missing> bundles;
+    std::vector<Bundle> bundles;
     for (const auto& [group, members] : groups) {
         std::vector<util::Fingerprint> fingerprints;
         fingerprints.reserve(members.size());
         for (const Member* member : members) fingerprints.push_back(member->fingerprint);
         for (const std::vector<std::size_t>& packed : build::pack_bundles(fingerprints)) {
-            Missing bundle{{}, members[packed.front()]->target, {}};
+            Bundle bundle{{}, members[packed.front()]->target, {}};
             std::vector<util::Fingerprint> planned;
             for (const std::size_t at : packed) {
                 bundle.members.push_back(members[at]);
@@ -201,38 +209,123 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
             bundles.push_back(std::move(bundle));
         }
     }
-    std::vector<const build::BundlePlan*> plans;
-    plans.reserve(bundles.size());
-    for (const Missing& bundle : bundles) plans.push_back(&bundle.plan);
-    BundleLookups lookups(modules_.tiers(), plans, threads_);
+    Ahead<build::FoundBundle> lookups(
+        bundles.size(), std::min<std::size_t>(threads_, kLookupThreads),
+        [&](std::size_t k) { return look_up(modules_.tiers(), bundles[k].plan); });
     for (std::size_t k = 0; k < bundles.size(); ++k) {
-        Missing& bundle = bundles[k];
         const build::FoundBundle found = lookups.take(k);
         if (found.did_not_link) continue;  // its members load one by one, as ever
         if (!found.artifact) {
-            missing_.push_back(std::move(bundle));
+            missing_.push_back(std::move(bundles[k]));
             continue;
         }
-        std::vector<LoadedModules::BundledKey> keys;
-        keys.reserve(bundle.members.size());
-        for (const Member* member : bundle.members) {
-            keys.push_back(
-                {items_[member->item].key, &**sources_[member->item], member->source_bytes});
+        load_found(bundles[k], *found.artifact, std::nullopt, loaded);
+    }
+    link_first(loaded);
+    return loaded;
+}
+
+bool WarmUpBundles::load_found(const Bundle& bundle, const store::Found& found,
+                               std::optional<std::chrono::nanoseconds> linked_in,
+                               std::vector<std::optional<ModuleHandle>>& loaded) {
+    std::vector<LoadedModules::BundledKey> keys;
+    keys.reserve(bundle.members.size());
+    for (const Member* member : bundle.members) {
+        keys.push_back({items_[member->item].key, &**sources_[member->item], member->source_bytes});
+    }
+    auto modules = modules_.load_bundle(bundle.plan, found, keys, arch_, linked_in);
+    if (!modules) {
+        // Stored, but not loadable here: its members load one by one, and it is not linked
+        // again.
+        util::log_line(util::LogLevel::kInfo, "bundle " + bundle.plan.fingerprint.hex() +
+                                                  " did not load: " + modules.error().message());
+        return false;
+    }
+    for (std::size_t m = 0; m < keys.size(); ++m) {
+        loaded[bundle.members[m]->item] = std::move((*modules)[m]);
+    }
+    return true;
+}
+
+bool WarmUpBundles::tiers_shared() const {
+    const store::DiskStore* disk = modules_.tiers().disk();
+    return (disk != nullptr && !disk->read_only()) || modules_.tiers().remote() != nullptr;
+}
+
+void WarmUpBundles::link_first(std::vector<std::optional<ModuleHandle>>& loaded) {
+    const std::size_t enough = kLinkFirstBundlesPerThread * std::max(1u, threads_);
+    if (missing_.size() < enough || !tiers_shared()) return;
+    // Only bundles none of whose members has an entry of its own in a tier: one that has would
+    // be compiled again here, where loading its entry costs far less.
+    std::vector<std::pair<std::size_t, const Member*>> members;  // (bundle, member)
+    for (std::size_t k = 0; k < missing_.size(); ++k) {
+        for (const Member* member : missing_[k].members) members.emplace_back(k, member);
+    }
+    std::vector<std::atomic<bool>> stored(missing_.size());
+    on_workers(
+        members.size(), first_workers(members.size()), threads_, patience_, [&](std::size_t n) {
+            const auto [k, member] = members[n];
+            if (stored[k].load(std::memory_order_relaxed)) return;
+            try {
+                if (modules_.tiers().find(member->fingerprint)) stored[k] = true;
+            } catch (const std::exception& e) {  // as if it had one: no link first for its bundle
+                stored[k] = true;
+                util::log_line(util::LogLevel::kInfo,
+                               std::string("warm_up: an entry's lookup failed: ") + e.what());
+            }
+        });
+    std::vector<Bundle> first, later;
+    for (std::size_t k = 0; k < missing_.size(); ++k) {
+        (stored[k] ? later : first).push_back(std::move(missing_[k]));
+    }
+    missing_ = std::move(later);
+    if (first.size() < enough) {
+        missing_.insert(missing_.end(), std::make_move_iterator(first.begin()),
+                        std::make_move_iterator(first.end()));
+        return;
+    }
+    // Each link on a worker, loaded here as it ends; a bundle not linked (another process links
+    // it, or its members do not link together) leaves its members to load one by one.
+    struct Linked {
+        std::optional<store::Found> artifact;
+        std::optional<std::chrono::nanoseconds> linked_in;  // linked here, in that time
+    };
+    Ahead<Linked> links(first.size(), threads_, [&](std::size_t k) -> Linked {
+        const Bundle& bundle = first[k];
+        const std::string what = "bundle " + bundle.plan.fingerprint.hex();
+        try {
+            std::vector<const std::string*> ptx;
+            ptx.reserve(bundle.members.size());
+            for (const Member* member : bundle.members) {
+                ptx.push_back(&(*sources_[member->item])->bytes);
+            }
+            const auto start = std::chrono::steady_clock::now();
+            const Result<build::BundleLink> linked =
+                build::link_bundle(modules_.tiers(), bundle.plan, ptx, bundle.target);
+            const auto took = std::chrono::steady_clock::now() - start;
+            if (!linked) {
+                util::log_line(util::LogLevel::kInfo,
+                               what + " not made: " + linked.error().message());
+                return {};
+            }
+            if (*linked != build::BundleLink::kLinked &&
+                *linked != build::BundleLink::kStoredAlready) {
+                return {};
+            }
+            Linked out{look_up(modules_.tiers(), bundle.plan).artifact, std::nullopt};
+            if (*linked == build::BundleLink::kLinked) out.linked_in = took;
+            return out;
+        } catch (const std::exception& e) {
+            util::log_line(util::LogLevel::kInfo, what + " not made: " + e.what());
+            return {};
         }
-        auto modules = modules_.load_bundle(bundle.plan, *found.artifact, keys, arch_);
-        if (!modules) {
-            // Stored, but not loadable here: its members load one by one, and it is not
-            // linked again.
-            util::log_line(util::LogLevel::kInfo,
-                           "bundle " + bundle.plan.fingerprint.hex() +
-                               " did not load: " + modules.error().message());
-            continue;
-        }
-        for (std::size_t m = 0; m < keys.size(); ++m) {
-            loaded[bundle.members[m]->item] = std::move((*modules)[m]);
+    });
+    for (std::size_t k = 0; k < first.size(); ++k) {
+        const Linked linked = links.take(k);
+        if (linked.artifact && load_found(first[k], *linked.artifact, linked.linked_in, loaded)) {
+            linked_first_.push_back(std::move(first[k]));
         }
     }
-    return loaded;
 }
 
 void WarmUpBundles::queue_missing(const std::vector<Result<KernelHandle>>& results) noexcept {
@@ -243,19 +336,33 @@ void WarmUpBundles::queue_missing(const std::vector<Result<KernelHandle>>& resul
                        std::string("warm_up: bundles not queued: ") + e.what());
     }
     missing_.clear();
+    linked_first_.clear();
 }
 
 void WarmUpBundles::queue(const std::vector<Result<KernelHandle>>& results) {
     // Linked only for a tier another process reads: a writable disk, or a remote tier.
-    const store::DiskStore* disk = modules_.tiers().disk();
-    if ((disk == nullptr || disk->read_only()) && modules_.tiers().remote() == nullptr) return;
-    for (Missing& bundle : missing_) {
+    if (!tiers_shared()) return;
+    // The bundles linked first: their members' own entries, for kernel() in a later process.
+    for (Bundle& bundle : linked_first_) {
+        BundleBuilder::Job job;
+        job.plan = std::move(bundle.plan);
+        job.target = bundle.target;
+        job.arch = arch_;
+        for (const Member* member : bundle.members) {
+            if (!results[member->item].ok()) continue;
+            job.entries.push_back({items_[member->item].key, std::move(**sources_[member->item])});
+        }
+        if (!job.entries.empty()) modules_.bundles().add(std::move(job));
+    }
+    for (Bundle& bundle : missing_) {
         bool all_loaded = true;
         for (const Member* member : bundle.members) {
             all_loaded = all_loaded && results[member->item].ok();
         }
         if (!all_loaded) continue;  // a member that failed would fail the link too
-        BundleBuilder::Job job{std::move(bundle.plan), bundle.target, {}};
+        BundleBuilder::Job job;
+        job.plan = std::move(bundle.plan);
+        job.target = bundle.target;
         job.ptx.reserve(bundle.members.size());
         for (const Member* member : bundle.members) {
             job.ptx.push_back((*sources_[member->item])->bytes);

@@ -2,6 +2,10 @@
 // warm_up's bundles (build/bundle.hpp): before a warm-up makes anything, the bundles of its PTX
 // modules are looked for in the tiers and loaded, each as one module for its members; after it,
 // the bundles no tier had are queued to be linked, for the next warm-up of the same modules.
+// A warm-up missing many bundles whose members no tier has either (a cold one, of many kernels)
+// links those first instead, on its workers, and loads them: the driver charges each module more
+// the more it holds (docs/performance.md), so one module per key would not grow linearly. Their
+// members' own entries are queued to be made after it, for kernel() in a later process.
 #pragma once
 
 #include <chrono>
@@ -26,7 +30,12 @@ public:
                   const std::vector<std::size_t>& indices, int arch, unsigned threads,
                   std::chrono::microseconds patience);
 
-    // Loads the bundles a tier has: the modules loaded, by item index (nullopt for the rest).
+    // A warm-up links its missing bundles first when this many a thread of its miss, with
+    // every member.
+    static constexpr std::size_t kLinkFirstBundlesPerThread = 4;
+
+    // Loads the bundles a tier has, and those linked first: the modules loaded, by item index
+    // (nullopt for the rest).
     std::vector<std::optional<ModuleHandle>> load();
     // What item `i`'s generator gave here, for the rest of the warm-up, which then does not call
     // it again: a bundle member's source copied (its bundle may be linked later), another's
@@ -34,7 +43,8 @@ public:
     // item not generated here.
     std::optional<Result<Source>> take_source(std::size_t i);
     // After the warm-up, with its results by item index: the bundles no tier had, every member of
-    // which loaded, queued to be linked (LoadedModules::bundles()).
+    // which loaded, queued to be linked, and the own entries of the members of those linked
+    // first that loaded, to be made (LoadedModules::bundles()).
     void queue_missing(const std::vector<Result<KernelHandle>>& results) noexcept;
 
 private:
@@ -46,20 +56,31 @@ private:
         compile::Target target;
         std::string toolchain;
     };
-    struct Missing {
+    struct Bundle {
         build::BundlePlan plan;
         compile::Target target;
         std::vector<const Member*> members;
     };
+    // Loads `bundle` from `found` into `loaded` (by item index); false, logged, if its code did
+    // not load. `linked_in`: it was linked here, in that time (LoadedModules::load_bundle).
+    bool load_found(const Bundle& bundle, const store::Found& found,
+                    std::optional<std::chrono::nanoseconds> linked_in,
+                    std::vector<std::optional<ModuleHandle>>& loaded);
+    // Links the missing bundles first, and loads them, if enough miss with every member.
+    void link_first(std::vector<std::optional<ModuleHandle>>& loaded);
+    // A tier another process reads: a writable disk, or a remote tier.
+    bool tiers_shared() const;
 
     LoadedModules& modules_;
     const std::vector<WarmUpItem>& items_;
     const int arch_;
     const unsigned threads_;
+    const std::chrono::microseconds patience_;
     std::vector<std::optional<Result<Source>>> sources_;  // by item index
     std::vector<bool> member_;                            // by item index
     std::vector<Member> members_;  // the PTX items planned for a host compile
-    std::vector<Missing> missing_;
+    std::vector<Bundle> missing_;
+    std::vector<Bundle> linked_first_;  // loaded
 };
 
 }  // namespace kcache::cache

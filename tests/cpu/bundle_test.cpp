@@ -13,6 +13,7 @@
 
 #include "build/plan.hpp"
 #include "cache/bundle_builder.hpp"
+#include "cache/warm_up_bundles.hpp"
 #include "compile/ptx_rename.hpp"
 #include "compile/ptx_symbols.hpp"
 #include "driver/compiler_api.hpp"
@@ -123,6 +124,27 @@ protected:
         return build::plan_bundle(members, target, "a toolchain");
     }
 
+    // A BundleBuilder's job linking `ptx` under `plan`.
+    static cache::BundleBuilder::Job link_job(const build::BundlePlan& plan,
+                                              const compile::Target& target,
+                                              const std::vector<std::string>& ptx) {
+        cache::BundleBuilder::Job job;
+        job.plan = plan;
+        job.target = target;
+        job.ptx = ptx;
+        return job;
+    }
+
+    // The fewest distinct kernels (in steps of 8) that pack into enough bundles for a warm-up on
+    // `threads` threads to link them first when it finds none of them.
+    std::vector<WarmUpItem> enough_to_link_first(unsigned threads) const {
+        const std::size_t enough = cache::WarmUpBundles::kLinkFirstBundlesPerThread * threads;
+        for (int count = 8;; count += 8) {
+            auto items = distinct(count);
+            if (packing(items).size() >= enough) return items;
+        }
+    }
+
     // The bundles on disk (their entry files).
     std::vector<std::string> bundle_files() const {
         std::vector<std::string> bundles;
@@ -167,6 +189,47 @@ TEST_F(BundleTest, ANodeWithAnEmptyDiskLoadsTheBundlesAnotherNodeUploaded) {
     EXPECT_EQ(cache.stats().compiles, 0u);
 }
 
+// A node's cold warm-up that linked its bundles first uploads them and each key's own entry: a
+// node with an empty disk then finds either, by warm_up or by kernel(), and compiles nothing.
+TEST_F(BundleTest, BundlesLinkedFirstAndTheirKeysEntriesReachTheRemoteTier) {
+    if (!fakes::RedisServer::available()) GTEST_SKIP() << fakes::RedisServer::unavailable_reason();
+    auto server = fakes::RedisServer::start();
+    ASSERT_TRUE(server.ok()) << server.error().describe();
+    const auto items = enough_to_link_first(1);
+    const auto bundles = packing(items);
+    CacheOptions builder = options();
+    builder.remote = (*server)->url();
+    {
+        KernelCache cache(builder);
+        const int loads = fake_->loads();
+        expect_all_ok(cache.warm_up(items, 1));
+        EXPECT_EQ(fake_->loads() - loads, loads_with_bundles(items));
+        cache.wait_for_uploads();
+        EXPECT_EQ(cache.stats().remote_writes, items.size() + bundles.size());
+    }
+    auto node = [&](const std::string& directory) {
+        CacheOptions o = options();
+        o.driver = std::make_shared<fakes::FakeDriver>();
+        o.disk_directory = temp_.path() + "/" + directory;
+        o.remote = (*server)->url();
+        return o;
+    };
+    {
+        const CacheOptions o = node("bundles");
+        KernelCache cache(o);
+        expect_all_ok(cache.warm_up(items, 1));
+        EXPECT_EQ(static_cast<const fakes::FakeDriver&>(*o.driver).loads(),
+                  loads_with_bundles(items));
+        EXPECT_EQ(cache.stats().compiles, 0u);
+    }
+    KernelCache cache(node("keys"));
+    for (const WarmUpItem& item : items) {
+        ASSERT_TRUE(cache.kernel(item.key, item.make_source, item.kernel_name).ok());
+    }
+    EXPECT_EQ(cache.stats().compiles, 0u);
+    EXPECT_EQ(cache.stats().remote_hits, items.size());
+}
+
 TEST_F(BundleTest, AWarmUpsModulesAreLinkedIntoBundlesThatTheNextWarmUpLoadsAsOneModuleEach) {
     const auto items = distinct(6);
     const auto bundles = packing(items);
@@ -197,6 +260,112 @@ TEST_F(BundleTest, AWarmUpsModulesAreLinkedIntoBundlesThatTheNextWarmUpLoadsAsOn
     ASSERT_TRUE(cache.kernel(items[2].key, items[2].make_source, items[2].kernel_name).ok());
     EXPECT_EQ(thread_stats().hits, 1u);
     EXPECT_EQ(fake_->loads() - loads, loads_with_bundles(items));
+}
+
+// A cold warm-up of many kernels links their bundles first, on its workers, and loads one
+// module a bundle: the driver charges each module more the more it holds. Each key is a miss and
+// a compile, and its own entry is made after, for kernel() in a later process.
+TEST_F(BundleTest, AColdWarmUpOfManyKernelsLinksTheirBundlesFirstAndLoadsOneModuleABundle) {
+    const auto items = enough_to_link_first(1);
+    const auto bundles = packing(items);
+    KernelCache cache(options());
+    const int loads = fake_->loads();
+    auto results = cache.warm_up(items, 1);
+    expect_all_ok(results);
+    EXPECT_EQ(fake_->loads() - loads, loads_with_bundles(items));
+    EXPECT_EQ(bundle_files().size(), bundles.size());  // stored before it returned
+    const CacheStats stats = cache.stats();
+    EXPECT_EQ(stats.misses, items.size());
+    EXPECT_EQ(stats.compiles, items.size());
+    EXPECT_EQ(stats.disk_misses, items.size());
+    EXPECT_EQ(stats.disk_hits, 0u);
+    EXPECT_GT(stats.compile_ns, 0u);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        ASSERT_TRUE(results[i].ok());
+        ASSERT_TRUE(results[i]->launch(LaunchConfig{}, args_).ok());
+        EXPECT_EQ(launches_of(items[i].kernel_name), 1) << items[i].kernel_name;
+    }
+    cache.wait_for_uploads();
+    EXPECT_EQ(test::entry_files(dir_).size(), items.size() + bundles.size());
+
+    // A later process: its kernel() finds each key's own entry, and compiles nothing.
+    KernelCache later(options());
+    for (const WarmUpItem& item : items) {
+        ASSERT_TRUE(later.kernel(item.key, item.make_source, item.kernel_name).ok());
+    }
+    EXPECT_EQ(later.stats().compiles, 0u);
+    EXPECT_EQ(later.stats().disk_hits, items.size());
+}
+
+// A cache that ends right after such a warm-up (a script that fills the cache) makes its keys'
+// own entries first: a later warm-up would find the bundles and queue none of them again.
+TEST_F(BundleTest, ACacheEndingRightAfterLinkingFirstMakesItsKeysEntriesFirst) {
+    const auto items = enough_to_link_first(1);
+    {
+        KernelCache cache(options());
+        expect_all_ok(cache.warm_up(items, 1));
+    }
+    EXPECT_EQ(test::entry_files(dir_).size(), items.size() + packing(items).size());
+}
+
+// Fewer bundles than its threads can keep busy: a warm-up compiles key by key, the largest first,
+// and links the bundles after it, as ever.
+TEST_F(BundleTest, AColdWarmUpOfFewBundlesForItsThreadsCompilesKeyByKey) {
+    const auto items = enough_to_link_first(1);
+    const auto bundles = packing(items);
+    KernelCache cache(options());
+    const int loads = fake_->loads();
+    const auto threads = static_cast<unsigned>(bundles.size());  // 4 a thread would be enough
+    expect_all_ok(cache.warm_up(items, threads));
+    EXPECT_EQ(fake_->loads() - loads, static_cast<int>(items.size()));
+    EXPECT_TRUE(bundle_files().empty());
+    EXPECT_EQ(cache.stats().compiles, items.size());
+}
+
+// Keys whose own entries are stored but whose bundles are not (a process that ended before its
+// links) are loaded key by key, not compiled again into bundles; the bundles are linked after.
+TEST_F(BundleTest, KeysStoredOneByOneAreNotLinkedFirst) {
+    const auto items = enough_to_link_first(1);
+    CacheOptions off = options();
+    off.bundle_warm_ups = false;
+    warm_up_and_bundle(items, off);
+    ASSERT_TRUE(bundle_files().empty());
+    KernelCache cache(options());
+    const int loads = fake_->loads();
+    expect_all_ok(cache.warm_up(items, 1));
+    EXPECT_EQ(fake_->loads() - loads, static_cast<int>(items.size()));
+    EXPECT_EQ(cache.stats().compiles, 0u);
+    cache.wait_for_uploads();
+    EXPECT_EQ(bundle_files().size(), packing(items).size());
+}
+
+// Members that do not link together (one names a symbol with the bundles' marker): their bundle
+// is recorded as such and its members compiled key by key; the other bundles load as linked.
+TEST_F(BundleTest, ABundleThatDoesNotLinkFirstLeavesItsMembersToCompileKeyByKey) {
+    auto items = enough_to_link_first(1);
+    const std::string odd = "softmax$kc7";
+    items.front() = {
+        "odd",
+        [odd]() -> Result<Source> { return Source::ptx(examples::softmax_rows_ptx(1, odd)); }, odd};
+    const auto bundles = packing(items);
+    ASSERT_GE(bundles.size(), cache::WarmUpBundles::kLinkFirstBundlesPerThread);
+    std::size_t odd_bundle_size = 0;
+    for (const auto& bundle : bundles) {
+        if (std::find(bundle.begin(), bundle.end(), 0u) != bundle.end()) {
+            odd_bundle_size = bundle.size();
+        }
+    }
+    ASSERT_GT(odd_bundle_size, 0u);
+    KernelCache cache(options());
+    const int loads = fake_->loads();
+    auto results = cache.warm_up(items, 1);
+    expect_all_ok(results);
+    EXPECT_EQ(fake_->loads() - loads,
+              loads_with_bundles(items) - 1 + static_cast<int>(odd_bundle_size));
+    EXPECT_EQ(bundle_files().size(), bundles.size() - 1);
+    EXPECT_EQ(cache.stats().compiles, items.size());
+    ASSERT_TRUE(results.front()->launch(LaunchConfig{}, args_).ok());
+    EXPECT_EQ(fake_->launches_of(odd), 1);
 }
 
 // A process that ends soon after its warm-up (a script, a test) links nothing, and its end waits
@@ -409,8 +578,8 @@ TEST_F(BundleTest, ABundleThatDidNotLinkIsRecordedAndNotLinkedAgain) {
     const build::BundlePlan plan = plan_of(ptx, target);
     EXPECT_FALSE(build::find_bundle(*tiers, plan).did_not_link);
     {
-        cache::BundleBuilder builder(tiers, std::chrono::milliseconds(0));
-        builder.add({plan, target, ptx});
+        cache::BundleBuilder builder(tiers, {}, std::chrono::milliseconds(0));
+        builder.add(link_job(plan, target, ptx));
         builder.drain();
         EXPECT_EQ(builder.failed(), 1u);
     }
@@ -418,8 +587,8 @@ TEST_F(BundleTest, ABundleThatDidNotLinkIsRecordedAndNotLinkedAgain) {
     EXPECT_TRUE(found.did_not_link);
     EXPECT_FALSE(found.artifact.has_value());
     EXPECT_TRUE(bundle_files().empty());
-    cache::BundleBuilder again(tiers, std::chrono::milliseconds(0));
-    again.add({plan, target, ptx});
+    cache::BundleBuilder again(tiers, {}, std::chrono::milliseconds(0));
+    again.add(link_job(plan, target, ptx));
     again.drain();
     EXPECT_EQ(again.skipped(), 1u);
     EXPECT_EQ(again.failed(), 0u);
@@ -434,21 +603,21 @@ TEST_F(BundleTest, ABundleWhoseLockAnotherProcessHoldsIsNotLinkedHere) {
     {
         std::optional<util::FileLock> other = tiers->disk()->lock(plan.fingerprint, {});
         ASSERT_TRUE(other.has_value());
-        cache::BundleBuilder builder(tiers, std::chrono::milliseconds(0));
-        builder.add({plan, target, ptx});
+        cache::BundleBuilder builder(tiers, {}, std::chrono::milliseconds(0));
+        builder.add(link_job(plan, target, ptx));
         builder.drain();
         EXPECT_EQ(builder.skipped(), 1u);
         EXPECT_EQ(builder.built(), 0u);
         EXPECT_TRUE(bundle_files().empty());
     }
-    cache::BundleBuilder builder(tiers, std::chrono::milliseconds(0));
-    builder.add({plan, target, ptx});
+    cache::BundleBuilder builder(tiers, {}, std::chrono::milliseconds(0));
+    builder.add(link_job(plan, target, ptx));
     builder.drain();
     EXPECT_EQ(builder.built(), 1u);
     EXPECT_EQ(bundle_files().size(), 1u);
     // Stored: a builder of another process that gets the lock next finds it there.
-    cache::BundleBuilder later(tiers, std::chrono::milliseconds(0));
-    later.add({plan, target, ptx});
+    cache::BundleBuilder later(tiers, {}, std::chrono::milliseconds(0));
+    later.add(link_job(plan, target, ptx));
     later.drain();
     EXPECT_EQ(later.skipped(), 1u);
 }

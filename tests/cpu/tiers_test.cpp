@@ -530,6 +530,13 @@ protected:
         }
         return items;
     }
+    // Bundles off: one module a key, as these tests of the key-by-key warm-up's reads and compiles
+    // take it (a warm-up of many keys would link bundles first: BundleTest).
+    CacheOptions key_by_key() const {
+        CacheOptions o = options();
+        o.bundle_warm_ups = false;
+        return o;
+    }
 };
 
 TEST_F(WarmUpTest, CompilesEveryKernelAndLoadsThem) {
@@ -629,10 +636,10 @@ TEST_F(WarmUpTest, ANewCacheOnAWarmDiskTierReadsEachEntryOnceAndCompilesNothing)
 TEST_F(WarmUpTest, TierHitsAreReadNoFurtherAheadOfTheLoadsThanTheReadAhead) {
     const int count = 2 * static_cast<int>(kWarmUpReadAhead);
     {
-        KernelCache fill(options());
+        KernelCache fill(key_by_key());
         for (const auto& result : fill.warm_up(softmax_items(count), 4)) ASSERT_TRUE(result.ok());
     }
-    KernelCache cache(options());
+    KernelCache cache(key_by_key());
     fake_->set_load_delay(std::chrono::milliseconds(1));
     const int loads_before = fake_->loads();
     std::atomic<int> most_ahead{0};
@@ -657,14 +664,14 @@ TEST_F(WarmUpTest, TierHitsAreReadNoFurtherAheadOfTheLoadsThanTheReadAhead) {
 TEST_F(WarmUpTest, AWorkerWaitingForRoomStartsAWaitingCompile) {
     const int hits = 2 * static_cast<int>(kWarmUpReadAhead);
     {
-        KernelCache fill(options());
+        KernelCache fill(key_by_key());
         for (const auto& result : fill.warm_up(softmax_items(hits), 4)) ASSERT_TRUE(result.ok());
     }
     // The compile listed first: its look comes first and queues it.
     std::vector<WarmUpItem> items = {
         {"softmax:compiled", [] { return test::softmax_source(hits + 1); }, test::kSoftmax}};
     for (auto& item : softmax_items(hits)) items.push_back(std::move(item));
-    KernelCache cache(options());
+    KernelCache cache(key_by_key());
     // Loads far slower than reads: few are taken while the worker fills the room, even under a
     // sanitizer.
     fake_->set_load_delay(std::chrono::milliseconds(5));
@@ -684,10 +691,10 @@ TEST_F(WarmUpTest, AWorkerWaitingForRoomStartsAWaitingCompile) {
 TEST_F(WarmUpTest, ALoadThatThrowsEndsTheWarmUpAndItsWaitingWorkers) {
     const int count = 2 * static_cast<int>(kWarmUpReadAhead);
     {
-        KernelCache fill(options());
+        KernelCache fill(key_by_key());
         for (const auto& result : fill.warm_up(softmax_items(count), 4)) ASSERT_TRUE(result.ok());
     }
-    KernelCache cache(options());
+    KernelCache cache(key_by_key());
     fake_->set_load_delay(std::chrono::milliseconds(1));  // the workers fill the room first
     fake_->throw_on_next_loads(1);
     EXPECT_THROW(cache.warm_up(softmax_items(count), 2), std::bad_alloc);

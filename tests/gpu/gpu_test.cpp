@@ -545,6 +545,42 @@ TEST_F(GpuTest, KernelsLoadedFromAWarmUpsBundleMatchTheCpuReference) {
     EXPECT_EQ(other.error().code(), Errc::kKernelNotFound);
 }
 
+// A cold warm-up of many kernels links their bundles first and loads one module a bundle; every
+// kernel it hands back computes the right thing, and so does each key's own entry, made after it.
+TEST_F(GpuTest, KernelsOfBundlesLinkedFirstMatchTheCpuReference) {
+    if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << "no nvJitLink: nothing is stored";
+    test::TempDir temp;
+    CacheOptions options;
+    options.disk_directory = temp.path() + "/cache";
+    options.bundle_warm_ups = true;
+    // At most 32 members a bundle: 160 kernels make at least 5, enough to link first on 1 thread.
+    std::vector<int> widths;
+    for (int cols = 1; cols <= 160; ++cols) widths.push_back(cols * 7);
+    std::vector<WarmUpItem> items;
+    for (int cols : widths) {
+        items.push_back(
+            {"softmax:" + std::to_string(cols),
+             [cols]() -> Result<Source> { return Source::ptx(examples::softmax_rows_ptx(cols)); },
+             "softmax_rows"});
+    }
+    {
+        KernelCache cache(options);
+        auto results = cache.warm_up(items, 1);
+        ASSERT_GE(bundle_entries(options.disk_directory), 5u);  // linked before it returned
+        expect_softmax_rows(results, widths, 33u);
+        EXPECT_EQ(cache.stats().compiles, items.size());
+        cache.wait_for_uploads();
+    }
+    KernelCache cache(options);
+    std::vector<Result<KernelHandle>> one_by_one;
+    for (const WarmUpItem& item : items) {
+        one_by_one.push_back(cache.kernel(item.key, item.make_source, item.kernel_name));
+    }
+    expect_softmax_rows(one_by_one, widths, 33u);
+    EXPECT_EQ(cache.stats().compiles, 0u);
+    EXPECT_EQ(cache.stats().disk_hits, items.size());
+}
+
 // A GPU node with an empty disk runs kernels another node compiled into Redis, and they compute
 // what the CPU reference does.
 TEST_F(GpuTest, KernelsFromTheRemoteTierMatchTheCpuReference) {
