@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Issue 19's memory and scale curve. Kernels: 10 to 10,000 distinct small PTX kernels cold (a
-// fresh disk tier, warm_up on every core, its bundles linked) and warm (warm_up with bundles off
+// fresh disk tier, warm_up on every core, with its bundles, and again with bundles off: a compile
+// and a module a key) and warm (warm_up with bundles off
 // and on, one by one, and on a device the floor: the stored cubins through the driver alone),
 // each side a new process, with the host and device memory each loaded kernel costs and the disk
 // tier's bytes. Directory: a cache directory of 1,000 to 100,000 entries, and the time the CLI
@@ -151,6 +152,7 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
     struct Row {
         int count = 0;
         KernelRun cold;
+        KernelRun cold_keys;  // the same with bundles off: one compile and one module a key
         std::vector<double> warm_up_ms, one_ms, warm_up_cpu_ms, one_cpu_ms, end_ms;
         std::vector<double> bundled_ms, bundled_cpu_ms, floor_ms, floor_cpu_ms;
         KernelRun warm;  // the last one-by-one child: its memory
@@ -169,6 +171,13 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
         }
         row.cold = *cold;
         row.disk = disk_usage(directory);
+        auto keys = kernel_child("cold-keys", directory + "-keys", count);
+        std::filesystem::remove_all(directory + "-keys");
+        if (!keys) {
+            note = "the key-by-key cold child of " + std::to_string(count) + " kernels failed";
+            return {};
+        }
+        row.cold_keys = *keys;
         for (int round = 0; round < rounds; ++round) {
             auto all = kernel_child("warm-up", directory, count);
             auto one = kernel_child("one", directory, count);
@@ -200,10 +209,12 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
             row.end_ms.push_back(one->end_ms);
             row.warm = *one;
         }
-        if (row.cold.loaded != count || (stored && row.cold.compiles != count)) {
-            note = "the cold child of " + std::to_string(count) + " kernels loaded " +
-                   std::to_string(row.cold.loaded) + " and compiled " +
-                   std::to_string(row.cold.compiles);
+        for (const KernelRun* run : {&row.cold, &row.cold_keys}) {
+            if (run->loaded != count || (stored && run->compiles != count)) {
+                note = "a cold child of " + std::to_string(count) + " kernels loaded " +
+                       std::to_string(run->loaded) + " and compiled " +
+                       std::to_string(run->compiles);
+            }
         }
         std::filesystem::remove_all(directory);
         rows.push_back(std::move(row));
@@ -218,6 +229,8 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
     const auto per = [](double ms, int count) { return ms / count; };
     const Row& b = rows[base];
     const double b_cold = per(b.cold.total_ms, b.count);
+    const double b_keys = per(b.cold_keys.total_ms, b.count);
+    const double b_after = per(b.cold.end_ms, b.count);
     const double b_all = per(median(b.warm_up_ms), b.count);
     const double b_one = per(median(b.one_ms), b.count);
     const double b_bundled = per(median(b.bundled_ms), b.count);
@@ -240,15 +253,22 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
            stored ? "compiled by nvJitLink and stored"
                   : "no nvJitLink: left to the driver's JIT, nothing stored",
            rounds, b.count);
-    append(text,
-           "| N | cold warm_up (%u thr) ms/kernel | vs | warm warm_up ms/kernel | vs | warm one by "
-           "one ms/kernel | vs | warm warm_up, bundles on ms/kernel | vs | floor: the stored "
-           "cubins, cuModuleLoadData + cuModuleGetFunction each, ms/kernel | vs | host RSS "
-           "KiB/kernel, cold | warm | device KiB/kernel | disk bytes/entry | files |\n"
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-           threads);
+    append(
+        text,
+        "| N | cold warm_up (%u thr; bundles on, linked first when many) ms/kernel | vs | its "
+        "keys' own entries after it, to the cache's end: ms/kernel | vs | cold warm_up, bundles "
+        "off (a compile and a module a key) ms/kernel | vs | warm warm_up ms/kernel | vs | warm "
+        "one by one ms/kernel | vs | warm warm_up, bundles on ms/kernel | vs | floor: the stored "
+        "cubins, cuModuleLoadData + cuModuleGetFunction each, ms/kernel | vs | host RSS "
+        "KiB/kernel, cold | warm | device KiB/kernel | disk bytes/entry | files |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+        "|"
+        "---:|---:|\n",
+        threads);
     for (const Row& row : rows) {
         const double cold = per(row.cold.total_ms, row.count);
+        const double after = per(row.cold.end_ms, row.count);
+        const double keys = per(row.cold_keys.total_ms, row.count);
         const double all = per(median(row.warm_up_ms), row.count);
         const double one = per(median(row.one_ms), row.count);
         char device[32] = "-";
@@ -258,9 +278,10 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
         const double bundled = per(median(row.bundled_ms), row.count);
         append(
             text,
-            "| %d | %.3f | %s | %.4f | %s | %.4f | %s | %.4f | %s | %s | %.1f | %.1f | %s | %.0f "
-            "| %llu |\n",
-            row.count, cold, ratio(cold, b_cold).c_str(), all, ratio(all, b_all).c_str(), one,
+            "| %d | %.3f | %s | %.3f | %s | %.3f | %s | %.4f | %s | %.4f | %s | %.4f | %s | %s | "
+            "%.1f | %.1f | %s | %.0f | %llu |\n",
+            row.count, cold, ratio(cold, b_cold).c_str(), after, ratio(after, b_after).c_str(),
+            keys, ratio(keys, b_keys).c_str(), all, ratio(all, b_all).c_str(), one,
             ratio(one, b_one).c_str(), bundled, ratio(bundled, b_bundled).c_str(),
             floor_cells(row.floor_ms, b.floor_ms, row.count, b.count).c_str(),
             row.cold.rss_kib / row.count, row.warm.rss_kib / row.count, device,
@@ -271,24 +292,29 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
     }
     // CPU time, which others' load on the machine moves less than wall time.
     const double c_cold = per(b.cold.cpu_ms, b.count);
+    const double c_keys = per(b.cold_keys.cpu_ms, b.count);
     const double c_all = per(median(b.warm_up_cpu_ms), b.count);
     const double c_one = per(median(b.one_cpu_ms), b.count);
     const double c_end = per(median(b.end_ms), b.count);
     append(text,
-           "\n| N | CPU ms/kernel (user + system, all threads): cold warm_up | vs | warm warm_up | "
-           "vs | warm one by one | vs | warm warm_up, bundles on | vs | floor | vs | the cache's "
-           "end (warm one by one), wall ms/kernel | vs |\n"
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+           "\n| N | CPU ms/kernel (user + system, all threads): cold warm_up | vs | cold warm_up, "
+           "bundles off | vs | warm warm_up | vs | warm one by one | vs | warm warm_up, bundles on "
+           "| vs | floor | vs | the cache's end (warm one by one), wall ms/kernel | vs |\n"
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     const double c_bundled = per(median(b.bundled_cpu_ms), b.count);
     for (const Row& row : rows) {
         const double cold = per(row.cold.cpu_ms, row.count);
+        const double keys = per(row.cold_keys.cpu_ms, row.count);
         const double all = per(median(row.warm_up_cpu_ms), row.count);
         const double one = per(median(row.one_cpu_ms), row.count);
         const double end = per(median(row.end_ms), row.count);
         const double bundled = per(median(row.bundled_cpu_ms), row.count);
-        append(text, "| %d | %.3f | %s | %.4f | %s | %.4f | %s | %.4f | %s | %s | %.4f | %s |\n",
-               row.count, cold, ratio(cold, c_cold).c_str(), all, ratio(all, c_all).c_str(), one,
-               ratio(one, c_one).c_str(), bundled, ratio(bundled, c_bundled).c_str(),
+        append(text,
+               "| %d | %.3f | %s | %.3f | %s | %.4f | %s | %.4f | %s | %.4f | %s | %s | %.4f | %s "
+               "|\n",
+               row.count, cold, ratio(cold, c_cold).c_str(), keys, ratio(keys, c_keys).c_str(), all,
+               ratio(all, c_all).c_str(), one, ratio(one, c_one).c_str(), bundled,
+               ratio(bundled, c_bundled).c_str(),
                floor_cells(row.floor_cpu_ms, b.floor_cpu_ms, row.count, b.count).c_str(), end,
                ratio(end, c_end).c_str());
     }
@@ -530,7 +556,8 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
     std::optional<driver::PrimaryContext> context;
     CacheOptions options;
     options.disk_directory = directory;
-    // The cold fill links bundles too (stored before it ends), for the bundled warm children.
+    // The cold fill links bundles too (stored before it ends), for the bundled warm children;
+    // "cold-keys" is the same fill with bundles off.
     options.bundle_warm_ups = mode == "cold" || mode == "warm-up-bundles";
     // Every kernel stays loaded: the curve is of what each loaded kernel costs.
     options.max_entries =
@@ -596,7 +623,8 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
                 ++loaded;
             }
         }
-    } else if (mode == "cold" || mode == "warm-up" || mode == "warm-up-bundles") {
+    } else if (mode == "cold" || mode == "cold-keys" || mode == "warm-up" ||
+               mode == "warm-up-bundles") {
         results = cache->warm_up(items, std::max(1u, std::thread::hardware_concurrency()));
         for (const auto& result : results) {
             if (result) {
@@ -627,11 +655,12 @@ int run_scale_child(const std::string& mode, const std::string& directory, int c
                                   : -1.0;
     CacheStats stats = cache->stats();
     if (mode == "floor") stats.disk_hits = static_cast<std::uint64_t>(loaded);  // read, like them
-    // A cold fill's bundles, linked after its warm-up, stored before the warm processes come.
+    // A cold fill's keys' own entries and bundles, made after its warm-up, stored before the
+    // warm processes come: part of its end.
+    const auto ending = std::chrono::steady_clock::now();
     if (mode == "cold") cache->wait_for_uploads();
     results.clear();
     kept.clear();
-    const auto ending = std::chrono::steady_clock::now();
     cache.reset();  // unloads every kernel
     for (CUmodule module : floor_modules) (void)cu->cuModuleUnload(module);
     const double end_ms = ms_since(ending);
