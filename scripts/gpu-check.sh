@@ -107,6 +107,27 @@ on_corpus() {
   rm -rf "$dir"
   return $rc
 }
+# kcache stores its own cubins: nvJitLink must not keep a second copy of each in the driver's
+# ComputeCache (where a later compile of the same PTX would be served from it). A corpus kernel
+# compiled with a ComputeCache of its own must leave that cache empty. KCACHE_BEFORE=binary runs
+# the same check with another kcache (one from before the fix, to see the check fail).
+nvjitlink_cache() {
+  local dir ptx rc=0 kcache
+  dir=$(mktemp -d)
+  tar xJf bench/corpus/triton-corpus.tar.xz -C "$dir" || return 1
+  ptx=$(ls "$dir"/kernels/*.ptx | head -1)
+  for kcache in "$BIN/kcache" ${KCACHE_BEFORE:-}; do
+    rm -rf "$dir/cc" "$dir/kc"
+    CUDA_CACHE_PATH="$dir/cc" "$kcache" -d "$dir/kc" compile "$ptx" || rc=1
+    local files
+    files=$(find "$dir/cc" -type f 2>/dev/null | wc -l)
+    echo "$kcache: the ComputeCache holds $files files after one compile"
+    if [ "$kcache" = "$BIN/kcache" ] && [ "$files" -ne 0 ]; then rc=1; fi
+  done
+  rm -rf "$dir"
+  return $rc
+}
+run nvjitlink_cache nvjitlink_cache
 # Issue 19: 140 real Triton kernels (bench/corpus/) cold (the driver's JIT against kcache one by
 # one and warm_up, the ComputeCache off) and warm in new processes (floor, warm ComputeCache).
 run corpus on_corpus triton-corpus.tar.xz kernels --corpus --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/corpus.md"
@@ -168,6 +189,10 @@ run fleet_bench "$BIN/kcache_fleet" bench
   cat "$LOGS/ptx_new_process.md" 2>/dev/null
   echo
   cat "$LOGS/kernel_speed.md" 2>/dev/null
+  echo
+  echo "## nvJitLink's own cache (the driver's ComputeCache) stays empty"
+  echo
+  cat "$LOGS/nvjitlink_cache.txt" 2>/dev/null
   echo
   echo "## A corpus of 140 Triton kernels (bench/corpus), cold and warm"
   echo

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cache/bundle_builder.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -24,20 +25,25 @@ void BundleBuilder::add(Job job) {
     if (stopping_ || (!job.entries.empty() && !make_entry_) || !seen_.insert(id).second) return;
     job.not_before = std::chrono::steady_clock::now() + delay_;
     queue_.push_back(std::move(job));
-    // A thread more while there are fewer than jobs waiting: each link is long.
-    if (threads_.size() < kThreads && threads_.size() - running_ < queue_.size()) {
+    grow(kThreads);
+    if (threads_.empty()) {
+        queue_.pop_back();  // nobody would take it
+        return;
+    }
+    work_.notify_one();
+}
+
+void BundleBuilder::grow(std::size_t most) {
+    // A thread more while there are fewer than jobs waiting: each job is long.
+    while (threads_.size() < most && threads_.size() - running_ < queue_.size()) {
         try {
             threads_.emplace_back([this] { work(); });
         } catch (const std::system_error& e) {
             util::log_line(util::LogLevel::kInfo,
                            std::string("bundles: a linking thread did not start: ") + e.what());
-            if (threads_.empty()) {
-                queue_.pop_back();  // nobody would take it
-                return;
-            }
+            return;
         }
     }
-    work_.notify_one();
 }
 
 void BundleBuilder::work() {
@@ -131,6 +137,8 @@ void BundleBuilder::stop() {
         // Links not started are dropped; members' entries are made now, their delays skipped.
         std::erase_if(queue_, [](const Job& job) { return job.entries.empty(); });
         if (!queue_.empty() && !stopping_) {
+            // Nothing else runs in this cache any more: every core makes them.
+            grow(std::max<std::size_t>(kThreads, std::thread::hardware_concurrency()));
             ++draining_;
             work_.notify_all();
             done_.wait(lock, [&] { return queue_.empty() && running_ == 0; });

@@ -50,7 +50,8 @@ public:
     using MakeEntry =
         std::function<Result<void>(std::string_view key, const Source& source, int arch)>;
 
-    // Threads that link at once, at most: each link is one thread's work.
+    // Threads that link at once, at most: each link is one thread's work. stop() makes the
+    // members' entries left on every core.
     static constexpr std::size_t kThreads = 4;
     static constexpr std::chrono::milliseconds kDelay{2000};
 
@@ -78,6 +79,8 @@ public:
 private:
     enum class Outcome { kBuilt, kFailed, kSkipped };
     void work();
+    // Starts threads, up to `most`, while fewer wait than jobs do; requires mutex_.
+    void grow(std::size_t most);
     Outcome link(const Job& job);
     void make_entries(const Job& job);  // counts them under mutex_
 

@@ -18,7 +18,10 @@ Result<Compiled> link_inputs(driver::LinkInput type, const std::vector<LinkSourc
         return Error(error.code(), what + " for " + target.name() + ": " + error.message(),
                      error.log());
     };
-    std::vector<std::string> options = {"-arch=" + target.name()};
+    // nvJitLink keeps a cache of its own in the driver's ComputeCache (~/.nv) where a driver is
+    // loaded: a second copy of every cubin kcache stores, written during the compile, and a
+    // compile of PTX seen before on the machine served from it (docs/performance.md).
+    std::vector<std::string> options = {"-arch=" + target.name(), "-no-cache"};
     if (type == driver::LinkInput::kLtoIr) {
         options.insert(options.end(), {"-lto", "-optimize-unused-variables"});
     }
