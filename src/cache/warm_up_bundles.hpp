@@ -31,8 +31,9 @@ public:
                   std::chrono::microseconds patience);
 
     // A warm-up links its missing bundles first when this many a thread of its miss, with
-    // every member.
-    static constexpr std::size_t kLinkFirstBundlesPerThread = 4;
+    // every member: a bundle's link is a long task, and with fewer the threads' last round
+    // would leave some idle longer than one module a key costs (docs/performance.md).
+    static constexpr std::size_t kLinkFirstBundlesPerThread = 8;
 
     // Loads the bundles a tier has, and those linked first: the modules loaded, by item index
     // (nullopt for the rest).

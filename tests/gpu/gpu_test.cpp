@@ -12,6 +12,7 @@
 
 #include "../cpu/test_support.hpp"
 #include "build/bundle.hpp"
+#include "cache/warm_up_bundles.hpp"
 #include "compile/compiler.hpp"
 #include "compile/ptx_params.hpp"
 #include "driver/compiler_api.hpp"
@@ -553,9 +554,10 @@ TEST_F(GpuTest, KernelsOfBundlesLinkedFirstMatchTheCpuReference) {
     CacheOptions options;
     options.disk_directory = temp.path() + "/cache";
     options.bundle_warm_ups = true;
-    // At most 32 members a bundle: 160 kernels make at least 5, enough to link first on 1 thread.
+    // At most 32 members a bundle: 320 kernels make at least 10, enough to link first on 1
+    // thread.
     std::vector<int> widths;
-    for (int cols = 1; cols <= 160; ++cols) widths.push_back(cols * 7);
+    for (int cols = 1; cols <= 320; ++cols) widths.push_back(cols * 7);
     std::vector<WarmUpItem> items;
     for (int cols : widths) {
         items.push_back(
@@ -566,7 +568,9 @@ TEST_F(GpuTest, KernelsOfBundlesLinkedFirstMatchTheCpuReference) {
     {
         KernelCache cache(options);
         auto results = cache.warm_up(items, 1);
-        ASSERT_GE(bundle_entries(options.disk_directory), 5u);  // linked before it returned
+        // Linked before it returned.
+        ASSERT_GE(bundle_entries(options.disk_directory),
+                  cache::WarmUpBundles::kLinkFirstBundlesPerThread);
         expect_softmax_rows(results, widths, 33u);
         EXPECT_EQ(cache.stats().compiles, items.size());
         cache.wait_for_uploads();

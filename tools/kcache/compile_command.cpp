@@ -19,6 +19,8 @@ int run_compile(const CompileOptions& options, CacheOptions cache_options) {
     if (options.arch.empty()) {
         auto driver = driver::default_driver();
         auto arch = driver->current_arch();
+        // This process makes no context: the devices' arch, when they all share one.
+        if (!arch && driver->uniform_arch() > 0) arch = driver->uniform_arch();
         if (!arch) {
             std::fprintf(stderr,
                          "kcache: no GPU to take the arch from (%s); name one with --arch sm_XX\n",
