@@ -57,6 +57,14 @@ protected:
         return items;
     }
 
+    // kernel() for each item, one after another, as a process that never warms up.
+    static void load_one_by_one(KernelCache& cache, const std::vector<WarmUpItem>& items) {
+        for (const WarmUpItem& item : items) {
+            EXPECT_TRUE(cache.kernel(item.key, item.make_source, item.kernel_name).ok())
+                << item.key;
+        }
+    }
+
     static void expect_all_ok(const std::vector<Result<KernelHandle>>& results) {
         for (const auto& result : results) EXPECT_TRUE(result.ok()) << result.error().describe();
     }
@@ -226,9 +234,7 @@ TEST_F(BundleTest, BundlesLinkedFirstAndTheirKeysEntriesReachTheRemoteTier) {
         EXPECT_EQ(cache.stats().compiles, 0u);
     }
     KernelCache cache(node("keys"));
-    for (const WarmUpItem& item : items) {
-        ASSERT_TRUE(cache.kernel(item.key, item.make_source, item.kernel_name).ok());
-    }
+    load_one_by_one(cache, items);
     EXPECT_EQ(cache.stats().compiles, 0u);
     EXPECT_EQ(cache.stats().remote_hits, items.size());
 }
@@ -293,9 +299,7 @@ TEST_F(BundleTest, AColdWarmUpOfManyKernelsLinksTheirBundlesFirstAndLoadsOneModu
 
     // A later process: its kernel() finds each key's own entry, and compiles nothing.
     KernelCache later(options());
-    for (const WarmUpItem& item : items) {
-        ASSERT_TRUE(later.kernel(item.key, item.make_source, item.kernel_name).ok());
-    }
+    load_one_by_one(later, items);
     EXPECT_EQ(later.stats().compiles, 0u);
     EXPECT_EQ(later.stats().disk_hits, items.size());
 }

@@ -85,6 +85,14 @@ protected:
 
     // Softmax kernels of the row lengths `widths` (results[i] of widths[i]), each launched on 33
     // random rows (from `seed`) and held to the CPU reference.
+    // A disk tier in `temp`, bundles on whatever the environment says.
+    static CacheOptions with_bundles(const test::TempDir& temp) {
+        CacheOptions options;
+        options.disk_directory = temp.path() + "/cache";
+        options.bundle_warm_ups = true;
+        return options;
+    }
+
     void expect_softmax_rows(const std::vector<Result<KernelHandle>>& results,
                              const std::vector<int>& widths, unsigned seed) {
         ASSERT_EQ(results.size(), widths.size());
@@ -516,9 +524,7 @@ TEST_F(GpuTest, WarmUpColdAndFromTheDiskTierGivesKernelsThatMatchTheCpuReference
 TEST_F(GpuTest, KernelsLoadedFromAWarmUpsBundleMatchTheCpuReference) {
     if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << "no nvJitLink: nothing is stored";
     test::TempDir temp;
-    CacheOptions options;
-    options.disk_directory = temp.path() + "/cache";
-    options.bundle_warm_ups = true;
+    const CacheOptions options = with_bundles(temp);
     const std::vector<int> widths = {32, 100, 257, 1000, 1024, 64, 128, 513, 777, 2048, 3, 96};
     std::vector<WarmUpItem> items;
     for (int cols : widths) {
@@ -551,9 +557,7 @@ TEST_F(GpuTest, KernelsLoadedFromAWarmUpsBundleMatchTheCpuReference) {
 TEST_F(GpuTest, KernelsOfBundlesLinkedFirstMatchTheCpuReference) {
     if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << "no nvJitLink: nothing is stored";
     test::TempDir temp;
-    CacheOptions options;
-    options.disk_directory = temp.path() + "/cache";
-    options.bundle_warm_ups = true;
+    const CacheOptions options = with_bundles(temp);
     // At most 32 members a bundle: 320 kernels make at least 10, enough to link first on 1
     // thread.
     std::vector<int> widths;
