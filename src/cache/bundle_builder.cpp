@@ -65,7 +65,13 @@ void BundleBuilder::work() {
             make_entries(job);
             lock.lock();
         } else {
-            const Outcome outcome = link(job);
+            Outcome outcome = Outcome::kFailed;
+            try {  // nothing may leave this thread
+                outcome = link(job);
+            } catch (const std::exception& e) {
+                util::log_line(util::LogLevel::kInfo,
+                               "bundle " + job.plan.fingerprint.hex() + " not made: " + e.what());
+            }
             lock.lock();
             ++(outcome == Outcome::kBuilt    ? built_
                : outcome == Outcome::kFailed ? failed_
@@ -107,15 +113,21 @@ BundleBuilder::Outcome BundleBuilder::link(const Job& job) {
 void BundleBuilder::make_entries(const Job& job) {
     std::size_t made = 0, failed = 0;
     for (const MemberEntry& member : job.entries) {
-        const Result<void> entry = make_entry_(member.key, member.source, job.arch);
-        if (entry) {
-            ++made;
-            continue;
+        std::string why;
+        try {  // nothing may leave this thread: a later kernel() compiles the key instead
+            const Result<void> entry = make_entry_(member.key, member.source, job.arch);
+            if (entry) {
+                ++made;
+                continue;
+            }
+            why = entry.error().message();
+        } catch (const std::exception& e) {
+            why = e.what();
         }
         ++failed;
         util::log_line(util::LogLevel::kInfo, "the entry of '" + member.key + "' (bundle " +
                                                   job.plan.fingerprint.hex() +
-                                                  ") was not made: " + entry.error().message());
+                                                  ") was not made: " + why);
     }
     std::lock_guard lock(mutex_);
     entries_made_ += made;
@@ -130,8 +142,7 @@ void BundleBuilder::drain() {
     --draining_;
 }
 
-void BundleBuilder::stop() {
-    std::vector<std::thread> threads;
+void BundleBuilder::finish() {
     {
         std::unique_lock lock(mutex_);
         // Links not started are dropped; members' entries are made now, their delays skipped.
@@ -141,9 +152,17 @@ void BundleBuilder::stop() {
             grow(std::max<std::size_t>(kThreads, std::thread::hardware_concurrency()));
             ++draining_;
             work_.notify_all();
-            done_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+            done_.wait(lock, [&] { return stopping_ || (queue_.empty() && running_ == 0); });
             --draining_;
         }
+    }
+    stop();
+}
+
+void BundleBuilder::stop() {
+    std::vector<std::thread> threads;
+    {
+        std::lock_guard lock(mutex_);
         stopping_ = true;
         queue_.clear();
         threads.swap(threads_);

@@ -5,9 +5,9 @@
 // (warm_up_bundles.hpp), so that kernel() finds each key's entry in a later process too.
 // A job waits `delay` before it starts: a process that ends soon after its warm-up (a script, a
 // test) links nothing, and its end waits for no link; the next warm-up of the same modules queues
-// them again. Members' entries are made before the end, though: a later warm-up would not queue
-// them again. Across processes sharing a disk tier, the one holding the lock beside a bundle's
-// entry links it; the others skip it.
+// them again. A cache's end makes the members' entries first, though (a later warm-up would not
+// queue them again); a process's exit does not. Across processes sharing a disk tier, the one
+// holding the lock beside a bundle's entry links it; the others skip it.
 #pragma once
 
 #include <chrono>
@@ -50,7 +50,7 @@ public:
     using MakeEntry =
         std::function<Result<void>(std::string_view key, const Source& source, int arch)>;
 
-    // Threads that link at once, at most: each link is one thread's work. stop() makes the
+    // Threads that link at once, at most: each link is one thread's work. finish() makes the
     // members' entries left on every core.
     static constexpr std::size_t kThreads = 4;
     static constexpr std::chrono::milliseconds kDelay{2000};
@@ -66,9 +66,12 @@ public:
     void add(Job job);
     // Until every job queued so far is done, their delays skipped.
     void drain();
-    // Links not started are dropped, and those running end first; members' entries queued are
-    // made first (without them, kernel() in a later process would compile their keys again).
+    // Jobs not started are dropped; those running end first. At a process's exit (static
+    // destruction under way: a compile could read what is gone), and after finish().
     void stop();
+    // stop(), once the members' entries queued are made, on every core (without them, kernel()
+    // in a later process would compile their keys again): a cache's end.
+    void finish();
 
     std::size_t built() const;           // bundles stored
     std::size_t failed() const;          // links or stores that failed (logged)

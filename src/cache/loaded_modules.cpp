@@ -101,14 +101,16 @@ LoadedModules::LoadedModules(CacheOptions options_in)
 Result<void> LoadedModules::make_entry(std::string_view key, const Source& source, int arch) {
     TRY_ASSIGN(const build::BuiltArtifact built,
                builder_.build(key, arch, source, build::ArtifactBuilder::Asking::kPrebuild));
+    compile_ns_.fetch_add(built.compile_ns, std::memory_order_relaxed);
     if (built.not_stored) return *built.not_stored;
     return {};
 }
 
 LoadedModules::~LoadedModules() {
-    // No bundle is linked any more (a link running ends first); the compiles' entries still
-    // queued are written: the final flush counts them.
-    bundles_.stop();
+    // No bundle is linked any more (a link running ends first), but the entries of bundles'
+    // members queued are made; the compiles' entries still queued are written: the final flush
+    // counts them.
+    bundles_.finish();
     builder_.tiers()->finish_writes();
     stats_flusher_.reset();  // its final flush reads stats(), which reads table_
     std::lock_guard lock(clear_mutex);

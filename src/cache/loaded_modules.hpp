@@ -134,8 +134,8 @@ public:
 
 private:
     // A bundle member's own entry, made after a warm-up that linked its bundle first
-    // (BundleBuilder): compiled and stored unless a tier has it; counted as nothing but the
-    // tiers' writes.
+    // (BundleBuilder): compiled and stored unless a tier has it; counted in compile_ns and the
+    // tiers' writes only (its key's miss and compile were counted at the link).
     Result<void> make_entry(std::string_view key, const Source& source, int arch);
     std::optional<ModuleHandle> probe(std::string_view key, int arch, std::uint64_t hash) noexcept;
     // Loads `prepared`'s artifact if given (its making counted already), else builds the

@@ -322,26 +322,32 @@ TEST_F(BundleTest, AColdWarmUpOfFewBundlesForItsThreadsCompilesKeyByKey) {
     const auto bundles = packing(items);
     KernelCache cache(options());
     const int loads = fake_->loads();
-    const auto threads = static_cast<unsigned>(bundles.size());  // 4 a thread would be enough
+    // Enough for one thread, too few for as many threads as bundles.
+    const auto threads = static_cast<unsigned>(bundles.size());
     expect_all_ok(cache.warm_up(items, threads));
     EXPECT_EQ(fake_->loads() - loads, static_cast<int>(items.size()));
     EXPECT_TRUE(bundle_files().empty());
     EXPECT_EQ(cache.stats().compiles, items.size());
+    cache.wait_for_uploads();
+    EXPECT_EQ(bundle_files().size(), bundles.size());
 }
 
-// Keys whose own entries are stored but whose bundles are not (a process that ended before its
-// links) are loaded key by key, not compiled again into bundles; the bundles are linked after.
-TEST_F(BundleTest, KeysStoredOneByOneAreNotLinkedFirst) {
+// A bundle a member of which has its own entry stored (a process that ended before its links) is
+// not linked first: its members are loaded or compiled key by key, and it is linked after.
+TEST_F(BundleTest, ABundleWithAMemberStoredOnItsOwnIsNotLinkedFirst) {
     const auto items = enough_to_link_first(1);
+    const auto bundles = packing(items);
+    std::vector<WarmUpItem> stored;  // the first member of each bundle
+    for (const auto& bundle : bundles) stored.push_back(items[bundle.front()]);
     CacheOptions off = options();
     off.bundle_warm_ups = false;
-    warm_up_and_bundle(items, off);
+    warm_up_and_bundle(stored, off);
     ASSERT_TRUE(bundle_files().empty());
     KernelCache cache(options());
     const int loads = fake_->loads();
     expect_all_ok(cache.warm_up(items, 1));
     EXPECT_EQ(fake_->loads() - loads, static_cast<int>(items.size()));
-    EXPECT_EQ(cache.stats().compiles, 0u);
+    EXPECT_EQ(cache.stats().compiles, items.size() - stored.size());
     cache.wait_for_uploads();
     EXPECT_EQ(bundle_files().size(), packing(items).size());
 }
@@ -372,6 +378,28 @@ TEST_F(BundleTest, ABundleThatDoesNotLinkFirstLeavesItsMembersToCompileKeyByKey)
     EXPECT_EQ(cache.stats().compiles, items.size());
     ASSERT_TRUE(results.front()->launch(LaunchConfig{}, args_).ok());
     EXPECT_EQ(fake_->launches_of(odd), 1);
+    // Recorded: no process links those members again, and this one queued nothing.
+    auto tiers = disk_tiers();
+    ASSERT_NE(tiers, nullptr);
+    std::vector<util::Fingerprint> fingerprints;
+    const auto arch = fake_->current_arch();
+    ASSERT_TRUE(arch.ok());
+    std::optional<build::BundlePlan> plan;
+    for (const auto& bundle : bundles) {
+        if (std::find(bundle.begin(), bundle.end(), 0u) == bundle.end()) continue;
+        std::string toolchain;
+        for (const std::size_t at : bundle) {
+            const auto member = build::plan_build(*arch, *items[at].make_source(), true);
+            ASSERT_TRUE(member.ok() && member->has_value());
+            fingerprints.push_back((*member)->fingerprint);
+            toolchain = (*member)->key.toolchain;
+        }
+        plan = build::plan_bundle(fingerprints, compile::Target{*arch, false}, toolchain);
+    }
+    ASSERT_TRUE(plan.has_value());
+    EXPECT_TRUE(build::find_bundle(*tiers, *plan).did_not_link);
+    cache.wait_for_uploads();
+    EXPECT_EQ(bundle_files().size(), bundles.size() - 1);
 }
 
 // A process that ends soon after its warm-up (a script, a test) links nothing, and its end waits
