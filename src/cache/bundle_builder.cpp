@@ -2,10 +2,12 @@
 #include "cache/bundle_builder.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <system_error>
 #include <utility>
 
+#include "store/disk_store.hpp"
 #include "util/log.hpp"
 
 namespace kcache::cache {
@@ -112,7 +114,14 @@ BundleBuilder::Outcome BundleBuilder::link(const Job& job) {
 
 void BundleBuilder::make_entries(const Job& job) {
     std::size_t made = 0, failed = 0;
+    const store::DiskStore* disk = tiers_->disk();
     for (const MemberEntry& member : job.entries) {
+        // Made before (the usual case after a warm-up that loaded the bundle): a file's stat.
+        std::error_code error;
+        if (disk != nullptr && std::filesystem::exists(disk->path_of(member.fingerprint), error)) {
+            ++made;
+            continue;
+        }
         std::string why;
         try {  // nothing may leave this thread: a later kernel() compiles the key instead
             const Result<void> entry = make_entry_(member.key, member.source, job.arch);

@@ -26,22 +26,25 @@
 #include "compile/compiler.hpp"
 #include "kcache/source.hpp"
 #include "store/artifact_store.hpp"
+#include "util/fingerprint.hpp"
 
 namespace kcache::cache {
 
 class BundleBuilder {
 public:
-    // A member of a bundle linked first: its key and source, for an entry of its own.
+    // A member of a bundle: its key and source, for an entry of its own, and that entry's
+    // fingerprint (one the disk tier has is not made again).
     struct MemberEntry {
         std::string key;
         Source source;
+        util::Fingerprint fingerprint{};
     };
     struct Job {
         build::BundlePlan plan;
         compile::Target target;
         std::vector<std::string> ptx;  // to link: the members', in the plan's order
-        // Instead, for a bundle a warm-up linked first: its members, each compiled alone (for
-        // `arch`) and stored.
+        // Instead, for a bundle a warm-up linked first or loaded: its members whose entries the
+        // disk tier lacks, each compiled alone (for `arch`) and stored.
         std::vector<MemberEntry> entries;
         int arch = 0;
         std::chrono::steady_clock::time_point not_before{};  // set by add()

@@ -219,7 +219,9 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
             missing_.push_back(std::move(bundles[k]));
             continue;
         }
-        load_found(bundles[k], *found.artifact, std::nullopt, loaded);
+        if (load_found(bundles[k], *found.artifact, std::nullopt, loaded)) {
+            with_entries_.push_back(std::move(bundles[k]));
+        }
     }
     link_first(loaded);
     return loaded;
@@ -323,7 +325,8 @@ void WarmUpBundles::link_first(std::vector<std::optional<ModuleHandle>>& loaded)
     for (std::size_t k = 0; k < first.size(); ++k) {
         const Linked linked = links.take(k);
         if (linked.artifact && load_found(first[k], *linked.artifact, linked.linked_in, loaded)) {
-            linked_first_.push_back(std::move(first[k]));
+            first[k].linked_first = true;
+            with_entries_.push_back(std::move(first[k]));
         }
     }
 }
@@ -336,21 +339,27 @@ void WarmUpBundles::queue_missing(const std::vector<Result<KernelHandle>>& resul
                        std::string("warm_up: bundles not queued: ") + e.what());
     }
     missing_.clear();
-    linked_first_.clear();
+    with_entries_.clear();
 }
 
 void WarmUpBundles::queue(const std::vector<Result<KernelHandle>>& results) {
     // Linked only for a tier another process reads: a writable disk, or a remote tier.
     if (!tiers_shared()) return;
-    // The bundles linked first: their members' own entries, for kernel() in a later process.
-    for (Bundle& bundle : linked_first_) {
+    // The bundles loaded or linked first: their members' own entries where the disk tier lacks
+    // them (a process ended before it made them), for kernel() in a later process. Without a
+    // writable disk, for those linked first only.
+    const store::DiskStore* disk = modules_.tiers().disk();
+    const bool on_disk = disk != nullptr && !disk->read_only();
+    for (Bundle& bundle : with_entries_) {
+        if (!on_disk && !bundle.linked_first) continue;
         BundleBuilder::Job job;
         job.plan = std::move(bundle.plan);
         job.target = bundle.target;
         job.arch = arch_;
         for (const Member* member : bundle.members) {
             if (!results[member->item].ok()) continue;
-            job.entries.push_back({items_[member->item].key, std::move(**sources_[member->item])});
+            job.entries.push_back({items_[member->item].key, std::move(**sources_[member->item]),
+                                   member->fingerprint});
         }
         if (!job.entries.empty()) modules_.bundles().add(std::move(job));
     }

@@ -5,7 +5,8 @@
 // A warm-up missing many bundles whose members no tier has either (a cold one, of many kernels)
 // links those first instead, on its workers, and loads them: the driver charges each module more
 // the more it holds (docs/performance.md), so one module per key would not grow linearly. Their
-// members' own entries are queued to be made after it, for kernel() in a later process.
+// members' own entries are queued to be made after it, for kernel() in a later process; so are
+// those a loaded bundle's members lack on disk (a process ended before it made them).
 #pragma once
 
 #include <chrono>
@@ -44,8 +45,8 @@ public:
     // item not generated here.
     std::optional<Result<Source>> take_source(std::size_t i);
     // After the warm-up, with its results by item index: the bundles no tier had, every member of
-    // which loaded, queued to be linked, and the own entries of the members of those linked
-    // first that loaded, to be made (LoadedModules::bundles()).
+    // which loaded, queued to be linked, and the own entries of the loaded members of bundles
+    // loaded, to be made where the disk tier lacks them (LoadedModules::bundles()).
     void queue_missing(const std::vector<Result<KernelHandle>>& results) noexcept;
 
 private:
@@ -61,6 +62,7 @@ private:
         build::BundlePlan plan;
         compile::Target target;
         std::vector<const Member*> members;
+        bool linked_first = false;
     };
     // Loads `bundle` from `found` into `loaded` (by item index); false, logged, if its code did
     // not load. `linked_in`: it was linked here, in that time (LoadedModules::load_bundle).
@@ -81,7 +83,7 @@ private:
     std::vector<bool> member_;                            // by item index
     std::vector<Member> members_;  // the PTX items planned for a host compile
     std::vector<Bundle> missing_;
-    std::vector<Bundle> linked_first_;  // loaded
+    std::vector<Bundle> with_entries_;  // loaded, found or linked first: their members' entries
 };
 
 }  // namespace kcache::cache

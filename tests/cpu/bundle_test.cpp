@@ -315,6 +315,33 @@ TEST_F(BundleTest, ACacheEndingRightAfterLinkingFirstMakesItsKeysEntriesFirst) {
     EXPECT_EQ(test::entry_files(dir_).size(), items.size() + packing(items).size());
 }
 
+// Members' entries still queued when a process ended (its exit makes none): the next warm-up
+// that loads their bundle makes those the disk lacks, after it, so that kernel() finds them.
+TEST_F(BundleTest, AWarmUpLoadingABundleMakesTheEntriesItsMembersLackOnDisk) {
+    const auto items = enough_to_link_first(1);
+    const auto bundles = packing(items);
+    warm_up_and_bundle(items);
+    const auto kept = bundle_files();
+    ASSERT_EQ(kept.size(), bundles.size());
+    for (const auto& file : test::entry_files(dir_)) {
+        if (std::find(kept.begin(), kept.end(), file.string()) == kept.end()) {
+            std::filesystem::remove(file);
+        }
+    }
+    {
+        KernelCache cache(options());
+        const int loads = fake_->loads();
+        expect_all_ok(cache.warm_up(items, 1));
+        EXPECT_EQ(fake_->loads() - loads, loads_with_bundles(items));
+        EXPECT_EQ(cache.stats().compiles, 0u);
+        cache.wait_for_uploads();
+    }
+    EXPECT_EQ(test::entry_files(dir_).size(), items.size() + bundles.size());
+    KernelCache later(options());
+    load_one_by_one(later, items);
+    EXPECT_EQ(later.stats().compiles, 0u);
+}
+
 // Fewer bundles than its threads can keep busy: a warm-up compiles key by key, the largest first,
 // and links the bundles after it, as ever.
 TEST_F(BundleTest, AColdWarmUpOfFewBundlesForItsThreadsCompilesKeyByKey) {
