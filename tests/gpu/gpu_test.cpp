@@ -85,6 +85,20 @@ protected:
 
     // Softmax kernels of the row lengths `widths` (results[i] of widths[i]), each launched on 33
     // random rows (from `seed`) and held to the CPU reference.
+    // softmax_rows for each of `widths` columns, keyed by its width.
+    static std::vector<WarmUpItem> softmax_items(const std::vector<int>& widths) {
+        std::vector<WarmUpItem> items;
+        items.reserve(widths.size());
+        for (int cols : widths) {
+            items.push_back({"softmax:" + std::to_string(cols),
+                             [cols]() -> Result<Source> {
+                                 return Source::ptx(examples::softmax_rows_ptx(cols));
+                             },
+                             "softmax_rows"});
+        }
+        return items;
+    }
+
     // A disk tier in `temp`, bundles on whatever the environment says.
     static CacheOptions with_bundles(const test::TempDir& temp) {
         CacheOptions options;
@@ -486,13 +500,7 @@ TEST_F(GpuTest, WarmUpColdAndFromTheDiskTierGivesKernelsThatMatchTheCpuReference
     CacheOptions options;
     options.disk_directory = temp.path() + "/cache";
     const std::vector<int> widths = {32, 100, 257, 1000, 1024, 1500};
-    std::vector<WarmUpItem> items;
-    for (int cols : widths) {
-        items.push_back(
-            {"softmax:" + std::to_string(cols),
-             [cols]() -> Result<Source> { return Source::ptx(examples::softmax_rows_ptx(cols)); },
-             "softmax_rows"});
-    }
+    const std::vector<WarmUpItem> items = softmax_items(widths);
     const bool host_compiles = driver::nvjitlink_api().ok();
     for (const bool warm : {false, true}) {
         SCOPED_TRACE(warm ? "a new cache on the warm disk tier" : "cold");
@@ -562,13 +570,7 @@ TEST_F(GpuTest, KernelsOfBundlesLinkedFirstMatchTheCpuReference) {
     // thread.
     std::vector<int> widths;
     for (int cols = 1; cols <= 320; ++cols) widths.push_back(cols * 7);
-    std::vector<WarmUpItem> items;
-    for (int cols : widths) {
-        items.push_back(
-            {"softmax:" + std::to_string(cols),
-             [cols]() -> Result<Source> { return Source::ptx(examples::softmax_rows_ptx(cols)); },
-             "softmax_rows"});
-    }
+    const std::vector<WarmUpItem> items = softmax_items(widths);
     {
         KernelCache cache(options);
         auto results = cache.warm_up(items, 1);
