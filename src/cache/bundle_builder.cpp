@@ -113,34 +113,25 @@ BundleBuilder::Outcome BundleBuilder::link(const Job& job) {
 }
 
 void BundleBuilder::make_entries(const Job& job) {
-    std::size_t made = 0, failed = 0;
     const store::DiskStore* disk = tiers_->disk();
     for (const MemberEntry& member : job.entries) {
         // Made before (the usual case after a warm-up that loaded the bundle): a file's stat.
         std::error_code error;
         if (disk != nullptr && std::filesystem::exists(disk->path_of(member.fingerprint), error)) {
-            ++made;
             continue;
         }
         std::string why;
         try {  // nothing may leave this thread: a later kernel() compiles the key instead
             const Result<void> entry = make_entry_(member.key, member.source, job.arch);
-            if (entry) {
-                ++made;
-                continue;
-            }
+            if (entry) continue;
             why = entry.error().message();
         } catch (const std::exception& e) {
             why = e.what();
         }
-        ++failed;
         util::log_line(util::LogLevel::kInfo, "the entry of '" + member.key + "' (bundle " +
                                                   job.plan.fingerprint.hex() +
                                                   ") was not made: " + why);
     }
-    std::lock_guard lock(mutex_);
-    entries_made_ += made;
-    entries_failed_ += failed;
 }
 
 void BundleBuilder::drain() {
@@ -194,16 +185,6 @@ std::size_t BundleBuilder::failed() const {
 std::size_t BundleBuilder::skipped() const {
     std::lock_guard lock(mutex_);
     return skipped_;
-}
-
-std::size_t BundleBuilder::entries_made() const {
-    std::lock_guard lock(mutex_);
-    return entries_made_;
-}
-
-std::size_t BundleBuilder::entries_failed() const {
-    std::lock_guard lock(mutex_);
-    return entries_failed_;
 }
 
 }  // namespace kcache::cache

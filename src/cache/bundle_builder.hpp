@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Links bundles (build/bundle.hpp) on threads of its own, after the warm-ups that asked for them:
 // a bundle's link takes about as long as compiling its members again, and nobody waits for it.
-// The same threads compile the own entries of the members of a bundle that a warm-up linked first
-// (warm_up_bundles.hpp), so that kernel() finds each key's entry in a later process too.
-// A job waits `delay` before it starts: a process that ends soon after its warm-up (a script, a
-// test) links nothing, and its end waits for no link; the next warm-up of the same modules queues
-// them again. A cache's end makes the members' entries first, though (a later warm-up would not
-// queue them again); a process's exit does not. Across processes sharing a disk tier, the one
-// holding the lock beside a bundle's entry links it; the others skip it.
+// The same threads compile the own entries of the members of a bundle a warm-up linked first or
+// loaded, where the disk lacks them (warm_up_bundles.hpp), so that kernel() finds each key's entry
+// in a later process too. A job waits `delay` before it starts: a process that ends soon after its
+// warm-up (a script, a test) links nothing, and its end waits for no link; the next warm-up of the
+// same modules queues them again. A cache's end makes the members' entries first, though (until a
+// later warm-up loads their bundle, kernel() would compile those keys); a process's exit does not.
+// Across processes sharing a disk tier, the one holding the lock beside a bundle's entry links
+// it; the others skip it.
 #pragma once
 
 #include <chrono>
@@ -76,11 +77,9 @@ public:
     // in a later process would compile their keys again): a cache's end.
     void finish();
 
-    std::size_t built() const;           // bundles stored
-    std::size_t failed() const;          // links or stores that failed (logged)
-    std::size_t skipped() const;         // another process links them, or stored them already
-    std::size_t entries_made() const;    // members' own entries made (or found stored)
-    std::size_t entries_failed() const;  // members' own entries that failed (logged)
+    std::size_t built() const;    // bundles stored
+    std::size_t failed() const;   // links or stores that failed (logged)
+    std::size_t skipped() const;  // another process links them, or stored them already
 
 private:
     enum class Outcome { kBuilt, kFailed, kSkipped };
@@ -88,7 +87,7 @@ private:
     // Starts threads, up to `most`, while fewer wait than jobs do; requires mutex_.
     void grow(std::size_t most);
     Outcome link(const Job& job);
-    void make_entries(const Job& job);  // counts them under mutex_
+    void make_entries(const Job& job);  // logs those that fail
 
     const std::shared_ptr<store::ArtifactStore> tiers_;
     const MakeEntry make_entry_;
@@ -100,7 +99,6 @@ private:
     std::unordered_set<std::string> seen_;  // bundles' fingerprints (hex), guarded by mutex_
     std::vector<std::thread> threads_;      // guarded by mutex_
     std::size_t running_ = 0, built_ = 0, failed_ = 0, skipped_ = 0;  // guarded by mutex_
-    std::size_t entries_made_ = 0, entries_failed_ = 0;               // guarded by mutex_
     bool stopping_ = false;                                           // guarded by mutex_
     std::size_t draining_ = 0;  // drain() calls waiting: no delay; guarded by mutex_
 };

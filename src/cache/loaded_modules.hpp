@@ -77,9 +77,9 @@ public:
     // Loads a bundle's code (`found` under `plan`) once and publishes each member under its key,
     // sharing it; each counts as a miss served by `found`'s tier, or, with `linked_in` (the
     // bundle was linked for this load, in that time), as a miss no tier served and a compile.
-    // Per member, in order:
-    // its module, or nullopt where another thread is loading the key or loaded it (the caller
-    // looks it up as kernel() would). An error (the code did not load) publishes nothing.
+    // Per member, in order: its module, or nullopt where another thread is loading the key or
+    // loaded it (the caller looks it up as kernel() would). An error (the code did not load)
+    // publishes nothing.
     Result<std::vector<std::optional<ModuleHandle>>> load_bundle(
         const build::BundlePlan& plan, const store::Found& found,
         const std::vector<BundledKey>& members, int arch,
@@ -133,9 +133,9 @@ public:
     util::StripedCounter hits;  // striped: bumped on every hit by every thread
 
 private:
-    // A bundle member's own entry, made after a warm-up that linked its bundle first
+    // A bundle member's own entry, made after a warm-up that linked its bundle first or loaded it
     // (BundleBuilder): compiled and stored unless a tier has it; counted in compile_ns and the
-    // tiers' writes only (its key's miss and compile were counted at the link).
+    // tiers' writes only (its key's lookup was counted by the warm-up).
     Result<void> make_entry(std::string_view key, const Source& source, int arch);
     std::optional<ModuleHandle> probe(std::string_view key, int arch, std::uint64_t hash) noexcept;
     // Loads `prepared`'s artifact if given (its making counted already), else builds the

@@ -132,6 +132,16 @@ protected:
         return build::plan_bundle(members, target, "a toolchain");
     }
 
+    // Another node's options: a driver and a disk directory (below the test's) of its own, and
+    // the remote tier at `url`.
+    CacheOptions node_options(const std::string& url, const std::string& directory) const {
+        CacheOptions o = options();
+        o.driver = std::make_shared<fakes::FakeDriver>();
+        o.disk_directory = temp_.path() + "/" + directory;
+        o.remote = url;
+        return o;
+    }
+
     // A BundleBuilder's job linking `ptx` under `plan`.
     static cache::BundleBuilder::Job link_job(const build::BundlePlan& plan,
                                               const compile::Target& target,
@@ -189,10 +199,7 @@ TEST_F(BundleTest, ANodeWithAnEmptyDiskLoadsTheBundlesAnotherNodeUploaded) {
         EXPECT_EQ(cache.stats().remote_writes, items.size() + bundles.size())
             << "each key's entry and each bundle go to the remote tier";
     }
-    CacheOptions node = options();
-    node.driver = std::make_shared<fakes::FakeDriver>();
-    node.disk_directory = temp_.path() + "/node";
-    node.remote = (*server)->url();
+    const CacheOptions node = node_options((*server)->url(), "node");
     KernelCache cache(node);
     expect_all_ok(cache.warm_up(items, 2));
     EXPECT_EQ(static_cast<const fakes::FakeDriver&>(*node.driver).loads(),
@@ -219,11 +226,7 @@ TEST_F(BundleTest, BundlesLinkedFirstAndTheirKeysEntriesReachTheRemoteTier) {
         EXPECT_EQ(cache.stats().remote_writes, items.size() + bundles.size());
     }
     auto node = [&](const std::string& directory) {
-        CacheOptions o = options();
-        o.driver = std::make_shared<fakes::FakeDriver>();
-        o.disk_directory = temp_.path() + "/" + directory;
-        o.remote = (*server)->url();
-        return o;
+        return node_options((*server)->url(), directory);
     };
     {
         const CacheOptions o = node("bundles");

@@ -83,8 +83,6 @@ protected:
         return config;
     }
 
-    // Softmax kernels of the row lengths `widths` (results[i] of widths[i]), each launched on 33
-    // random rows (from `seed`) and held to the CPU reference.
     // softmax_rows for each of `widths` columns, keyed by its width.
     static std::vector<WarmUpItem> softmax_items(const std::vector<int>& widths) {
         std::vector<WarmUpItem> items;
@@ -107,6 +105,8 @@ protected:
         return options;
     }
 
+    // Softmax kernels of the row lengths `widths` (results[i] of widths[i]), each launched on 33
+    // random rows (from `seed`) and held to the CPU reference.
     void expect_softmax_rows(const std::vector<Result<KernelHandle>>& results,
                              const std::vector<int>& widths, unsigned seed) {
         ASSERT_EQ(results.size(), widths.size());
@@ -600,17 +600,7 @@ TEST_F(GpuTest, KernelsFromTheRemoteTierMatchTheCpuReference) {
     ASSERT_TRUE(server.ok()) << server.error().describe();
     test::TempDir temp;
     const std::vector<int> widths = {32, 257, 1024};
-    auto items = [&] {
-        std::vector<WarmUpItem> list;
-        for (int cols : widths) {
-            list.push_back({"softmax:" + std::to_string(cols),
-                            [cols]() -> Result<Source> {
-                                return Source::ptx(examples::softmax_rows_ptx(cols));
-                            },
-                            "softmax_rows"});
-        }
-        return list;
-    };
+    auto items = [&] { return softmax_items(widths); };
     {
         CacheOptions builder;
         builder.disk_directory = temp.path() + "/builder";
