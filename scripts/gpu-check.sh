@@ -136,6 +136,29 @@ run corpus on_corpus triton-corpus.tar.xz kernels --corpus --rounds "${CORPUS_RO
 # Where a cold warm-up's time goes (no GPU involved): nvJitLink on the corpus one after another,
 # on 16 threads and in 16 processes; what the order costs; a durable store against an unsynced one.
 run compile_scaling on_corpus triton-corpus.tar.xz kernels --compile-scaling --workers "$(nproc)" --out "$LOGS/compile_scaling.md"
+# What ptxas itself costs on the corpus, one kernel at a time (no GPU involved): a whole program
+# (as the driver's JIT compiles) against relocatable code (as nvJitLink compiles before its link),
+# each with and without --split-compile (ptxas's optimisations on all cores).
+ptxas_modes() {
+  local dir ptxas=${CUDA_HOME:-/usr/local/cuda}/bin/ptxas mode f start total slowest t
+  dir=$(mktemp -d)
+  tar xJf bench/corpus/triton-corpus.tar.xz -C "$dir" || return 1
+  echo "| ptxas mode, the corpus one kernel at a time | total ms | slowest kernel ms |"
+  echo "|---|---:|---:|"
+  for mode in "" "-c" "--split-compile 0" "-c --split-compile 0"; do
+    total=0 slowest=0
+    for f in "$dir"/kernels/*.ptx; do
+      start=$(date +%s%N)
+      # shellcheck disable=SC2086
+      "$ptxas" -arch=sm_90a $mode "$f" -o "$dir/out.cubin" || return 1
+      t=$(( ($(date +%s%N) - start) / 1000 ))
+      total=$((total + t)); [ "$t" -gt "$slowest" ] && slowest=$t
+    done
+    echo "| ${mode:-whole program} | $((total / 1000)) | $((slowest / 1000)) |"
+  done
+  rm -rf "$dir"
+}
+run ptxas_modes ptxas_modes
 # Issue 19, CUDA C++: the CUB and CUTLASS-style templates of bench/corpus/cuda-corpus.tar.xz, one
 # name expression per kernel, cold (one by one against warm_up) and warm in new processes; then a
 # sample launched on known inputs against a CPU reference (the run fails on a mismatch).
@@ -203,6 +226,10 @@ run fleet_bench "$BIN/kcache_fleet" bench
   echo "## The corpus through nvJitLink alone: threads, processes, order, store"
   echo
   cat "$LOGS/compile_scaling.md" 2>/dev/null
+  echo
+  echo "## ptxas on the corpus: whole program or relocatable, split compile or not"
+  echo
+  grep -E '^\|' "$LOGS/ptxas_modes.txt" 2>/dev/null
   echo
   echo "## A corpus of CUDA C++ templates (CUB, CUTLASS-style), cold, warm and checked"
   echo
