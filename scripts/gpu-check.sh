@@ -136,6 +136,10 @@ run corpus on_corpus triton-corpus.tar.xz kernels --corpus --rounds "${CORPUS_RO
 # Where a cold warm-up's time goes (no GPU involved): nvJitLink on the corpus one after another,
 # on 16 threads and in 16 processes; what the order costs; a durable store against an unsynced one.
 run compile_scaling on_corpus triton-corpus.tar.xz kernels --compile-scaling --workers "$(nproc)" --out "$LOGS/compile_scaling.md"
+# The same with glibc's malloc keeping its memory (no trims, no mmap of large blocks): whether the
+# compiles of one process slow each other through the kernel's memory map (page faults, unmaps).
+run compile_scaling_kept env GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824 \
+  bash -c "$(declare -f on_corpus); BIN=$BIN on_corpus triton-corpus.tar.xz kernels --compile-scaling --workers $(nproc) --out $LOGS/compile_scaling_kept.md"
 # What ptxas itself costs on the corpus, one kernel at a time (no GPU involved): a whole program
 # (as the driver's JIT compiles) against relocatable code (as nvJitLink compiles before its link),
 # each with and without --split-compile (ptxas's optimisations on all cores).
@@ -226,6 +230,10 @@ run fleet_bench "$BIN/kcache_fleet" bench
   echo "## The corpus through nvJitLink alone: threads, processes, order, store"
   echo
   cat "$LOGS/compile_scaling.md" 2>/dev/null
+  echo
+  echo "### The same, glibc's malloc keeping its memory (GLIBC_TUNABLES)"
+  echo
+  cat "$LOGS/compile_scaling_kept.md" 2>/dev/null
   echo
   echo "## ptxas on the corpus: whole program or relocatable, split compile or not"
   echo
