@@ -102,7 +102,7 @@ on_corpus() {
   shift 3
   dir=$(mktemp -d)
   tar xJf "bench/corpus/$archive" -C "$dir" || return 1
-  "$BIN/kcache_bench" "$mode" "$dir/$sub" "$@"
+  "${BENCH:-$BIN/kcache_bench}" "$mode" "$dir/$sub" "$@"
   rc=$?
   rm -rf "$dir"
   return $rc
@@ -133,6 +133,11 @@ run nvjitlink_cache nvjitlink_cache
 # Issue 19: 140 real Triton kernels (bench/corpus/) cold (the driver's JIT against kcache one by
 # one and warm_up, the ComputeCache off) and warm in new processes (floor, warm ComputeCache).
 run corpus on_corpus triton-corpus.tar.xz kernels --corpus --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/corpus.md"
+# KCACHE_BENCH_BEFORE=binary: the same with another kcache_bench (a change's before), in turns.
+if [ -n "${KCACHE_BENCH_BEFORE:-}" ]; then
+  run corpus_before env BENCH="$KCACHE_BENCH_BEFORE" bash -c "$(declare -f on_corpus); BIN=$BIN on_corpus triton-corpus.tar.xz kernels --corpus --rounds ${CORPUS_ROUNDS:-5} --out $LOGS/corpus_before.md"
+  run corpus_again on_corpus triton-corpus.tar.xz kernels --corpus --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/corpus_again.md"
+fi
 # Where a cold warm-up's time goes (no GPU involved): nvJitLink on the corpus one after another,
 # on 16 threads and in 16 processes; what the order costs; a durable store against an unsynced one.
 run compile_scaling on_corpus triton-corpus.tar.xz kernels --compile-scaling --workers "$(nproc)" --out "$LOGS/compile_scaling.md"
@@ -227,6 +232,14 @@ run fleet_bench "$BIN/kcache_fleet" bench
   echo
   cat "$LOGS/corpus.md" 2>/dev/null
   echo
+  if [ -n "${KCACHE_BENCH_BEFORE:-}" ]; then
+    echo "### The same with $KCACHE_BENCH_BEFORE (before), then again with this one"
+    echo
+    cat "$LOGS/corpus_before.md" 2>/dev/null
+    echo
+    cat "$LOGS/corpus_again.md" 2>/dev/null
+    echo
+  fi
   echo "## The corpus through nvJitLink alone: threads, processes, order, store"
   echo
   cat "$LOGS/compile_scaling.md" 2>/dev/null

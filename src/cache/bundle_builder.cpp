@@ -27,7 +27,10 @@ void BundleBuilder::add(Job job) {
     if (stopping_ || (!job.entries.empty() && !make_entry_) || !seen_.insert(id).second) return;
     job.not_before = std::chrono::steady_clock::now() + delay_;
     queue_.push_back(std::move(job));
-    grow(kThreads);
+    // One thread more only when none is idle: a warm-up queues a job for each bundle it loaded,
+    // and its caller should not wait for threads to start. A thread that takes a job starts
+    // the others the queue wants (work()).
+    if (threads_.size() == running_) grow(std::min(kThreads, threads_.size() + 1));
     if (threads_.empty()) {
         queue_.pop_back();  // nobody would take it
         return;
@@ -40,6 +43,7 @@ void BundleBuilder::grow(std::size_t most) {
     while (threads_.size() < most && threads_.size() - running_ < queue_.size()) {
         try {
             threads_.emplace_back([this] { work(); });
+            ++started_;
         } catch (const std::system_error& e) {
             util::log_line(util::LogLevel::kInfo,
                            std::string("bundles: a linking thread did not start: ") + e.what());
@@ -62,6 +66,7 @@ void BundleBuilder::work() {
         Job job = std::move(queue_.front());
         queue_.pop_front();
         ++running_;
+        grow(kThreads);  // more jobs waiting than idle threads: another thread
         lock.unlock();
         if (!job.entries.empty()) {
             make_entries(job);
@@ -112,14 +117,15 @@ BundleBuilder::Outcome BundleBuilder::link(const Job& job) {
     return Outcome::kSkipped;
 }
 
-void BundleBuilder::make_entries(const Job& job) {
+bool BundleBuilder::on_disk(const MemberEntry& member) const {
     const store::DiskStore* disk = tiers_->disk();
+    std::error_code error;  // a file's stat
+    return disk != nullptr && std::filesystem::exists(disk->path_of(member.fingerprint), error);
+}
+
+void BundleBuilder::make_entries(const Job& job) {
     for (const MemberEntry& member : job.entries) {
-        // Made before (the usual case after a warm-up that loaded the bundle): a file's stat.
-        std::error_code error;
-        if (disk != nullptr && std::filesystem::exists(disk->path_of(member.fingerprint), error)) {
-            continue;
-        }
+        if (on_disk(member)) continue;  // made before: the usual case after a warm start
         std::string why;
         try {  // nothing may leave this thread: a later kernel() compiles the key instead
             const Result<void> entry = make_entry_(member.key, member.source, job.arch);
@@ -146,6 +152,11 @@ void BundleBuilder::finish() {
     {
         std::unique_lock lock(mutex_);
         // Links not started are dropped; members' entries are made now, their delays skipped.
+        std::erase_if(queue_, [](const Job& job) { return job.entries.empty(); });
+        // Entries the disk tier has (a warm-up that loaded bundles queues all their members') need
+        // no thread: after a warm start, none starts here.
+        for (Job& job : queue_)
+            std::erase_if(job.entries, [&](const MemberEntry& member) { return on_disk(member); });
         std::erase_if(queue_, [](const Job& job) { return job.entries.empty(); });
         if (!queue_.empty() && !stopping_) {
             // Nothing else runs in this cache any more: every core makes them.
@@ -185,6 +196,11 @@ std::size_t BundleBuilder::failed() const {
 std::size_t BundleBuilder::skipped() const {
     std::lock_guard lock(mutex_);
     return skipped_;
+}
+
+std::size_t BundleBuilder::threads_started() const {
+    std::lock_guard lock(mutex_);
+    return started_;
 }
 
 }  // namespace kcache::cache

@@ -80,10 +80,13 @@ public:
     std::size_t built() const;    // bundles stored
     std::size_t failed() const;   // links or stores that failed (logged)
     std::size_t skipped() const;  // another process links them, or stored them already
+    std::size_t threads_started() const;
 
 private:
     enum class Outcome { kBuilt, kFailed, kSkipped };
     void work();
+    // Whether the disk tier has the member's own entry.
+    bool on_disk(const MemberEntry& member) const;
     // Starts threads, up to `most`, while fewer wait than jobs do; requires mutex_.
     void grow(std::size_t most);
     Outcome link(const Job& job);
@@ -99,6 +102,7 @@ private:
     std::unordered_set<std::string> seen_;  // bundles' fingerprints (hex), guarded by mutex_
     std::vector<std::thread> threads_;      // guarded by mutex_
     std::size_t running_ = 0, built_ = 0, failed_ = 0, skipped_ = 0;  // guarded by mutex_
+    std::size_t started_ = 0;                                         // guarded by mutex_
     bool stopping_ = false;                                           // guarded by mutex_
     std::size_t draining_ = 0;  // drain() calls waiting: no delay; guarded by mutex_
 };

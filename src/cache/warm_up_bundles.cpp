@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <iterator>
@@ -66,39 +67,65 @@ void on_workers(std::size_t count, unsigned first, unsigned threads,
 
 // `make(k)` for every k below `count`, in order, on up to `threads` threads of its own, while the
 // caller takes each as it comes: bundle k's lookup or link overlaps the loads of those before it
-// (and a remote tier's round trips overlap each other). Without a thread, take(k) makes it.
+// (and a remote tier's round trips overlap each other). Each new thread starts the next. With
+// `caller_helps`, the caller makes an item that no thread has begun (the first, while the first
+// thread starts) rather than wait for it: for short items, never for links.
 template <class T>
 class Ahead {
 public:
-    Ahead(std::size_t count, std::size_t threads, std::function<T(std::size_t)> make)
-        : count_(count), make_(std::move(make)), made_(count), done_(count, false) {
-        const std::size_t most = std::min(threads, count);
-        pool_.reserve(most);
-        for (std::size_t n = 0; n < most; ++n) {
-            try {
-                pool_.emplace_back([this] { work(); });
-            } catch (const std::system_error& e) {
-                util::log_line(util::LogLevel::kInfo,
-                               std::string("warm_up: a bundle thread did not start: ") + e.what());
-                break;
-            }
-        }
+    Ahead(std::size_t count, std::size_t threads, bool caller_helps,
+          std::function<T(std::size_t)> make)
+        : count_(count),
+          most_(std::min(threads, count)),
+          caller_helps_(caller_helps),
+          make_(std::move(make)),
+          made_(count),
+          done_(count, false) {
+        pool_.reserve(most_);  // no allocation while threads run
+        std::lock_guard lock(mutex_);
+        start();
+        alone_ = pool_.empty();
     }
     ~Ahead() {
         next_.store(count_);  // nothing more is taken
+        std::unique_lock lock(mutex_);
+        closed_ = true;  // no thread starts another from here on
+        lock.unlock();
         for (std::thread& thread : pool_) thread.join();
     }
     Ahead(const Ahead&) = delete;
     Ahead& operator=(const Ahead&) = delete;
 
     T take(std::size_t k) {
-        if (pool_.empty()) return make_(k);
+        // Not begun by any thread (or none started): made here rather than waited for.
+        if (std::size_t expected = k;
+            (caller_helps_ || alone_) && next_.compare_exchange_strong(expected, k + 1)) {
+            return make_(k);
+        }
         std::unique_lock lock(mutex_);
         made_done_.wait(lock, [&] { return static_cast<bool>(done_[k]); });
         return std::move(made_[k]);
     }
 
 private:
+    // Requires mutex_.
+    void start() {
+        if (closed_ || pool_.size() >= most_) return;
+        try {
+            pool_.emplace_back([this] {
+                {
+                    std::lock_guard lock(mutex_);
+                    start();
+                }
+                work();
+            });
+        } catch (const std::system_error& e) {
+            closed_ = true;
+            util::log_line(util::LogLevel::kInfo,
+                           std::string("warm_up: a bundle thread did not start: ") + e.what());
+        }
+    }
+
     void work() {
         for (std::size_t k = next_.fetch_add(1); k < count_; k = next_.fetch_add(1)) {
             T made = make_(k);
@@ -109,14 +136,17 @@ private:
         }
     }
 
-    const std::size_t count_;
+    const std::size_t count_, most_;
+    const bool caller_helps_;
+    bool alone_ = false;  // no thread started: the caller makes every item (set once, at first)
     const std::function<T(std::size_t)> make_;
     std::atomic<std::size_t> next_{0};
     std::mutex mutex_;
     std::condition_variable made_done_;
-    std::vector<T> made_;     // guarded by mutex_
-    std::vector<bool> done_;  // guarded by mutex_
-    std::vector<std::thread> pool_;
+    std::vector<T> made_;            // guarded by mutex_
+    std::vector<bool> done_;         // guarded by mutex_
+    bool closed_ = false;            // guarded by mutex_
+    std::vector<std::thread> pool_;  // grown under mutex_; joined by the destructor once closed
 };
 
 // A bundle's lookup is a file's read and check: a few threads keep ahead of its loads.
@@ -210,7 +240,7 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
         }
     }
     Ahead<build::FoundBundle> lookups(
-        bundles.size(), std::min<std::size_t>(threads_, kLookupThreads),
+        bundles.size(), std::min<std::size_t>(threads_, kLookupThreads), /*caller_helps=*/true,
         [&](std::size_t k) { return look_up(modules_.tiers(), bundles[k].plan); });
     for (std::size_t k = 0; k < bundles.size(); ++k) {
         const build::FoundBundle found = lookups.take(k);
@@ -292,36 +322,37 @@ void WarmUpBundles::link_first(std::vector<std::optional<ModuleHandle>>& loaded)
         std::optional<store::Found> artifact;
         std::optional<std::chrono::nanoseconds> linked_in;  // linked here, in that time
     };
-    Ahead<Linked> links(first.size(), threads_, [&](std::size_t k) -> Linked {
-        const Bundle& bundle = first[k];
-        const std::string what = "bundle " + bundle.plan.fingerprint.hex();
-        try {
-            std::vector<const std::string*> ptx;
-            ptx.reserve(bundle.members.size());
-            for (const Member* member : bundle.members) {
-                ptx.push_back(&(*sources_[member->item])->bytes);
-            }
-            const auto start = std::chrono::steady_clock::now();
-            const Result<build::BundleLink> linked =
-                build::link_bundle(modules_.tiers(), bundle.plan, ptx, bundle.target);
-            const auto took = std::chrono::steady_clock::now() - start;
-            if (!linked) {
-                util::log_line(util::LogLevel::kInfo,
-                               what + " not made: " + linked.error().message());
+    Ahead<Linked> links(
+        first.size(), threads_, /*caller_helps=*/false, [&](std::size_t k) -> Linked {
+            const Bundle& bundle = first[k];
+            const std::string what = "bundle " + bundle.plan.fingerprint.hex();
+            try {
+                std::vector<const std::string*> ptx;
+                ptx.reserve(bundle.members.size());
+                for (const Member* member : bundle.members) {
+                    ptx.push_back(&(*sources_[member->item])->bytes);
+                }
+                const auto start = std::chrono::steady_clock::now();
+                const Result<build::BundleLink> linked =
+                    build::link_bundle(modules_.tiers(), bundle.plan, ptx, bundle.target);
+                const auto took = std::chrono::steady_clock::now() - start;
+                if (!linked) {
+                    util::log_line(util::LogLevel::kInfo,
+                                   what + " not made: " + linked.error().message());
+                    return {};
+                }
+                if (*linked != build::BundleLink::kLinked &&
+                    *linked != build::BundleLink::kStoredAlready) {
+                    return {};
+                }
+                Linked out{look_up(modules_.tiers(), bundle.plan).artifact, std::nullopt};
+                if (*linked == build::BundleLink::kLinked) out.linked_in = took;
+                return out;
+            } catch (const std::exception& e) {
+                util::log_line(util::LogLevel::kInfo, what + " not made: " + e.what());
                 return {};
             }
-            if (*linked != build::BundleLink::kLinked &&
-                *linked != build::BundleLink::kStoredAlready) {
-                return {};
-            }
-            Linked out{look_up(modules_.tiers(), bundle.plan).artifact, std::nullopt};
-            if (*linked == build::BundleLink::kLinked) out.linked_in = took;
-            return out;
-        } catch (const std::exception& e) {
-            util::log_line(util::LogLevel::kInfo, what + " not made: " + e.what());
-            return {};
-        }
-    });
+        });
     for (std::size_t k = 0; k < first.size(); ++k) {
         const Linked linked = links.take(k);
         if (linked.artifact && load_found(first[k], *linked.artifact, linked.linked_in, loaded)) {

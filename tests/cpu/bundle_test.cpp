@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -684,6 +686,59 @@ TEST_F(BundleTest, ABundleWhoseLockAnotherProcessHoldsIsNotLinkedHere) {
     later.add(link_job(plan, target, ptx));
     later.drain();
     EXPECT_EQ(later.skipped(), 1u);
+}
+
+// Jobs queued together (a warm-up queues one for each bundle it loaded) start one thread on the
+// caller's path; the thread that takes the first starts the others the queue wants.
+TEST_F(BundleTest, JobsQueuedTogetherStartOneThreadAndTheFirstToRunStartsTheRest) {
+    auto tiers = disk_tiers();
+    ASSERT_NE(tiers, nullptr);
+    const compile::Target target{90, false};
+    cache::BundleBuilder builder(tiers, {}, std::chrono::milliseconds(200));
+    for (int i = 0; i < 6; ++i) {
+        const std::vector<std::string> ptx = {named_softmax(2 * i + 1), named_softmax(2 * i + 2)};
+        std::vector<util::Fingerprint> members = {{7, 2u * i + 1}, {7, 2u * i + 2}};
+        builder.add(link_job(build::plan_bundle(members, target, "a toolchain"), target, ptx));
+    }
+    EXPECT_EQ(builder.threads_started(), 1u);
+    builder.drain();
+    EXPECT_EQ(builder.built(), 6u);
+    EXPECT_EQ(builder.threads_started(), cache::BundleBuilder::kThreads);
+}
+
+// A cache's end makes the members' entries still queued on every core, but only those the disk
+// tier lacks: after a warm start (every entry there) it starts no thread and makes nothing.
+TEST_F(BundleTest, AnEndWithEveryQueuedEntryOnDiskStartsNoThread) {
+    auto tiers = disk_tiers();
+    ASSERT_NE(tiers, nullptr);
+    int made = 0;
+    cache::BundleBuilder builder(
+        tiers,
+        [&](std::string_view, const Source&, int) -> Result<void> {
+            ++made;
+            return {};
+        },
+        std::chrono::milliseconds(60000));
+    const compile::Target target{90, false};
+    for (std::uint64_t b = 0; b < 3; ++b) {
+        cache::BundleBuilder::Job job;
+        job.plan = build::plan_bundle({{9, 2 * b + 1}, {9, 2 * b + 2}}, target, "a toolchain");
+        job.target = target;
+        job.arch = 90;
+        for (std::uint64_t m = 1; m <= 2; ++m) {
+            const util::Fingerprint entry{9, 2 * b + m};
+            const std::filesystem::path path = tiers->disk()->path_of(entry);
+            std::filesystem::create_directories(path.parent_path());
+            std::ofstream(path) << "an entry";
+            job.entries.push_back(
+                {"key " + std::to_string(2 * b + m), Source::ptx(named_softmax(1)), entry});
+        }
+        builder.add(std::move(job));
+    }
+    EXPECT_EQ(builder.threads_started(), 1u);  // waiting for the first job's delay
+    builder.finish();
+    EXPECT_EQ(made, 0);
+    EXPECT_EQ(builder.threads_started(), 1u);
 }
 
 // A fingerprint of its own for each i, as a module's would be.
