@@ -192,6 +192,13 @@ run remote "$BIN/kcache_bench" --remote "$(mktemp -d)/remote" --rounds "${REMOTE
 run fleet "$BIN/kcache_fleet" run
 run fleet_bench "$BIN/kcache_fleet" bench
 
+# A section of the summary: its title, then a file of $LOGS or $OUT if the step wrote it.
+section() {
+  echo "$1"
+  echo
+  cat "$2" 2>/dev/null
+  echo
+}
 {
   echo
   echo "## GPU tests"
@@ -216,22 +223,13 @@ run fleet_bench "$BIN/kcache_fleet" bench
   echo
   sed -n '/^| threads/,$p' "$LOGS/bench_fake.md" 2>/dev/null
   echo
-  echo "## Cold and warm start of 64 distinct PTX kernels"
-  echo
-  cat "$LOGS/warm_start.md" 2>/dev/null
-  echo
+  section "## Cold and warm start of 64 distinct PTX kernels" "$LOGS/warm_start.md"
   cat "$LOGS/ptx_new_process.md" 2>/dev/null
   echo
   cat "$LOGS/kernel_speed.md" 2>/dev/null
   echo
-  echo "## nvJitLink's own cache (the driver's ComputeCache) stays empty"
-  echo
-  cat "$LOGS/nvjitlink_cache.txt" 2>/dev/null
-  echo
-  echo "## A corpus of 140 Triton kernels (bench/corpus), cold and warm"
-  echo
-  cat "$LOGS/corpus.md" 2>/dev/null
-  echo
+  section "## nvJitLink's own cache (the driver's ComputeCache) stays empty" "$LOGS/nvjitlink_cache.txt"
+  section "## A corpus of 140 Triton kernels (bench/corpus), cold and warm" "$LOGS/corpus.md"
   if [ -n "${KCACHE_BENCH_BEFORE:-}" ]; then
     echo "### The same with $KCACHE_BENCH_BEFORE (before), then again with this one"
     echo
@@ -240,38 +238,17 @@ run fleet_bench "$BIN/kcache_fleet" bench
     cat "$LOGS/corpus_again.md" 2>/dev/null
     echo
   fi
-  echo "## The corpus through nvJitLink alone: threads, processes, order, store"
-  echo
-  cat "$LOGS/compile_scaling.md" 2>/dev/null
-  echo
-  echo "### The same, glibc's malloc keeping its memory (GLIBC_TUNABLES)"
-  echo
-  cat "$LOGS/compile_scaling_kept.md" 2>/dev/null
-  echo
+  section "## The corpus through nvJitLink alone: threads, processes, order, store" "$LOGS/compile_scaling.md"
+  section "### The same, glibc's malloc keeping its memory (GLIBC_TUNABLES)" "$LOGS/compile_scaling_kept.md"
   echo "## ptxas on the corpus: whole program or relocatable, split compile or not"
   echo
   grep -E '^\|' "$LOGS/ptxas_modes.txt" 2>/dev/null
   echo
-  echo "## A corpus of CUDA C++ templates (CUB, CUTLASS-style), cold, warm and checked"
-  echo
-  cat "$LOGS/cuda_corpus.md" 2>/dev/null
-  echo
-  echo "## Memory and scale curve (issue 19)"
-  echo
-  cat "$LOGS/scale.md" 2>/dev/null
-  echo
-  echo "## CUDA C++: NVRTC inside one process"
-  echo
-  cat "$LOGS/nvrtc_scaling.md" 2>/dev/null
-  echo
-  echo "## CUDA C++: a kernel in new processes, and a warm-up"
-  echo
-  cat "$LOGS/cuda_warm.md" 2>/dev/null
-  echo
-  echo "## The remote tier (Redis on loopback)"
-  echo
-  cat "$LOGS/remote.md" 2>/dev/null
-  echo
+  section "## A corpus of CUDA C++ templates (CUB, CUTLASS-style), cold, warm and checked" "$LOGS/cuda_corpus.md"
+  section "## Memory and scale curve (issue 19)" "$LOGS/scale.md"
+  section "## CUDA C++: NVRTC inside one process" "$LOGS/nvrtc_scaling.md"
+  section "## CUDA C++: a kernel in new processes, and a warm-up" "$LOGS/cuda_warm.md"
+  section "## The remote tier (Redis on loopback)" "$LOGS/remote.md"
   echo '```'
   grep -E '^fleet:' "$LOGS/fleet.txt" 2>/dev/null
   echo '```'
