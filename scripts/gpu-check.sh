@@ -192,12 +192,14 @@ run remote "$BIN/kcache_bench" --remote "$(mktemp -d)/remote" --rounds "${REMOTE
 run fleet "$BIN/kcache_fleet" run
 run fleet_bench "$BIN/kcache_fleet" bench
 
-# A section of the summary: its title, then a file of $LOGS or $OUT if the step wrote it.
+# A section of the summary: its title, then each file of $LOGS or $OUT that its step wrote.
 section() {
   echo "$1"
   echo
-  cat "$2" 2>/dev/null
-  echo
+  shift
+  for file in "$@"; do
+    cat "$file" 2>/dev/null && echo
+  done
 }
 {
   echo
@@ -223,20 +225,13 @@ section() {
   echo
   sed -n '/^| threads/,$p' "$LOGS/bench_fake.md" 2>/dev/null
   echo
-  section "## Cold and warm start of 64 distinct PTX kernels" "$LOGS/warm_start.md"
-  cat "$LOGS/ptx_new_process.md" 2>/dev/null
-  echo
-  cat "$LOGS/kernel_speed.md" 2>/dev/null
-  echo
+  section "## Cold and warm start of 64 distinct PTX kernels" "$LOGS/warm_start.md" \
+    "$LOGS/ptx_new_process.md" "$LOGS/kernel_speed.md"
   section "## nvJitLink's own cache (the driver's ComputeCache) stays empty" "$LOGS/nvjitlink_cache.txt"
   section "## A corpus of 140 Triton kernels (bench/corpus), cold and warm" "$LOGS/corpus.md"
   if [ -n "${KCACHE_BENCH_BEFORE:-}" ]; then
-    echo "### The same with $KCACHE_BENCH_BEFORE (before), then again with this one"
-    echo
-    cat "$LOGS/corpus_before.md" 2>/dev/null
-    echo
-    cat "$LOGS/corpus_again.md" 2>/dev/null
-    echo
+    section "### The same with $KCACHE_BENCH_BEFORE (before), then again with this one" \
+      "$LOGS/corpus_before.md" "$LOGS/corpus_again.md"
   fi
   section "## The corpus through nvJitLink alone: threads, processes, order, store" "$LOGS/compile_scaling.md"
   section "### The same, glibc's malloc keeping its memory (GLIBC_TUNABLES)" "$LOGS/compile_scaling_kept.md"
