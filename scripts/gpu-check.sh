@@ -139,7 +139,8 @@ if [ -n "${KCACHE_BENCH_BEFORE:-}" ]; then
   run corpus_again on_corpus triton-corpus.tar.xz kernels --corpus --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/corpus_again.md"
 fi
 # Where a cold warm-up's time goes (no GPU involved): nvJitLink on the corpus one after another,
-# on 16 threads and in 16 processes; what the order costs; a durable store against an unsynced one.
+# on 16 threads and in 16 processes; what the order costs; a durable store against an unsynced one;
+# kcache's own share of a warm start (over the fake driver: bundles loaded or one module a key).
 run compile_scaling on_corpus triton-corpus.tar.xz kernels --compile-scaling --workers "$(nproc)" --out "$LOGS/compile_scaling.md"
 # The same with glibc's malloc keeping its memory (no trims, no mmap of large blocks): whether the
 # compiles of one process slow each other through the kernel's memory map (page faults, unmaps).
