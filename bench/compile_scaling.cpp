@@ -191,10 +191,11 @@ KcacheRun kcache_cold(KernelSet set, const std::string& directory, int workers, 
 // kcache warm over the fake driver: the disk tier filled by a warm-up (its bundles linked), then
 // new caches asking for every kernel at once, bundles loaded or one module a key, in turns:
 // median milliseconds of each. The fake's loads copy the cubins; the rest is kcache's own share
-// of a warm start. Zeroes if a warm-up did not find every kernel on disk.
+// of a warm start. all_from_disk is false if a warm-up did not find every kernel on disk.
 struct KcacheWarm {
     double bundled_ms = 0;
     double per_key_ms = 0;
+    bool all_from_disk = false;
 };
 
 KcacheWarm kcache_warm(const KernelSet& set, const std::string& directory, int workers) {
@@ -222,7 +223,7 @@ KcacheWarm kcache_warm(const KernelSet& set, const std::string& directory, int w
         (o.bundle_warm_ups ? bundled : per_key).push_back(ms);
     }
     std::filesystem::remove_all(directory);
-    return {median(bundled), median(per_key)};
+    return {median(bundled), median(per_key), true};
 }
 
 }  // namespace
@@ -280,6 +281,10 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
     const KcacheWarm warm = kcache_warm(set, directory + "/warm", workers);
     if (!one.all_compiled || !all.all_compiled) {
         note = "kcache did not compile every kernel";
+        return {};
+    }
+    if (!warm.all_from_disk) {
+        note = "a warm kcache warm-up did not find every kernel on disk";
         return {};
     }
     const double synced = store_ms(cubins, directory + "/synced", util::Durability::kSynced);
