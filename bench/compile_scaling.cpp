@@ -5,6 +5,7 @@
 // on N workers, from the kernels' own times (corpus order against largest first); and what a
 // durable store of the cubins costs against an unsynced one.
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,15 +58,38 @@ double makespan(const std::vector<double>& ms, const std::vector<std::size_t>& o
     return *std::max_element(free_at.begin(), free_at.end());
 }
 
+// What the kernel says a run cost, beside its wall time: the CPU in user space and in the kernel,
+// the pages faulted in, and the switches away from a thread (it waited: a lock, a fault's I/O; or
+// it was preempted). Threads that slow each other through the kernel's locks on their shared
+// memory map show it as system time and waits that processes lack.
+struct Usage {
+    double user_ms = 0, system_ms = 0;
+    long faults = 0, waits = 0, preempted = 0;
+};
+
+Usage usage_now(int who) {
+    rusage now{};
+    getrusage(who, &now);
+    auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+    return {ms(now.ru_utime), ms(now.ru_stime), now.ru_minflt, now.ru_nvcsw, now.ru_nivcsw};
+}
+
+Usage operator-(const Usage& a, const Usage& b) {
+    return {a.user_ms - b.user_ms, a.system_ms - b.system_ms, a.faults - b.faults,
+            a.waits - b.waits, a.preempted - b.preempted};
+}
+
 struct Parallel {
     double wall_ms = 0;
     double sum_ms = 0;  // the compiles' own times, added
     int failed = 0;
+    Usage usage;
 };
 
 Parallel on_threads(const KernelSet& set, const std::vector<std::size_t>& order, int threads) {
     std::atomic<std::size_t> next{0};
     std::vector<double> ms(order.size(), 0.0);
+    const Usage before = usage_now(RUSAGE_SELF);
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::thread> pool;
     pool.reserve(static_cast<std::size_t>(threads));
@@ -79,6 +103,7 @@ Parallel on_threads(const KernelSet& set, const std::vector<std::size_t>& order,
     for (auto& thread : pool) thread.join();
     Parallel run;
     run.wall_ms = ms_since(start);
+    run.usage = usage_now(RUSAGE_SELF) - before;
     for (const double m : ms) {
         if (m < 0) ++run.failed;
         run.sum_ms += std::max(m, 0.0);
@@ -99,6 +124,7 @@ std::optional<Parallel> on_processes(const KernelSet& set, const std::vector<std
     if (mapped == MAP_FAILED) return std::nullopt;
     auto* shared = new (mapped) Shared{};
     shared->next.store(0);
+    const Usage before = usage_now(RUSAGE_CHILDREN);
     const auto start = std::chrono::steady_clock::now();
     std::vector<pid_t> children;
     for (int p = 0; p < processes; ++p) {
@@ -120,6 +146,7 @@ std::optional<Parallel> on_processes(const KernelSet& set, const std::vector<std
     }
     Parallel run;
     run.wall_ms = ms_since(start);
+    run.usage = usage_now(RUSAGE_CHILDREN) - before;  // the children, once waited for
     for (std::size_t n = 0; n < order.size(); ++n) {
         if (shared->ms[n] < 0) ++run.failed;
         run.sum_ms += std::max(shared->ms[n], 0.0);
@@ -244,6 +271,7 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
     // One after another, in the corpus's order: each kernel's own time, and its cubin.
     std::vector<double> own(count, 0.0);
     std::vector<std::string> cubins;
+    const Usage serial_before = usage_now(RUSAGE_SELF);
     const auto serial_start = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < count; ++i) {
         const auto start = std::chrono::steady_clock::now();
@@ -256,6 +284,7 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
         cubins.push_back(std::move(compiled->cubin));
     }
     const double serial_ms = ms_since(serial_start);
+    const Usage serial_usage = usage_now(RUSAGE_SELF) - serial_before;
     const double slowest = *std::max_element(own.begin(), own.end());
     const double own_sum = std::accumulate(own.begin(), own.end(), 0.0);
 
@@ -304,6 +333,18 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
            serial_ms, own_sum, workers, threads.wall_ms, threads.sum_ms, threads.sum_ms / own_sum,
            serial_ms / threads.wall_ms, workers, processes->wall_ms, processes->sum_ms,
            processes->sum_ms / own_sum, serial_ms / processes->wall_ms);
+    append(text,
+           "| the same compiles, as the kernel counted them (getrusage) | CPU ms, user | CPU ms, "
+           "system | minor faults | switches: waited | switches: preempted |\n"
+           "|---|---:|---:|---:|---:|---:|\n");
+    const auto usage_row = [&](const std::string& what, const Usage& u) {
+        append(text, "| %s | %.1f | %.1f | %ld | %ld | %ld |\n", what.c_str(), u.user_ms,
+               u.system_ms, u.faults, u.waits, u.preempted);
+    };
+    usage_row("one after another, 1 thread", serial_usage);
+    usage_row(std::to_string(workers) + " threads of one process", threads.usage);
+    usage_row(std::to_string(workers) + " processes", processes->usage);
+    text += "\n";
     append(text,
            "| kcache over the fake driver, empty disk tier (compiles real, loads the fake's) | "
            "wall ms | / the compiles alone | its compiles (compile_ns), summed ms |\n"
