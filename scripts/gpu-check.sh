@@ -133,9 +133,14 @@ run nvjitlink_cache nvjitlink_cache
 # Issue 19: 140 real Triton kernels (bench/corpus/) cold (the driver's JIT against kcache one by
 # one and warm_up, the ComputeCache off) and warm in new processes (floor, warm ComputeCache).
 run corpus on_corpus triton-corpus.tar.xz kernels --corpus --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/corpus.md"
-# KCACHE_BENCH_BEFORE=binary: the same with another kcache_bench (a change's before), in turns.
-if [ -n "${KCACHE_BENCH_BEFORE:-}" ]; then
-  run corpus_before env BENCH="$KCACHE_BENCH_BEFORE" bash -c "$(declare -f on_corpus); BIN=$BIN on_corpus triton-corpus.tar.xz kernels --corpus --rounds ${CORPUS_ROUNDS:-5} --out $LOGS/corpus_before.md"
+# KCACHE_BENCH_BEFORE=binary: the same with another kcache_bench (a change's before), in turns;
+# KCACHE_BENCH_BEFORE_ENV="NAME=value ...": the same binary with those variables set (a switch's
+# before).
+BEFORE=${KCACHE_BENCH_BEFORE:-}
+[ -z "$BEFORE" ] && [ -n "${KCACHE_BENCH_BEFORE_ENV:-}" ] && BEFORE="$BIN/kcache_bench"
+if [ -n "$BEFORE" ]; then
+  # shellcheck disable=SC2086 # the variables, split at spaces
+  run corpus_before env ${KCACHE_BENCH_BEFORE_ENV:-} BENCH="$BEFORE" bash -c "$(declare -f on_corpus); BIN=$BIN on_corpus triton-corpus.tar.xz kernels --corpus --rounds ${CORPUS_ROUNDS:-5} --out $LOGS/corpus_before.md"
   run corpus_again on_corpus triton-corpus.tar.xz kernels --corpus --rounds "${CORPUS_ROUNDS:-5}" --out "$LOGS/corpus_again.md"
 fi
 # Where a cold warm-up's time goes (no GPU involved): nvJitLink on the corpus one after another,
@@ -230,8 +235,8 @@ section() {
     "$LOGS/ptx_new_process.md" "$LOGS/kernel_speed.md"
   section "## nvJitLink's own cache (the driver's ComputeCache) stays empty" "$LOGS/nvjitlink_cache.txt"
   section "## A corpus of 140 Triton kernels (bench/corpus), cold and warm" "$LOGS/corpus.md"
-  if [ -n "${KCACHE_BENCH_BEFORE:-}" ]; then
-    section "### The same with $KCACHE_BENCH_BEFORE (before), then again with this one" \
+  if [ -n "$BEFORE" ]; then
+    section "### The same with $BEFORE ${KCACHE_BENCH_BEFORE_ENV:-} (before), then again with this one" \
       "$LOGS/corpus_before.md" "$LOGS/corpus_again.md"
   fi
   section "## The corpus through nvJitLink alone: threads, processes, order, store" "$LOGS/compile_scaling.md"

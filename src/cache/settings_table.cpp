@@ -121,6 +121,12 @@ constexpr std::array kSettings = {
         "nvjitlink_library", "KCACHE_NVJITLINK_LIBRARY", util::SettingType::kPath,
         util::SettingScope::kEnvironmentOnly, "", "searched",
         "the nvJitLink library to use, searched for as `nvrtc_library`; environment only"},
+    util::Setting{
+        "nvjitlink_copies", "KCACHE_NVJITLINK_COPIES", util::SettingType::kUnsigned,
+        util::SettingScope::kEnvironmentOnly, "", "one fewer than the hardware threads, at most 15",
+        "PTX links that run at once in this process take copies of nvJitLink of their own, "
+        "loaded at first need (one copy serialises its links; see below); `0`: none; environment "
+        "only (read once per process)"},
 };
 
 constexpr std::string_view kDirKey = "dir";

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -192,10 +193,14 @@ Result<CompilerIdentity> locate(const Library& library) {
     return Error(Errc::kUnsupported, std::string(library.label) + " not found", tried);
 }
 
-// dlopen of exactly the identified file, so that what compiles is what the fingerprint names.
-Result<void*> open_identified(const Library& library, const Result<CompilerIdentity>& identity) {
+// dlopen of exactly the identified file, so that what compiles is what the fingerprint names;
+// with `own_link_map`, a copy of it in a link map of its own (dlmopen).
+Result<void*> open_identified(const Library& library, const Result<CompilerIdentity>& identity,
+                              bool own_link_map = false) {
     if (!identity) return identity.error();
-    void* handle = dlopen(identity->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* handle = own_link_map
+                       ? dlmopen(LM_ID_NEWLM, identity->path.c_str(), RTLD_NOW | RTLD_LOCAL)
+                       : dlopen(identity->path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle != nullptr && build_of(identity->path) != identity->build) {
         // Replaced (an upgrade) since its identity was read: its output would be stored under
         // the old compiler's name.
@@ -244,22 +249,12 @@ Result<const NvrtcApi*> load_nvrtc() {
     return static_cast<const NvrtcApi*>(api);
 }
 
-Result<const NvJitLinkApi*> load_nvjitlink() {
-    const auto& identity = nvjitlink_identity();
-    auto opened = open_identified(kNvJitLink, identity);
-    if (!opened) {
-        return Error(Errc::kUnsupported,
-                     opened.error().message() + ": PTX is left to the driver's JIT",
-                     opened.error().log());
-    }
-    struct {
-        void* handle;
-        std::string path;
-    } lib{*opened, identity->path};
-    auto* api = new NvJitLinkApi();
+// nvJitLink's entry points in the library at `handle`, loaded from `path`.
+Result<std::unique_ptr<NvJitLinkApi>> resolve_nvjitlink(void* handle, const std::string& path) {
+    auto api = std::make_unique<NvJitLinkApi>();
     std::string missing;
     auto load = [&](auto& slot, const char* symbol) {
-        void* fn = dlsym(lib.handle, symbol);
+        void* fn = dlsym(handle, symbol);
         if (fn == nullptr) {
             missing += missing.empty() ? symbol : std::string(", ") + symbol;
             return;
@@ -277,13 +272,23 @@ Result<const NvJitLinkApi*> load_nvjitlink() {
     load(api->info_log_size, "__nvJitLinkGetInfoLogSize_13_0");
     load(api->info_log, "__nvJitLinkGetInfoLog_13_0");
     load(api->version, "nvJitLinkVersion");
-    if (!missing.empty()) {
-        delete api;
-        return Error(Errc::kUnsupported, lib.path + " lacks " + missing);
-    }
+    if (!missing.empty()) return Error(Errc::kUnsupported, path + " lacks " + missing);
     api->version(&api->major, &api->minor);
-    api->library_path = lib.path;
-    return static_cast<const NvJitLinkApi*>(api);
+    api->library_path = path;
+    return api;
+}
+
+Result<const NvJitLinkApi*> load_nvjitlink() {
+    const auto& identity = nvjitlink_identity();
+    auto opened = open_identified(kNvJitLink, identity);
+    if (!opened) {
+        return Error(Errc::kUnsupported,
+                     opened.error().message() + ": PTX is left to the driver's JIT",
+                     opened.error().log());
+    }
+    auto api = resolve_nvjitlink(*opened, identity->path);
+    if (!api) return api.error();
+    return static_cast<const NvJitLinkApi*>(api->release());  // lives for the process
 }
 
 }  // namespace
@@ -305,6 +310,24 @@ const Result<const NvrtcApi*>& nvrtc_api() {
 
 const Result<const NvJitLinkApi*>& nvjitlink_api() {
     static const Result<const NvJitLinkApi*> api = load_nvjitlink();
+    return api;
+}
+
+Result<std::unique_ptr<NvJitLinkApi>> load_nvjitlink_copy() {
+    const auto& identity = nvjitlink_identity();
+    auto opened = open_identified(kNvJitLink, identity, /*own_link_map=*/true);
+    if (!opened) return opened.error();
+    auto api = resolve_nvjitlink(*opened, identity->path);
+    if (!api) return api.error();
+    // glibc sets a new thread's character tables up in the C library of the first link map
+    // only; the copy's C library reads null pointers for them on any thread it did not start.
+    void* init = dlsym(*opened, "__ctype_init");
+    if (init == nullptr) {
+        return Error(Errc::kUnsupported, "a copy of " + identity->path +
+                                             " has no __ctype_init in its C library to call on "
+                                             "each thread that uses it");
+    }
+    (*api)->enter_thread = reinterpret_cast<void (*)()>(init);
     return api;
 }
 

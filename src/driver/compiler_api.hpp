@@ -8,6 +8,7 @@
 #include <nvJitLink.h>
 #include <nvrtc.h>
 
+#include <memory>
 #include <string>
 
 #include "driver/compiler_libraries.hpp"
@@ -58,11 +59,19 @@ struct NvJitLinkApi {
     unsigned int major = 0;
     unsigned int minor = 0;
     std::string library_path;
+    // For a copy in a link map of its own (load_nvjitlink_copy): to be called on a thread
+    // before the thread calls into the copy. Null for the process's own nvJitLink.
+    void (*enter_thread)() = nullptr;
 };
 
 // Loaded once per process, from the identity's path; kUnsupported with the reason when the
 // library cannot be used.
 const Result<const NvrtcApi*>& nvrtc_api();
 const Result<const NvJitLinkApi*>& nvjitlink_api();
+// Another copy of the same nvJitLink file, in a link map of its own (dlmopen): its own globals
+// and locks, and its own C library. nvJitLink serialises the links of one copy on a lock of its
+// own (docs/performance.md); NvJitLinkCopies hands copies to concurrent links. kUnsupported when
+// the loader refuses (each copy takes a share of the static TLS that a process has little of).
+Result<std::unique_ptr<NvJitLinkApi>> load_nvjitlink_copy();
 
 }  // namespace kcache::driver

@@ -3,16 +3,30 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <tuple>
+#include <utility>
 
 #include "driver/compiler_api.hpp"
+#include "driver/nvjitlink_copies.hpp"
 
 namespace kcache::driver {
 
 struct NvJitLinkSession::State {
-    explicit State(const NvJitLinkApi& api_in) : api(api_in) {}
+    explicit State(NvJitLinkLease lease_in) : lease(std::move(lease_in)), api(lease.api()) {}
+
+    // `call()` where the lease says its nvJitLink may be called: its result.
+    template <class Call>
+    auto on_lease(Call call) const {
+        decltype(call()) out{};
+        lease.run([&] { out = call(); });
+        return out;
+    }
+
     ~State() {
-        if (handle != nullptr) std::ignore = api.destroy(&handle);
+        if (handle == nullptr) return;
+        try {
+            on_lease([&] { return api.destroy(&handle); });
+        } catch (...) {  // NOLINT(bugprone-empty-catch): a handle lost is no reason to end
+        }
     }
     State(const State&) = delete;
     State& operator=(const State&) = delete;
@@ -26,6 +40,10 @@ struct NvJitLinkSession::State {
     }
 
     std::string log(bool errors) const {
+        return on_lease([&] { return read_log(errors); });
+    }
+
+    std::string read_log(bool errors) const {
         std::size_t size = 0;
         auto size_fn = errors ? api.error_log_size : api.info_log_size;
         auto log_fn = errors ? api.error_log : api.info_log;
@@ -36,6 +54,7 @@ struct NvJitLinkSession::State {
         return text;
     }
 
+    NvJitLinkLease lease;  // destroyed after the handle, which its nvJitLink made
     const NvJitLinkApi& api;
     nvJitLinkHandle handle = nullptr;
 };
@@ -46,14 +65,16 @@ NvJitLinkSession& NvJitLinkSession::operator=(NvJitLinkSession&&) noexcept = def
 NvJitLinkSession::~NvJitLinkSession() = default;
 
 Result<NvJitLinkSession> NvJitLinkSession::create(const std::vector<std::string>& options) {
-    const auto& loaded = nvjitlink_api();
-    if (!loaded) return loaded.error();
-    auto state = std::make_unique<State>(**loaded);
+    auto lease = lease_nvjitlink();
+    if (!lease) return std::move(lease).error();
+    auto state = std::make_unique<State>(std::move(*lease));
     std::vector<const char*> pointers;
     pointers.reserve(options.size());
     for (const auto& option : options) pointers.push_back(option.c_str());
-    const nvJitLinkResult rc = state->api.create(
-        &state->handle, static_cast<std::uint32_t>(pointers.size()), pointers.data());
+    const nvJitLinkResult rc = state->on_lease([&] {
+        return state->api.create(&state->handle, static_cast<std::uint32_t>(pointers.size()),
+                                 pointers.data());
+    });
     if (rc != NVJITLINK_SUCCESS) return state->failed("nvJitLinkCreate", rc);
     return NvJitLinkSession(std::move(state));
 }
@@ -62,26 +83,29 @@ Result<void> NvJitLinkSession::add(LinkInput type, std::string_view bytes,
                                    const std::string& name) {
     const nvJitLinkInputType input =
         type == LinkInput::kPtx ? NVJITLINK_INPUT_PTX : NVJITLINK_INPUT_LTOIR;
-    const nvJitLinkResult rc =
-        state_->api.add_data(state_->handle, input, bytes.data(), bytes.size(), name.c_str());
+    const nvJitLinkResult rc = state_->on_lease([&] {
+        return state_->api.add_data(state_->handle, input, bytes.data(), bytes.size(),
+                                    name.c_str());
+    });
     if (rc != NVJITLINK_SUCCESS) return state_->failed("nvJitLinkAddData", rc);
     return ok();
 }
 
 Result<void> NvJitLinkSession::complete() {
-    const nvJitLinkResult rc = state_->api.complete(state_->handle);
+    const nvJitLinkResult rc =
+        state_->on_lease([&] { return state_->api.complete(state_->handle); });
     if (rc != NVJITLINK_SUCCESS) return state_->failed("nvJitLinkComplete", rc);
     return ok();
 }
 
 Result<std::string> NvJitLinkSession::cubin() const {
     std::size_t size = 0;
-    nvJitLinkResult rc = state_->api.cubin_size(state_->handle, &size);
+    nvJitLinkResult rc = state_->on_lease([&] { return state_->api.cubin_size(state_->handle, &size); });
     if (rc != NVJITLINK_SUCCESS || size == 0) {
         return state_->failed("nvJitLinkGetLinkedCubinSize", rc);
     }
     std::string out(size, '\0');
-    rc = state_->api.cubin(state_->handle, out.data());
+    rc = state_->on_lease([&] { return state_->api.cubin(state_->handle, out.data()); });
     if (rc != NVJITLINK_SUCCESS) return state_->failed("nvJitLinkGetLinkedCubin", rc);
     return out;
 }

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copies of nvJitLink for links that run at once. One copy of the library serialises its links
+// on a lock of its own: 16 threads of one process linked a corpus with each link 1.2x-2.1x its
+// time alone, where 16 processes did not slow (docs/performance.md). A link takes the process's
+// own nvJitLink when no other link holds it (one link at a time loads nothing more), else a copy
+// that no other link holds, loaded in a link map of its own at first need, else it shares the
+// process's own.
+//
+// A copy runs on a thread of its own, which lives as long as the process, and nothing else runs
+// there: a copy has its own C library, but a thread's descriptor is the first C library's, and
+// with it the slots of pthread_setspecific. The process's nvJitLink, on a thread where a copy had
+// stored its per-thread data, took that data for its own and freed it into the wrong heap; at a
+// thread's exit the first C library would run its destructors on a copy's data.
+#pragma once
+
+#include <cstddef>
+
+#include "driver/compiler_api.hpp"
+#include "kcache/function_ref.hpp"
+#include "kcache/result.hpp"
+
+namespace kcache::driver {
+
+class NvJitLinkCopy;  // a copy and its thread, in nvjitlink_copies.cpp
+
+// The nvJitLink one link calls, and where: every call of the link goes through run().
+class NvJitLinkLease {
+public:
+    NvJitLinkLease(NvJitLinkLease&& other) noexcept;
+    NvJitLinkLease& operator=(NvJitLinkLease&&) = delete;
+    NvJitLinkLease(const NvJitLinkLease&) = delete;
+    NvJitLinkLease& operator=(const NvJitLinkLease&) = delete;
+    ~NvJitLinkLease();
+
+    const NvJitLinkApi& api() const { return *api_; }
+    bool is_copy() const { return copy_ != nullptr; }
+    // Calls `work` where this lease's nvJitLink may be called: here for the process's own, on
+    // the copy's thread for a copy (this thread waits).
+    void run(FunctionRef<void()> work) const;
+
+private:
+    friend Result<NvJitLinkLease> lease_nvjitlink();
+    NvJitLinkLease(const NvJitLinkApi* api, NvJitLinkCopy* copy) : api_(api), copy_(copy) {}
+
+    const NvJitLinkApi* api_;
+    NvJitLinkCopy* copy_;  // null: the process's own
+    bool held_ = true;     // false once moved from
+};
+
+// kUnsupported, saying why, when nvJitLink cannot be loaded at all. A copy that cannot be loaded
+// (the loader's static TLS is spent, say) or whose thread cannot start is logged once and none is
+// tried again: the link shares the process's own.
+Result<NvJitLinkLease> lease_nvjitlink();
+
+// How many copies a process may load: KCACHE_NVJITLINK_COPIES when set (0: none), else one
+// fewer than the hardware threads, at most 15. None in a process built with a sanitizer, whose
+// interceptors would not see into a copy's C library.
+std::size_t nvjitlink_copies_allowed();
+
+// The copies loaded so far, for tests and diagnostics.
+std::size_t nvjitlink_copies_loaded();
+
+}  // namespace kcache::driver

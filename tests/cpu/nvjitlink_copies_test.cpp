@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copies of nvJitLink for links that run at once (driver/nvjitlink_copies.hpp): a link alone takes
+// the process's own, a link beside another a copy of its own, given back and reused; links in
+// copies and in the own from the same threads give the same cubin and end cleanly; a forked
+// child keeps to the own.
+#include "driver/nvjitlink_copies.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compile/compiler.hpp"
+#include "ptx_kernels.hpp"
+
+namespace kcache::driver {
+namespace {
+
+class NvJitLinkCopiesTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!nvjitlink_api()) GTEST_SKIP() << "no nvJitLink here";
+        if (nvjitlink_copies_allowed() == 0) {
+            GTEST_SKIP() << "no copies allowed here (one hardware thread, a sanitizer build, or "
+                            "KCACHE_NVJITLINK_COPIES=0)";
+        }
+    }
+
+    static NvJitLinkLease lease() {
+        auto taken = lease_nvjitlink();
+        EXPECT_TRUE(taken.ok()) << taken.error().describe();
+        return std::move(*taken);
+    }
+};
+
+TEST_F(NvJitLinkCopiesTest, ALinkAloneTakesTheProcesssOwn) {
+    const NvJitLinkLease alone = lease();
+    EXPECT_FALSE(alone.is_copy());
+    EXPECT_EQ(&alone.api(), *nvjitlink_api());
+}
+
+TEST_F(NvJitLinkCopiesTest, ALinkBesideAnotherTakesACopyThatIsGivenBackAndTakenAgain) {
+    const NvJitLinkLease first = lease();
+    ASSERT_FALSE(first.is_copy());
+    const NvJitLinkApi* copy = nullptr;
+    {
+        const NvJitLinkLease second = lease();
+        ASSERT_TRUE(second.is_copy());
+        EXPECT_NE(&second.api(), &first.api());
+        EXPECT_NE(second.api().enter_thread, nullptr);
+        copy = &second.api();
+    }
+    const std::size_t loaded = nvjitlink_copies_loaded();
+    EXPECT_GE(loaded, 1u);
+    const NvJitLinkLease again = lease();
+    EXPECT_TRUE(again.is_copy());
+    EXPECT_EQ(&again.api(), copy) << "a copy given back is the next one taken";
+    EXPECT_EQ(nvjitlink_copies_loaded(), loaded) << "none loaded while one was free";
+}
+
+// A copy's C library keeps its thread-specific data in the slots of the first one's thread
+// descriptor: a thread that linked in a copy, then in the process's own, had the own free the
+// copy's data into the wrong heap (and the first C library freed it again at the thread's exit).
+// Copies run on threads of their own; the threads that ask them never run a copy's code.
+TEST_F(NvJitLinkCopiesTest, AThreadLinksInACopyThenInTheOwnAndEndsCleanly) {
+    auto own = compile::link_ptx(examples::residual_add_ptx(), compile::Target{90, false});
+    ASSERT_TRUE(own.ok()) << own.error().describe();
+    for (int round = 0; round < 3; ++round) {
+        std::optional<Result<compile::Compiled>> in_copy, in_own;
+        std::thread thread([&] {
+            {
+                const NvJitLinkLease held = lease();  // the own: the link below takes a copy
+                in_copy =
+                    compile::link_ptx(examples::residual_add_ptx(), compile::Target{90, false});
+            }
+            in_own = compile::link_ptx(examples::residual_add_ptx(), compile::Target{90, false});
+        });
+        thread.join();
+        ASSERT_TRUE(in_copy && in_copy->ok()) << (in_copy ? in_copy->error().describe() : "");
+        ASSERT_TRUE(in_own && in_own->ok()) << (in_own ? in_own->error().describe() : "");
+        EXPECT_EQ((*in_copy)->cubin, own->cubin) << "round " << round;
+        EXPECT_EQ((*in_own)->cubin, own->cubin) << "round " << round;
+    }
+    EXPECT_GE(nvjitlink_copies_loaded(), 1u);
+}
+
+TEST_F(NvJitLinkCopiesTest, LinksAtOnceOnManyThreadsAllMatchTheOwnsCubin) {
+    auto own = compile::link_ptx(examples::residual_add_ptx(), compile::Target{90, false});
+    ASSERT_TRUE(own.ok()) << own.error().describe();
+    constexpr int kThreads = 6;
+    std::vector<std::optional<Result<compile::Compiled>>> linked(kThreads);
+    std::vector<std::thread> threads;
+    threads.reserve(kThreads);
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            for (int n = 0; n < 4; ++n) {
+                linked[t] =
+                    compile::link_ptx(examples::residual_add_ptx(), compile::Target{90, false});
+                if (!linked[t]->ok() || (*linked[t])->cubin != own->cubin) return;
+            }
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    for (int t = 0; t < kThreads; ++t) {
+        ASSERT_TRUE(linked[t] && linked[t]->ok()) << t;
+        EXPECT_EQ((*linked[t])->cubin, own->cubin) << t;
+    }
+}
+
+// A child forked while a link holds the own: a copy's locks may be held by threads the child
+// lacks, so the child shares the own instead.
+TEST_F(NvJitLinkCopiesTest, AForkedChildKeepsToTheOwn) {
+    const NvJitLinkLease held = lease();
+    ASSERT_FALSE(held.is_copy());
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        auto taken = lease_nvjitlink();
+        _exit(taken.ok() && !taken->is_copy() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+}  // namespace
+}  // namespace kcache::driver
