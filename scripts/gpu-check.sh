@@ -147,6 +147,19 @@ fi
 # on 16 threads and in 16 processes; what the order costs; a durable store against an unsynced one;
 # kcache's own share of a warm start (over the fake driver: bundles loaded or one module a key).
 run compile_scaling on_corpus triton-corpus.tar.xz kernels --compile-scaling --workers "$(nproc)" --out "$LOGS/compile_scaling.md"
+# The same with no copies of nvJitLink, then with 15 (driver/nvjitlink_copies.hpp; 3 by
+# default): what the copies gain 16 threads of one process.
+compile_scaling_copies() {
+  local copies rc=0
+  for copies in 0 15; do
+    echo "### KCACHE_NVJITLINK_COPIES=$copies"
+    echo
+    KCACHE_NVJITLINK_COPIES=$copies on_corpus triton-corpus.tar.xz kernels --compile-scaling --workers "$(nproc)" || rc=1
+    echo
+  done
+  return $rc
+}
+run compile_scaling_copies compile_scaling_copies
 # The same with glibc's malloc keeping its memory (no trims, no mmap of large blocks): whether the
 # compiles of one process slow each other through the kernel's memory map (page faults, unmaps).
 run compile_scaling_kept env GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824 \
@@ -240,6 +253,7 @@ section() {
       "$LOGS/corpus_before.md" "$LOGS/corpus_again.md"
   fi
   section "## The corpus through nvJitLink alone: threads, processes, order, store" "$LOGS/compile_scaling.md"
+  section "### The same with no copies of nvJitLink, and with 15" "$LOGS/compile_scaling_copies.txt"
   section "### The same, glibc's malloc keeping its memory (GLIBC_TUNABLES)" "$LOGS/compile_scaling_kept.md"
   echo "## ptxas on the corpus: whole program or relocatable, split compile or not"
   echo

@@ -123,10 +123,10 @@ constexpr std::array kSettings = {
         "the nvJitLink library to use, searched for as `nvrtc_library`; environment only"},
     util::Setting{
         "nvjitlink_copies", "KCACHE_NVJITLINK_COPIES", util::SettingType::kUnsigned,
-        util::SettingScope::kEnvironmentOnly, "", "one fewer than the hardware threads, at most 15",
+        util::SettingScope::kEnvironmentOnly, "", "`3` (fewer with fewer cores)",
         "PTX links that run at once in this process take copies of nvJitLink of their own, "
-        "loaded at first need (one copy serialises its links; see below); `0`: none; environment "
-        "only (read once per process)"},
+        "loaded at first need (one copy serialises its links; see below), at most 15; `0`: "
+        "none; environment only (read once per process)"},
 };
 
 constexpr std::string_view kDirKey = "dir";

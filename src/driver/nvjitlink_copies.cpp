@@ -35,6 +35,11 @@ constexpr bool kSanitized = false;
 constexpr bool kSanitized = false;
 #endif
 
+// glibc sets static TLS aside for the C libraries of 3 link maps beyond the first (its tunable
+// glibc.rtld.nns, 4 by default); each copy takes one's share. More copies would spend what it
+// keeps for the application's own dlopen of libraries with initial-exec TLS, which would then
+// fail to load.
+constexpr std::size_t kDefaultCopies = 3;
 constexpr std::size_t kMostCopies = 15;
 
 std::size_t copies_from_environment() {
@@ -52,7 +57,7 @@ std::size_t copies_from_environment() {
         return 0;
     }
     const unsigned threads = std::thread::hardware_concurrency();
-    return std::min<std::size_t>(threads > 1 ? threads - 1 : 0, kMostCopies);
+    return std::min<std::size_t>(threads > 1 ? threads - 1 : 0, kDefaultCopies);
 }
 
 }  // namespace

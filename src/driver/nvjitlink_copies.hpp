@@ -52,9 +52,10 @@ private:
 // tried again: the link shares the process's own.
 Result<NvJitLinkLease> lease_nvjitlink();
 
-// How many copies a process may load: KCACHE_NVJITLINK_COPIES when set (0: none), else one
-// fewer than the hardware threads, at most 15. None in a process built with a sanitizer, whose
-// interceptors would not see into a copy's C library.
+// How many copies a process may load: KCACHE_NVJITLINK_COPIES when set (0: none; at most 15),
+// else 3 (fewer with fewer hardware threads): the C libraries glibc sets static TLS aside for.
+// None in a process built with a sanitizer, whose interceptors would not see into a copy's C
+// library.
 std::size_t nvjitlink_copies_allowed();
 
 // The copies loaded so far, for tests and diagnostics.
