@@ -7,6 +7,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,36 +63,33 @@ std::size_t copies_from_environment() {
 
 }  // namespace
 
-// A copy of nvJitLink and the one thread that loads and calls it. Neither ends before the
-// process: a copy cannot be unloaded, and its thread must never exit (the first C library would
-// free the copy's thread-specific data into its own heap; the copy's constructors set some up on
-// the thread that loads it).
-class NvJitLinkCopy {
+// A thread that runs a copy's calls for one link at a time, and nothing else. It never ends
+// (nor does the copy, which cannot be unloaded): at its end the first C library would free the
+// copy's thread-specific data (its slots are in the thread's descriptor, which is the first C
+// library's) into its own heap. A copy's constructors set some up on the thread that loads it,
+// so a copy's first thread is the one that loads it.
+class CopyThread {
 public:
-    static Result<std::unique_ptr<NvJitLinkCopy>> start() {
-        std::unique_ptr<NvJitLinkCopy> copy(new NvJitLinkCopy());
+    // Starts the thread, which first runs `first` (the copy's load, or entering a loaded copy),
+    // then serves; its error if `first` failed (the thread then waits for ever: whatever the copy
+    // ran there is not the first C library's to clean up).
+    static Result<CopyThread*> start(std::function<Result<void>()> first) {
+        auto* thread = new CopyThread();  // lives as long as its thread: for ever
         try {
-            std::thread(&NvJitLinkCopy::serve, copy.get()).detach();
+            std::thread(&CopyThread::serve, thread, std::move(first)).detach();
         } catch (const std::system_error& e) {
+            delete thread;
             return Error(Errc::kUnsupported,
                          std::string("a thread for a copy of nvJitLink did not start: ") +
                              e.what());
         }
-        std::unique_lock lock(copy->mutex_);
-        copy->changed_.wait(lock, [&] { return copy->loaded_.has_value(); });
-        if (!*copy->loaded_) {
-            // Its thread stays, waiting for nothing: whatever the copy ran there before it failed
-            // is not the first C library's to clean up. The caller leaks `copy` with it.
-            Error failed = copy->loaded_->error();
-            (void)copy.release();
-            return failed;
-        }
-        return copy;
+        std::unique_lock lock(thread->mutex_);
+        thread->changed_.wait(lock, [&] { return thread->started_.has_value(); });
+        if (!*thread->started_) return thread->started_->error();
+        return thread;
     }
 
-    const NvJitLinkApi& api() const { return *api_; }
-
-    // Runs `work` on the copy's thread while this one waits; what it throws is thrown here.
+    // Runs `work` on this thread while the caller waits; what it throws is thrown here.
     void run(FunctionRef<void()> work) {
         std::unique_lock lock(mutex_);
         job_ = &work;
@@ -101,21 +99,15 @@ public:
     }
 
 private:
-    NvJitLinkCopy() = default;
+    CopyThread() = default;
 
-    [[noreturn]] void serve() {
-        auto api = load_nvjitlink_copy();
+    [[noreturn]] void serve(const std::function<Result<void>()>& first) {
+        Result<void> started = first();
         std::unique_lock lock(mutex_);
-        if (api) {
-            api_ = std::move(*api);
-            api_->enter_thread();
-            loaded_ = ok();
-        } else {
-            loaded_ = std::move(api).error();
-        }
+        started_ = std::move(started);
         changed_.notify_all();
         for (;;) {
-            changed_.wait(lock, [&] { return job_ != nullptr; });
+            changed_.wait(lock, [&] { return job_ != nullptr && *started_; });
             const FunctionRef<void()>* job = job_;
             lock.unlock();
             std::exception_ptr thrown;
@@ -133,10 +125,16 @@ private:
 
     std::mutex mutex_;
     std::condition_variable changed_;
-    std::optional<Result<void>> loaded_;        // guarded by mutex_: set once by the thread
-    std::unique_ptr<NvJitLinkApi> api_;         // set with loaded_, then never changed
-    const FunctionRef<void()>* job_ = nullptr;  // guarded by mutex_: the lessee's, while it waits
+    std::optional<Result<void>> started_;       // guarded by mutex_: set once by the thread
+    const FunctionRef<void()>* job_ = nullptr;  // guarded by mutex_: the caller's, while it waits
     std::exception_ptr thrown_;                 // guarded by mutex_
+};
+
+// A copy of nvJitLink and its threads, one for each of its links at once.
+struct NvJitLinkCopy {
+    std::unique_ptr<NvJitLinkApi> api;  // set by the first thread, then never changed
+    std::vector<CopyThread*> idle;      // guarded by the Copies' mutex
+    std::size_t links = 0;              // guarded by the Copies' mutex: links running in it
 };
 
 namespace {
@@ -144,58 +142,95 @@ namespace {
 // Which nvJitLink each link holds. Lives for the process, as its copies do.
 class Copies {
 public:
+    struct Taken {
+        NvJitLinkCopy* copy = nullptr;  // null: the process's own
+        CopyThread* thread = nullptr;
+    };
+
     static Copies& instance() {
         static auto* copies = new Copies();  // never destroyed: links may run during exit
         return *copies;
     }
 
-    // The process's own when no link holds it; else a copy no link holds; else the own, shared.
-    // Null for the process's own.
-    NvJitLinkCopy* take() {
+    // The process's own when no link holds it; else a copy loaded now, while fewer are loaded
+    // than allowed; else whichever nvJitLink, the own or a copy, runs the fewest links.
+    Taken take() {
         std::unique_lock lock(mutex_);
-        if (own_users_ == 0 || ::getpid() != owner_) {  // a forked child: the copies' threads
-            ++own_users_;                               // are not in it
-            return nullptr;
+        if (own_links_ == 0 || ::getpid() != owner_) {  // a forked child: the copies' threads
+            ++own_links_;                               // are not in it
+            return {};
         }
-        if (!free_.empty()) {
-            NvJitLinkCopy* copy = free_.back();
-            free_.pop_back();
-            return copy;
-        }
-        if (loaded_.size() + loading_ < allowed_ && !failed_) {
+        if (copies_.size() + loading_ < allowed_ && !load_failed_) {
             ++loading_;
             lock.unlock();  // a copy takes milliseconds to load; others link meanwhile
-            auto copy = NvJitLinkCopy::start();
+            auto copy = std::make_unique<NvJitLinkCopy>();
+            auto thread = CopyThread::start([copy = copy.get()]() -> Result<void> {
+                auto api = load_nvjitlink_copy();
+                if (!api) return std::move(api).error();
+                copy->api = std::move(*api);
+                copy->api->enter_thread();
+                return ok();
+            });
             lock.lock();
             --loading_;
-            if (copy) {
-                loaded_.push_back(std::move(*copy));
-                return loaded_.back().get();
+            if (thread) {
+                copy->links = 1;
+                copies_.push_back(std::move(copy));
+                return {copies_.back().get(), *thread};
             }
-            if (!failed_) {
-                failed_ = true;
+            if (!load_failed_) {
+                load_failed_ = true;
                 util::log_line(util::LogLevel::kInfo,
-                               "nvJitLink: no further copy (" + std::to_string(loaded_.size()) +
-                                   " loaded): " + copy.error().message() +
-                                   "; concurrent links share one");
+                               "nvJitLink: no further copy (" + std::to_string(copies_.size()) +
+                                   " loaded): " + thread.error().message());
+            }
+            (void)copy.release();  // its thread may hold it, waiting for ever
+        }
+        NvJitLinkCopy* fewest = nullptr;
+        std::size_t least = own_links_;
+        for (const auto& copy : copies_) {
+            if (copy->links < least) {
+                fewest = copy.get();
+                least = copy->links;
             }
         }
-        ++own_users_;
-        return nullptr;
+        if (fewest == nullptr) {
+            ++own_links_;
+            return {};
+        }
+        ++fewest->links;
+        if (!fewest->idle.empty()) {
+            CopyThread* thread = fewest->idle.back();
+            fewest->idle.pop_back();
+            return {fewest, thread};
+        }
+        lock.unlock();  // a thread starts in tens of microseconds
+        auto thread = CopyThread::start([api = fewest->api.get()]() -> Result<void> {
+            api->enter_thread();
+            return ok();
+        });
+        lock.lock();
+        if (thread) return {fewest, *thread};
+        --fewest->links;
+        ++own_links_;
+        util::log_line(util::LogLevel::kInfo, "nvJitLink: " + thread.error().message() +
+                                                  "; this link shares the process's own");
+        return {};
     }
 
-    void give_back(NvJitLinkCopy* copy) {
+    void give_back(const Taken& taken) {
         std::lock_guard lock(mutex_);
-        if (copy != nullptr) {
-            free_.push_back(copy);
-        } else {
-            --own_users_;
+        if (taken.copy == nullptr) {
+            --own_links_;
+            return;
         }
+        --taken.copy->links;
+        taken.copy->idle.push_back(taken.thread);
     }
 
     std::size_t loaded() const {
         std::lock_guard lock(mutex_);
-        return loaded_.size();
+        return copies_.size();
     }
 
     const std::size_t allowed_ = copies_from_environment();
@@ -205,37 +240,37 @@ private:
 
     mutable std::mutex mutex_;
     const pid_t owner_ = ::getpid();
-    std::size_t own_users_ = 0;                           // guarded by mutex_
+    std::size_t own_links_ = 0;                           // guarded by mutex_
     std::size_t loading_ = 0;                             // guarded by mutex_
-    bool failed_ = false;                                 // guarded by mutex_
-    std::vector<std::unique_ptr<NvJitLinkCopy>> loaded_;  // guarded by mutex_
-    std::vector<NvJitLinkCopy*> free_;                    // guarded by mutex_
+    bool load_failed_ = false;                            // guarded by mutex_
+    std::vector<std::unique_ptr<NvJitLinkCopy>> copies_;  // guarded by mutex_
 };
 
 }  // namespace
 
 NvJitLinkLease::NvJitLinkLease(NvJitLinkLease&& other) noexcept
-    : api_(other.api_), copy_(other.copy_), held_(other.held_) {
+    : api_(other.api_), copy_(other.copy_), thread_(other.thread_), held_(other.held_) {
     other.held_ = false;
 }
 
 NvJitLinkLease::~NvJitLinkLease() {
-    if (held_) Copies::instance().give_back(copy_);
+    if (held_) Copies::instance().give_back({copy_, thread_});
 }
 
 void NvJitLinkLease::run(FunctionRef<void()> work) const {
-    if (copy_ == nullptr) {
+    if (thread_ == nullptr) {
         work();
     } else {
-        copy_->run(work);
+        thread_->run(work);
     }
 }
 
 Result<NvJitLinkLease> lease_nvjitlink() {
     const auto& own = nvjitlink_api();
     if (!own) return own.error();
-    NvJitLinkCopy* copy = Copies::instance().take();
-    return NvJitLinkLease(copy != nullptr ? &copy->api() : *own, copy);
+    const Copies::Taken taken = Copies::instance().take();
+    const NvJitLinkApi* api = taken.copy != nullptr ? taken.copy->api.get() : *own;
+    return NvJitLinkLease(api, taken.copy, taken.thread);
 }
 
 std::size_t nvjitlink_copies_allowed() {

@@ -3,14 +3,14 @@
 // on a lock of its own: 16 threads of one process linked a corpus with each link 1.2x-2.1x its
 // time alone, where 16 processes did not slow (docs/performance.md). A link takes the process's
 // own nvJitLink when no other link holds it (one link at a time loads nothing more), else a copy
-// that no other link holds, loaded in a link map of its own at first need, else it shares the
-// process's own.
+// loaded in a link map of its own (dlmopen) while fewer are loaded than allowed, else whichever
+// of them, the own or a copy, runs the fewest links.
 //
-// A copy runs on a thread of its own, which lives as long as the process, and nothing else runs
-// there: a copy has its own C library, but a thread's descriptor is the first C library's, and
-// with it the slots of pthread_setspecific. The process's nvJitLink, on a thread where a copy had
-// stored its per-thread data, took that data for its own and freed it into the wrong heap; at a
-// thread's exit the first C library would run its destructors on a copy's data.
+// A copy's links run on threads of the copy's own, which live as long as the process, and
+// nothing else runs there: a copy has its own C library, but a thread's descriptor is the first
+// C library's, and with it the slots of pthread_setspecific. The process's nvJitLink, on a thread
+// where a copy had stored its per-thread data, took that data for its own and freed it into the
+// wrong heap; at a thread's end the first C library would run its destructors on a copy's data.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +21,8 @@
 
 namespace kcache::driver {
 
-class NvJitLinkCopy;  // a copy and its thread, in nvjitlink_copies.cpp
+struct NvJitLinkCopy;  // a copy, in nvjitlink_copies.cpp
+class CopyThread;      // one of its threads
 
 // The nvJitLink one link calls, and where: every call of the link goes through run().
 class NvJitLinkLease {
@@ -35,16 +36,18 @@ public:
     const NvJitLinkApi& api() const { return *api_; }
     bool is_copy() const { return copy_ != nullptr; }
     // Calls `work` where this lease's nvJitLink may be called: here for the process's own, on
-    // the copy's thread for a copy (this thread waits).
+    // one of the copy's threads for a copy (this thread waits).
     void run(FunctionRef<void()> work) const;
 
 private:
     friend Result<NvJitLinkLease> lease_nvjitlink();
-    NvJitLinkLease(const NvJitLinkApi* api, NvJitLinkCopy* copy) : api_(api), copy_(copy) {}
+    NvJitLinkLease(const NvJitLinkApi* api, NvJitLinkCopy* copy, CopyThread* thread)
+        : api_(api), copy_(copy), thread_(thread) {}
 
     const NvJitLinkApi* api_;
-    NvJitLinkCopy* copy_;  // null: the process's own
-    bool held_ = true;     // false once moved from
+    NvJitLinkCopy* copy_;    // null: the process's own
+    CopyThread* thread_;     // the copy's thread that runs this link's calls
+    bool held_ = true;       // false once moved from
 };
 
 // kUnsupported, saying why, when nvJitLink cannot be loaded at all. A copy that cannot be loaded

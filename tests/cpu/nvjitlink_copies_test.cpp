@@ -43,23 +43,27 @@ TEST_F(NvJitLinkCopiesTest, ALinkAloneTakesTheProcesssOwn) {
     EXPECT_EQ(&alone.api(), *nvjitlink_api());
 }
 
-TEST_F(NvJitLinkCopiesTest, ALinkBesideAnotherTakesACopyThatIsGivenBackAndTakenAgain) {
+TEST_F(NvJitLinkCopiesTest, LinksBesideOthersTakeEachCopyOnceThenTheLeastBusy) {
     const NvJitLinkLease first = lease();
     ASSERT_FALSE(first.is_copy());
-    const NvJitLinkApi* copy = nullptr;
-    {
-        const NvJitLinkLease second = lease();
-        ASSERT_TRUE(second.is_copy());
-        EXPECT_NE(&second.api(), &first.api());
-        EXPECT_NE(second.api().enter_thread, nullptr);
-        copy = &second.api();
+    std::vector<NvJitLinkLease> held;
+    for (std::size_t n = 0; n < nvjitlink_copies_allowed(); ++n) {
+        held.push_back(lease());
+        ASSERT_TRUE(held.back().is_copy()) << n;
+        EXPECT_NE(held.back().api().enter_thread, nullptr);
+        for (std::size_t other = 0; other < n; ++other) {
+            EXPECT_NE(&held[other].api(), &held.back().api()) << "a copy already running a link";
+        }
     }
-    const std::size_t loaded = nvjitlink_copies_loaded();
-    EXPECT_GE(loaded, 1u);
+    EXPECT_EQ(nvjitlink_copies_loaded(), nvjitlink_copies_allowed());
+    const NvJitLinkApi* given_back = &held.back().api();
+    held.pop_back();
     const NvJitLinkLease again = lease();
     EXPECT_TRUE(again.is_copy());
-    EXPECT_EQ(&again.api(), copy) << "a copy given back is the next one taken";
-    EXPECT_EQ(nvjitlink_copies_loaded(), loaded) << "none loaded while one was free";
+    EXPECT_EQ(&again.api(), given_back) << "the one running no link";
+    // Every nvJitLink runs a link now: the next shares one, and none is loaded.
+    const NvJitLinkLease shared = lease();
+    EXPECT_EQ(nvjitlink_copies_loaded(), nvjitlink_copies_allowed());
 }
 
 // A copy's C library keeps its thread-specific data in the slots of the first one's thread
