@@ -70,7 +70,9 @@ struct Usage {
 Usage usage_now(int who) {
     rusage now{};
     getrusage(who, &now);
-    auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+    auto ms = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3;
+    };
     return {ms(now.ru_utime), ms(now.ru_stime), now.ru_minflt, now.ru_nvcsw, now.ru_nivcsw};
 }
 

@@ -100,7 +100,8 @@ Result<void> NvJitLinkSession::complete() {
 
 Result<std::string> NvJitLinkSession::cubin() const {
     std::size_t size = 0;
-    nvJitLinkResult rc = state_->on_lease([&] { return state_->api.cubin_size(state_->handle, &size); });
+    nvJitLinkResult rc =
+        state_->on_lease([&] { return state_->api.cubin_size(state_->handle, &size); });
     if (rc != NVJITLINK_SUCCESS || size == 0) {
         return state_->failed("nvJitLinkGetLinkedCubinSize", rc);
     }

@@ -79,9 +79,9 @@ public:
             std::thread(&CopyThread::serve, thread, std::move(first)).detach();
         } catch (const std::system_error& e) {
             delete thread;
-            return Error(Errc::kUnsupported,
-                         std::string("a thread for a copy of nvJitLink did not start: ") +
-                             e.what());
+            return Error(
+                Errc::kUnsupported,
+                std::string("a thread for a copy of nvJitLink did not start: ") + e.what());
         }
         std::unique_lock lock(thread->mutex_);
         thread->changed_.wait(lock, [&] { return thread->started_.has_value(); });
@@ -180,9 +180,9 @@ public:
             }
             if (!load_failed_) {
                 load_failed_ = true;
-                util::log_line(util::LogLevel::kInfo,
-                               "nvJitLink: no further copy (" + std::to_string(copies_.size()) +
-                                   " loaded): " + thread.error().message());
+                util::log_line(util::LogLevel::kInfo, "nvJitLink: no further copy (" +
+                                                          std::to_string(copies_.size()) +
+                                                          " loaded): " + thread.error().message());
             }
             (void)copy.release();  // its thread may hold it, waiting for ever
         }

@@ -45,9 +45,9 @@ private:
         : api_(api), copy_(copy), thread_(thread) {}
 
     const NvJitLinkApi* api_;
-    NvJitLinkCopy* copy_;    // null: the process's own
-    CopyThread* thread_;     // the copy's thread that runs this link's calls
-    bool held_ = true;       // false once moved from
+    NvJitLinkCopy* copy_;  // null: the process's own
+    CopyThread* thread_;   // the copy's thread that runs this link's calls
+    bool held_ = true;     // false once moved from
 };
 
 // kUnsupported, saying why, when nvJitLink cannot be loaded at all. A copy that cannot be loaded
