@@ -19,8 +19,9 @@ enum class LinkInput {
 };
 
 // The move-only owner of an nvJitLinkHandle: whichever way its holder leaves, the handle is
-// destroyed once. A session stays on the thread that created it: it may link in a copy of
-// nvJitLink that serves that thread alone meanwhile (driver/nvjitlink_copies.hpp).
+// destroyed once. One session takes one call at a time (nvJitLink's handles are not for
+// concurrent use); its calls may run in a copy of nvJitLink, on the copy's own thread
+// (driver/nvjitlink_copies.hpp).
 class NvJitLinkSession {
 public:
     // kUnsupported, saying why, when nvJitLink cannot be loaded; kCompileFailed when it refuses

@@ -10,7 +10,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -63,17 +64,18 @@ std::size_t copies_from_environment() {
 
 }  // namespace
 
-// A thread that runs a copy's calls for one link at a time, and nothing else. It never ends
-// (nor does the copy, which cannot be unloaded): at its end the first C library would free the
-// copy's thread-specific data (its slots are in the thread's descriptor, which is the first C
-// library's) into its own heap. A copy's constructors set some up on the thread that loads it,
-// so a copy's first thread is the one that loads it.
+// A thread that runs a copy's calls, one at a time, and nothing else. It never ends (nor does
+// the copy, which cannot be unloaded): at its end the first C library would free the copy's
+// thread-specific data (its slots are in the thread's descriptor, which is the first C library's)
+// into its own heap. A copy's constructors set some up on the thread that loads it, so a copy's
+// first thread is the one that loads it.
 class CopyThread {
 public:
-    // Starts the thread, which first runs `first` (the copy's load, or entering a loaded copy),
-    // then serves; its error if `first` failed (the thread then waits for ever: whatever the copy
-    // ran there is not the first C library's to clean up).
-    static Result<CopyThread*> start(std::function<Result<void>()> first) {
+    // Starts the thread, which runs `first(thread)` (the copy's load, or entering a loaded copy)
+    // and then serves calls if it returned true, else waits for ever (whatever the copy ran
+    // there is not the first C library's to clean up). Does not wait for `first`: a caller inside
+    // the loader (a library's constructor) would wait for ever on a load that needs the loader.
+    static Result<CopyThread*> start(std::function<bool(CopyThread*)> first) {
         auto* thread = new CopyThread();  // lives as long as its thread: for ever
         try {
             std::thread(&CopyThread::serve, thread, std::move(first)).detach();
@@ -83,56 +85,61 @@ public:
                 Errc::kUnsupported,
                 std::string("a thread for a copy of nvJitLink did not start: ") + e.what());
         }
-        std::unique_lock lock(thread->mutex_);
-        thread->changed_.wait(lock, [&] { return thread->started_.has_value(); });
-        if (!*thread->started_) return thread->started_->error();
         return thread;
     }
 
-    // Runs `work` on this thread while the caller waits; what it throws is thrown here.
+    // Runs `work` on this thread while the caller waits, after the calls posted before it; what
+    // it throws is thrown here.
     void run(FunctionRef<void()> work) {
+        Call call{&work, nullptr, false};
         std::unique_lock lock(mutex_);
-        job_ = &work;
+        changed_.wait(lock, [&] { return call_ == nullptr; });
+        call_ = &call;
         changed_.notify_all();
-        changed_.wait(lock, [&] { return job_ == nullptr; });
-        if (thrown_) std::rethrow_exception(std::exchange(thrown_, nullptr));
+        changed_.wait(lock, [&] { return call.done; });
+        if (call.thrown) std::rethrow_exception(call.thrown);
     }
 
 private:
+    struct Call {
+        FunctionRef<void()>* work;
+        std::exception_ptr thrown;
+        bool done = false;
+    };
+
     CopyThread() = default;
 
-    [[noreturn]] void serve(const std::function<Result<void>()>& first) {
-        Result<void> started = first();
+    [[noreturn]] void serve(const std::function<bool(CopyThread*)>& first) {
+        bool serving = false;
+        try {
+            serving = first(this);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): `first` says what failed; no serving
+        }
         std::unique_lock lock(mutex_);
-        started_ = std::move(started);
-        changed_.notify_all();
         for (;;) {
-            changed_.wait(lock, [&] { return job_ != nullptr && *started_; });
-            const FunctionRef<void()>* job = job_;
+            changed_.wait(lock, [&] { return serving && call_ != nullptr; });
+            Call* call = call_;
             lock.unlock();
-            std::exception_ptr thrown;
             try {
-                (*job)();
+                (*call->work)();
             } catch (...) {
-                thrown = std::current_exception();
+                call->thrown = std::current_exception();
             }
             lock.lock();
-            thrown_ = thrown;
-            job_ = nullptr;
+            call->done = true;
+            call_ = nullptr;
             changed_.notify_all();
         }
     }
 
     std::mutex mutex_;
     std::condition_variable changed_;
-    std::optional<Result<void>> started_;       // guarded by mutex_: set once by the thread
-    const FunctionRef<void()>* job_ = nullptr;  // guarded by mutex_: the caller's, while it waits
-    std::exception_ptr thrown_;                 // guarded by mutex_
+    Call* call_ = nullptr;  // guarded by mutex_: the call running or next, its caller waiting
 };
 
 // A copy of nvJitLink and its threads, one for each of its links at once.
 struct NvJitLinkCopy {
-    std::unique_ptr<NvJitLinkApi> api;  // set by the first thread, then never changed
+    std::unique_ptr<NvJitLinkApi> api;  // set by the first thread before the copy is listed
     std::vector<CopyThread*> idle;      // guarded by the Copies' mutex
     std::size_t links = 0;              // guarded by the Copies' mutex: links running in it
 };
@@ -152,40 +159,16 @@ public:
         return *copies;
     }
 
-    // The process's own when no link holds it; else a copy loaded now, while fewer are loaded
-    // than allowed; else whichever nvJitLink, the own or a copy, runs the fewest links.
+    // The process's own when no link holds it; else whichever loaded nvJitLink, the own or a
+    // copy, runs the fewest links. A link that finds the own busy starts a copy's load in the
+    // background while fewer are loaded than allowed; it never waits for one.
     Taken take() {
         std::unique_lock lock(mutex_);
-        if (own_links_ == 0 || ::getpid() != owner_) {  // a forked child: the copies' threads
-            ++own_links_;                               // are not in it
+        if (own_links_ == 0 || forked()) {  // a forked child: the copies' threads are not in it
+            ++own_links_;
             return {};
         }
-        if (copies_.size() + loading_ < allowed_ && !load_failed_) {
-            ++loading_;
-            lock.unlock();  // a copy takes milliseconds to load; others link meanwhile
-            auto copy = std::make_unique<NvJitLinkCopy>();
-            auto thread = CopyThread::start([copy = copy.get()]() -> Result<void> {
-                auto api = load_nvjitlink_copy();
-                if (!api) return std::move(api).error();
-                copy->api = std::move(*api);
-                copy->api->enter_thread();
-                return ok();
-            });
-            lock.lock();
-            --loading_;
-            if (thread) {
-                copy->links = 1;
-                copies_.push_back(std::move(copy));
-                return {copies_.back().get(), *thread};
-            }
-            if (!load_failed_) {
-                load_failed_ = true;
-                util::log_line(util::LogLevel::kInfo, "nvJitLink: no further copy (" +
-                                                          std::to_string(copies_.size()) +
-                                                          " loaded): " + thread.error().message());
-            }
-            (void)copy.release();  // its thread may hold it, waiting for ever
-        }
+        if (copies_.size() + loading_ < allowed_ && !load_failed_) start_load();
         NvJitLinkCopy* fewest = nullptr;
         std::size_t least = own_links_;
         for (const auto& copy : copies_) {
@@ -198,24 +181,28 @@ public:
             ++own_links_;
             return {};
         }
-        ++fewest->links;
         if (!fewest->idle.empty()) {
+            ++fewest->links;
             CopyThread* thread = fewest->idle.back();
             fewest->idle.pop_back();
             return {fewest, thread};
         }
-        lock.unlock();  // a thread starts in tens of microseconds
-        auto thread = CopyThread::start([api = fewest->api.get()]() -> Result<void> {
+        // Started here, not waited for: the link's first call waits until it serves.
+        auto thread = CopyThread::start([api = fewest->api.get()](CopyThread*) {
             api->enter_thread();
-            return ok();
+            return true;
         });
-        lock.lock();
-        if (thread) return {fewest, *thread};
-        --fewest->links;
-        ++own_links_;
-        util::log_line(util::LogLevel::kInfo, "nvJitLink: " + thread.error().message() +
-                                                  "; this link shares the process's own");
-        return {};
+        if (!thread) {
+            if (!thread_failed_) {
+                thread_failed_ = true;
+                util::log_line(util::LogLevel::kInfo, "nvJitLink: " + thread.error().message() +
+                                                          "; links share the loaded copies");
+            }
+            ++own_links_;
+            return {};
+        }
+        ++fewest->links;
+        return {fewest, *thread};
     }
 
     void give_back(const Taken& taken) {
@@ -228,9 +215,16 @@ public:
         taken.copy->idle.push_back(taken.thread);
     }
 
+    bool forked() const { return ::getpid() != owner_; }
+
     std::size_t loaded() const {
         std::lock_guard lock(mutex_);
         return copies_.size();
+    }
+
+    void wait_for_loads() {
+        std::unique_lock lock(mutex_);
+        loads_done_.wait(lock, [&] { return loading_ == 0; });
     }
 
     const std::size_t allowed_ = copies_from_environment();
@@ -238,11 +232,52 @@ public:
 private:
     Copies() = default;
 
+    // Requires mutex_. A thread that loads a copy, then lists it with itself as its idle thread.
+    void start_load() {
+        auto thread = CopyThread::start([this](CopyThread* self) {
+            std::unique_ptr<NvJitLinkCopy> copy;
+            Result<std::unique_ptr<NvJitLinkApi>> api =
+                Error(Errc::kUnsupported, "out of memory while loading a copy of nvJitLink");
+            try {
+                copy = std::make_unique<NvJitLinkCopy>();
+                api = load_nvjitlink_copy();
+            } catch (const std::bad_alloc&) {  // api says so
+            }
+            if (api) {
+                copy->api = std::move(*api);
+                copy->api->enter_thread();
+            }
+            std::lock_guard lock(mutex_);
+            --loading_;
+            loads_done_.notify_all();
+            if (api) {
+                copy->idle.push_back(self);
+                copies_.push_back(std::move(copy));
+                return true;
+            }
+            if (!load_failed_) {
+                load_failed_ = true;
+                util::log_line(util::LogLevel::kInfo, "nvJitLink: no further copy (" +
+                                                          std::to_string(copies_.size()) +
+                                                          " loaded): " + api.error().message());
+            }
+            return false;
+        });
+        if (thread) {
+            ++loading_;
+        } else if (!thread_failed_) {
+            thread_failed_ = true;
+            util::log_line(util::LogLevel::kInfo, "nvJitLink: " + thread.error().message());
+        }
+    }
+
     mutable std::mutex mutex_;
+    std::condition_variable loads_done_;  // with mutex_: a load ended
     const pid_t owner_ = ::getpid();
     std::size_t own_links_ = 0;                           // guarded by mutex_
     std::size_t loading_ = 0;                             // guarded by mutex_
     bool load_failed_ = false;                            // guarded by mutex_
+    bool thread_failed_ = false;                          // guarded by mutex_: logged once
     std::vector<std::unique_ptr<NvJitLinkCopy>> copies_;  // guarded by mutex_
 };
 
@@ -260,9 +295,13 @@ NvJitLinkLease::~NvJitLinkLease() {
 void NvJitLinkLease::run(FunctionRef<void()> work) const {
     if (thread_ == nullptr) {
         work();
-    } else {
-        thread_->run(work);
+        return;
     }
+    if (Copies::instance().forked()) {
+        throw std::runtime_error(
+            "a copy of nvJitLink taken before fork() cannot be called in the child");
+    }
+    thread_->run(work);
 }
 
 Result<NvJitLinkLease> lease_nvjitlink() {
@@ -279,6 +318,10 @@ std::size_t nvjitlink_copies_allowed() {
 
 std::size_t nvjitlink_copies_loaded() {
     return Copies::instance().loaded();
+}
+
+void nvjitlink_copies_wait_for_loads() {
+    Copies::instance().wait_for_loads();
 }
 
 }  // namespace kcache::driver

@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// Copies of nvJitLink for links that run at once. One copy of the library serialises its links
-// on a lock of its own: 16 threads of one process linked a corpus with each link 1.2x-2.1x its
-// time alone, where 16 processes did not slow (docs/performance.md). A link takes the process's
-// own nvJitLink when no other link holds it (one link at a time loads nothing more), else a copy
-// loaded in a link map of its own (dlmopen) while fewer are loaded than allowed, else whichever
-// of them, the own or a copy, runs the fewest links.
+// Copies of nvJitLink for links that run at once. One copy of the library serialises part of
+// each link on a lock of its own: 16 threads of one process linked a corpus with each link
+// 1.2x-2.1x its time alone across runs, where 16 processes slowed less (docs/performance.md). A
+// link takes the process's own nvJitLink when no other link holds it (one link at a time loads
+// nothing more), else whichever loaded nvJitLink, the own or a copy, runs the fewest links; a
+// link that finds the own busy starts loading a copy (dlmopen: a link map and C library of its
+// own) in the background while fewer are loaded than allowed.
 //
-// A copy's links run on threads of the copy's own, which live as long as the process, and
-// nothing else runs there: a copy has its own C library, but a thread's descriptor is the first
-// C library's, and with it the slots of pthread_setspecific. The process's nvJitLink, on a thread
+// A copy's calls run on threads of the copy's own, which live as long as the process, and no
+// other code runs there: a copy has its own C library, but a thread's descriptor is the first C
+// library's, and with it the slots of pthread_setspecific. The process's nvJitLink, on a thread
 // where a copy had stored its per-thread data, took that data for its own and freed it into the
 // wrong heap; at a thread's end the first C library would run its destructors on a copy's data.
+// (The loader still runs a copy's destructors on the thread that exits the process.)
 #pragma once
 
 #include <cstddef>
@@ -36,7 +38,9 @@ public:
     const NvJitLinkApi& api() const { return *api_; }
     bool is_copy() const { return copy_ != nullptr; }
     // Calls `work` where this lease's nvJitLink may be called: here for the process's own, on
-    // one of the copy's threads for a copy (this thread waits).
+    // one of the copy's threads for a copy (this thread waits; calls from several threads at once
+    // run one after another). A copy taken before fork() throws std::runtime_error in the child,
+    // whose copies have no threads.
     void run(FunctionRef<void()> work) const;
 
 private:
@@ -51,8 +55,8 @@ private:
 };
 
 // kUnsupported, saying why, when nvJitLink cannot be loaded at all. A copy that cannot be loaded
-// (the loader's static TLS is spent, say) or whose thread cannot start is logged once and none is
-// tried again: the link shares the process's own.
+// (the loader's static TLS is spent, say) is logged once and none is tried again; a thread that
+// cannot start is logged once, and the link shares a loaded nvJitLink.
 Result<NvJitLinkLease> lease_nvjitlink();
 
 // How many copies a process may load: KCACHE_NVJITLINK_COPIES when set (0: none; at most 15),
@@ -63,5 +67,7 @@ std::size_t nvjitlink_copies_allowed();
 
 // The copies loaded so far, for tests and diagnostics.
 std::size_t nvjitlink_copies_loaded();
+// Returns once no copy is being loaded: for tests.
+void nvjitlink_copies_wait_for_loads();
 
 }  // namespace kcache::driver

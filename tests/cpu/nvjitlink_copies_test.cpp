@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copies of nvJitLink for links that run at once (driver/nvjitlink_copies.hpp): a link alone takes
-// the process's own, a link beside another a copy of its own, given back and reused; links in
-// copies and in the own from the same threads give the same cubin and end cleanly; a forked
-// child keeps to the own.
+// the process's own, links beside others each loaded copy once, on the copy's own thread, then
+// the least busy; calls from several threads on one copy all run; links in copies and in the own
+// from the same threads give the same cubin and end cleanly; a forked child keeps to the own.
 #include "driver/nvjitlink_copies.hpp"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +36,17 @@ protected:
         EXPECT_TRUE(taken.ok()) << taken.error().describe();
         return std::move(*taken);
     }
+
+    // Loads every copy allowed (or as many as the loader gives), one link beside the own at a time.
+    static std::size_t load_copies() {
+        const NvJitLinkLease own = lease();
+        EXPECT_FALSE(own.is_copy());
+        for (std::size_t n = 0; n < nvjitlink_copies_allowed(); ++n) {
+            { const NvJitLinkLease beside = lease(); }
+            nvjitlink_copies_wait_for_loads();
+        }
+        return nvjitlink_copies_loaded();
+    }
 };
 
 TEST_F(NvJitLinkCopiesTest, ALinkAloneTakesTheProcesssOwn) {
@@ -44,26 +56,53 @@ TEST_F(NvJitLinkCopiesTest, ALinkAloneTakesTheProcesssOwn) {
 }
 
 TEST_F(NvJitLinkCopiesTest, LinksBesideOthersTakeEachCopyOnceThenTheLeastBusy) {
+    const std::size_t loaded = load_copies();
+    ASSERT_GE(loaded, 1u);
     const NvJitLinkLease first = lease();
     ASSERT_FALSE(first.is_copy());
     std::vector<NvJitLinkLease> held;
-    for (std::size_t n = 0; n < nvjitlink_copies_allowed(); ++n) {
+    for (std::size_t n = 0; n < loaded; ++n) {
         held.push_back(lease());
         ASSERT_TRUE(held.back().is_copy()) << n;
         EXPECT_NE(held.back().api().enter_thread, nullptr);
         for (std::size_t other = 0; other < n; ++other) {
             EXPECT_NE(&held[other].api(), &held.back().api()) << "a copy already running a link";
         }
+        std::thread::id where;
+        held.back().run([&] { where = std::this_thread::get_id(); });
+        EXPECT_NE(where, std::this_thread::get_id()) << "a copy's calls run on its own thread";
     }
-    EXPECT_EQ(nvjitlink_copies_loaded(), nvjitlink_copies_allowed());
     const NvJitLinkApi* given_back = &held.back().api();
     held.pop_back();
     const NvJitLinkLease again = lease();
     EXPECT_TRUE(again.is_copy());
     EXPECT_EQ(&again.api(), given_back) << "the one running no link";
-    // Every nvJitLink runs a link now: the next shares one, and none is loaded.
+    // Every nvJitLink runs a link now: the next shares one, and no load starts.
     const NvJitLinkLease shared = lease();
-    EXPECT_EQ(nvjitlink_copies_loaded(), nvjitlink_copies_allowed());
+    nvjitlink_copies_wait_for_loads();
+    EXPECT_EQ(nvjitlink_copies_loaded(), loaded);
+}
+
+// A session takes one call at a time, but calls on a copy's lease from several threads at once
+// must each run, one after another, never be dropped.
+TEST_F(NvJitLinkCopiesTest, CallsOnACopyFromSeveralThreadsAtOnceAllRun) {
+    ASSERT_GE(load_copies(), 1u);
+    const NvJitLinkLease own = lease();
+    const NvJitLinkLease copy = lease();
+    ASSERT_TRUE(copy.is_copy());
+    constexpr int kCalls = 2000;
+    int ran = 0;  // written only on the copy's thread, one call at a time
+    std::vector<std::thread> threads;
+    threads.reserve(3);
+    for (int t = 0; t < 3; ++t) {
+        threads.emplace_back([&] {
+            for (int n = 0; n < kCalls; ++n) copy.run([&] { ++ran; });
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    int seen = 0;
+    copy.run([&] { seen = ran; });
+    EXPECT_EQ(seen, 3 * kCalls);
 }
 
 // A copy's C library keeps its thread-specific data in the slots of the first one's thread
@@ -71,6 +110,7 @@ TEST_F(NvJitLinkCopiesTest, LinksBesideOthersTakeEachCopyOnceThenTheLeastBusy) {
 // copy's data into the wrong heap (and the first C library freed it again at the thread's exit).
 // Copies run on threads of their own; the threads that ask them never run a copy's code.
 TEST_F(NvJitLinkCopiesTest, AThreadLinksInACopyThenInTheOwnAndEndsCleanly) {
+    ASSERT_GE(load_copies(), 1u);
     auto own = compile::link_ptx(examples::residual_add_ptx(), compile::Target{90, false});
     ASSERT_TRUE(own.ok()) << own.error().describe();
     for (int round = 0; round < 3; ++round) {
@@ -115,16 +155,27 @@ TEST_F(NvJitLinkCopiesTest, LinksAtOnceOnManyThreadsAllMatchTheOwnsCubin) {
     }
 }
 
-// A child forked while a link holds the own: a copy's locks may be held by threads the child
-// lacks, so the child shares the own instead.
+// A child forked while links hold the own and a copy: the copies' threads are not in the child,
+// so its links share the own, and a copy's lease taken before the fork throws there instead of
+// waiting for ever.
 TEST_F(NvJitLinkCopiesTest, AForkedChildKeepsToTheOwn) {
+    ASSERT_GE(load_copies(), 1u);
     const NvJitLinkLease held = lease();
     ASSERT_FALSE(held.is_copy());
+    const NvJitLinkLease copy = lease();
+    ASSERT_TRUE(copy.is_copy());
     const pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
+        alarm(20);  // a hang fails the test instead of stalling it
         auto taken = lease_nvjitlink();
-        _exit(taken.ok() && !taken->is_copy() ? 0 : 1);
+        if (!taken.ok() || taken->is_copy()) _exit(1);
+        try {
+            copy.run([] {});
+        } catch (const std::runtime_error&) {
+            _exit(0);
+        }
+        _exit(2);
     }
     int status = 0;
     ASSERT_EQ(waitpid(child, &status, 0), child);
