@@ -13,18 +13,19 @@ namespace kcache::driver {
 struct NvJitLinkSession::State {
     explicit State(NvJitLinkLease lease_in) : lease(std::move(lease_in)), api(lease.api()) {}
 
-    // `call()` where the lease says its nvJitLink may be called: its result.
+    // `call()` where the lease says its nvJitLink may be called: its result, or `not_run` where
+    // it cannot be (a copy taken before fork(), in the child; failed() then says so).
     template <class Call>
-    auto on_lease(Call call) const {
-        decltype(call()) out{};
-        lease.run([&] { out = call(); });
+    auto on_lease(Call call, decltype(call()) not_run) const {
+        decltype(call()) out = not_run;
+        if (!lease.run([&] { out = call(); })) forked_away = true;
         return out;
     }
 
     ~State() {
         if (handle == nullptr) return;
         try {
-            on_lease([&] { return api.destroy(&handle); });
+            on_lease([&] { return api.destroy(&handle); }, NVJITLINK_ERROR_INTERNAL);
         } catch (...) {  // NOLINT(bugprone-empty-catch): a handle lost is no reason to end
         }
     }
@@ -33,6 +34,12 @@ struct NvJitLinkSession::State {
 
     // "<step> failed (nvJitLink error N)", with the error log when there is a handle to ask.
     Error failed(const std::string& step, nvJitLinkResult rc) const {
+        if (forked_away) {
+            return Error(Errc::kCompileFailed,
+                         step +
+                             ": this link's copy of nvJitLink was taken before fork(); it "
+                             "cannot run in the child");
+        }
         return Error(
             Errc::kCompileFailed,
             step + " failed (nvJitLink error " + std::to_string(static_cast<int>(rc)) + ")",
@@ -40,7 +47,7 @@ struct NvJitLinkSession::State {
     }
 
     std::string log(bool errors) const {
-        return on_lease([&] { return read_log(errors); });
+        return on_lease([&] { return read_log(errors); }, std::string());
     }
 
     std::string read_log(bool errors) const {
@@ -54,7 +61,8 @@ struct NvJitLinkSession::State {
         return text;
     }
 
-    NvJitLinkLease lease;  // destroyed after the handle, which its nvJitLink made
+    NvJitLinkLease lease;              // destroyed after the handle, which its nvJitLink made
+    mutable bool forked_away = false;  // a call could not run: see on_lease
     const NvJitLinkApi& api;
     nvJitLinkHandle handle = nullptr;
 };
@@ -71,10 +79,12 @@ Result<NvJitLinkSession> NvJitLinkSession::create(const std::vector<std::string>
     std::vector<const char*> pointers;
     pointers.reserve(options.size());
     for (const auto& option : options) pointers.push_back(option.c_str());
-    const nvJitLinkResult rc = state->on_lease([&] {
-        return state->api.create(&state->handle, static_cast<std::uint32_t>(pointers.size()),
-                                 pointers.data());
-    });
+    const nvJitLinkResult rc = state->on_lease(
+        [&] {
+            return state->api.create(&state->handle, static_cast<std::uint32_t>(pointers.size()),
+                                     pointers.data());
+        },
+        NVJITLINK_ERROR_INTERNAL);
     if (rc != NVJITLINK_SUCCESS) return state->failed("nvJitLinkCreate", rc);
     return NvJitLinkSession(std::move(state));
 }
@@ -83,30 +93,33 @@ Result<void> NvJitLinkSession::add(LinkInput type, std::string_view bytes,
                                    const std::string& name) {
     const nvJitLinkInputType input =
         type == LinkInput::kPtx ? NVJITLINK_INPUT_PTX : NVJITLINK_INPUT_LTOIR;
-    const nvJitLinkResult rc = state_->on_lease([&] {
-        return state_->api.add_data(state_->handle, input, bytes.data(), bytes.size(),
-                                    name.c_str());
-    });
+    const nvJitLinkResult rc = state_->on_lease(
+        [&] {
+            return state_->api.add_data(state_->handle, input, bytes.data(), bytes.size(),
+                                        name.c_str());
+        },
+        NVJITLINK_ERROR_INTERNAL);
     if (rc != NVJITLINK_SUCCESS) return state_->failed("nvJitLinkAddData", rc);
     return ok();
 }
 
 Result<void> NvJitLinkSession::complete() {
-    const nvJitLinkResult rc =
-        state_->on_lease([&] { return state_->api.complete(state_->handle); });
+    const nvJitLinkResult rc = state_->on_lease(
+        [&] { return state_->api.complete(state_->handle); }, NVJITLINK_ERROR_INTERNAL);
     if (rc != NVJITLINK_SUCCESS) return state_->failed("nvJitLinkComplete", rc);
     return ok();
 }
 
 Result<std::string> NvJitLinkSession::cubin() const {
     std::size_t size = 0;
-    nvJitLinkResult rc =
-        state_->on_lease([&] { return state_->api.cubin_size(state_->handle, &size); });
+    nvJitLinkResult rc = state_->on_lease(
+        [&] { return state_->api.cubin_size(state_->handle, &size); }, NVJITLINK_ERROR_INTERNAL);
     if (rc != NVJITLINK_SUCCESS || size == 0) {
         return state_->failed("nvJitLinkGetLinkedCubinSize", rc);
     }
     std::string out(size, '\0');
-    rc = state_->on_lease([&] { return state_->api.cubin(state_->handle, out.data()); });
+    rc = state_->on_lease([&] { return state_->api.cubin(state_->handle, out.data()); },
+                          NVJITLINK_ERROR_INTERNAL);
     if (rc != NVJITLINK_SUCCESS) return state_->failed("nvJitLinkGetLinkedCubin", rc);
     return out;
 }

@@ -11,7 +11,6 @@
 #include <memory>
 #include <mutex>
 #include <new>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -292,16 +291,14 @@ NvJitLinkLease::~NvJitLinkLease() {
     if (held_) Copies::instance().give_back({copy_, thread_});
 }
 
-void NvJitLinkLease::run(FunctionRef<void()> work) const {
+bool NvJitLinkLease::run(FunctionRef<void()> work) const {
     if (thread_ == nullptr) {
         work();
-        return;
+        return true;
     }
-    if (Copies::instance().forked()) {
-        throw std::runtime_error(
-            "a copy of nvJitLink taken before fork() cannot be called in the child");
-    }
+    if (Copies::instance().forked()) return false;
     thread_->run(work);
+    return true;
 }
 
 Result<NvJitLinkLease> lease_nvjitlink() {

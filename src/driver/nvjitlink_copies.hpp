@@ -39,9 +39,9 @@ public:
     bool is_copy() const { return copy_ != nullptr; }
     // Calls `work` where this lease's nvJitLink may be called: here for the process's own, on
     // one of the copy's threads for a copy (this thread waits; calls from several threads at once
-    // run one after another). A copy taken before fork() throws std::runtime_error in the child,
-    // whose copies have no threads.
-    void run(FunctionRef<void()> work) const;
+    // run one after another); what `work` throws is thrown here. False, `work` not called, for a
+    // copy taken before fork() and called in the child, whose copies have no threads.
+    [[nodiscard]] bool run(FunctionRef<void()> work) const;
 
 private:
     friend Result<NvJitLinkLease> lease_nvjitlink();
