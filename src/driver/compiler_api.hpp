@@ -69,9 +69,10 @@ struct NvJitLinkApi {
 const Result<const NvrtcApi*>& nvrtc_api();
 const Result<const NvJitLinkApi*>& nvjitlink_api();
 // Another copy of the same nvJitLink file, in a link map of its own (dlmopen): its own globals
-// and locks, and its own C library. nvJitLink serialises the links of one copy on a lock of its
-// own (docs/performance.md); NvJitLinkCopies hands copies to concurrent links. kUnsupported when
-// the loader refuses (each copy takes a share of the static TLS that a process has little of).
+// and locks, and its own C library. nvJitLink serialises part of each link of one copy on a lock
+// of its own (docs/performance.md); driver/nvjitlink_copies.hpp hands copies to concurrent links
+// and says on which threads a copy may be called. kUnsupported when the loader refuses (each copy
+// takes a share of the static TLS that a process has little of).
 Result<std::unique_ptr<NvJitLinkApi>> load_nvjitlink_copy();
 
 }  // namespace kcache::driver
