@@ -453,6 +453,20 @@ int run_ptx_warm_child(const std::string& mode, const std::string& directory,
             cache.stats().disk_hits != static_cast<std::uint64_t>(count))
             return 5;
         if (set.launchable && !launch_each(handles, empty, *context, launch_ms)) return 6;
+    } else if (mode == "kcache-fill") {
+        // Not timed: a cold warm-up of the set that stores its entries and bundles, so that a
+        // profile of the warm modes can start from a filled disk tier (scripts/gpu-profile.sh).
+        CacheOptions options;
+        options.disk_directory = directory + "/kcache";
+        options.bundle_warm_ups = true;
+        KernelCache cache(options);
+        for (const auto& result : cache.warm_up(set.warm_up_items(), 16)) {
+            if (!result) {
+                std::fprintf(stderr, "%s\n", result.error().describe().c_str());
+                return 4;
+            }
+        }
+        cache.wait_for_uploads();
     } else if (mode == "kcache-warm-up" || mode == "kcache-warm-up-unbundled") {
         // The same kernels asked for at once, 16 threads; their bundles loaded, or not.
         faults = -minor_faults();

@@ -195,7 +195,8 @@ run cuda_corpus on_corpus cuda-corpus.tar.xz . --corpus --rounds "${CORPUS_ROUND
 # device memory per loaded kernel, the disk tier's bytes), each a new process. The CLI's scans of a
 # directory of 1,000 to 100,000 entries need no GPU and run on the CPU machine
 # (bench/results/*-cpu-scale.md); filling 100,000 entries here would spend device time on the disk.
-run scale "$BIN/kcache_bench" --scale "$(mktemp -d)/scale" --scale-entries 0 --scale-kcache "$BIN/kcache" --out "$LOGS/scale.md"
+# SCALE_ROUNDS: the warm children's rounds (3 by default; 10,000 kernels take about a minute each).
+run scale "$BIN/kcache_bench" --scale "$(mktemp -d)/scale" --scale-entries 0 --scale-kcache "$BIN/kcache" --rounds "${SCALE_ROUNDS:-3}" --out "$LOGS/scale.md"
 # Whether kcache's cubins (nvJitLink: PTX compiled as relocatable code, then linked) run as fast as
 # the driver's JIT of the same PTX (a whole program).
 run kernel_speed "$BIN/kcache_bench" --kernel-speed --out "$LOGS/kernel_speed.md"

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -160,7 +161,11 @@ public:
 
     // The process's own when no link holds it; else whichever loaded nvJitLink, the own or a
     // copy, runs the fewest links. A link that finds the own busy starts a copy's load in the
-    // background while fewer are loaded than allowed; it never waits for one.
+    // background while fewer are loaded than allowed, and where every loaded nvJitLink is as
+    // busy as the own and a load is under way, waits for it, at most kLoadPatience: the links
+    // that start together (a warm-up's first) would otherwise all share the own with the first,
+    // the longest. A load that outlasts the patience is stuck (the loader's lock held by this
+    // thread, in a library's constructor, say): links then wait for no load until one ends.
     Taken take() {
         std::unique_lock lock(mutex_);
         if (own_links_ == 0 || forked()) {  // a forked child: the copies' threads are not in it
@@ -168,13 +173,14 @@ public:
             return {};
         }
         if (copies_.size() + loading_ < allowed_ && !load_failed_) start_load();
-        NvJitLinkCopy* fewest = nullptr;
-        std::size_t least = own_links_;
-        for (const auto& copy : copies_) {
-            if (copy->links < least) {
-                fewest = copy.get();
-                least = copy->links;
+        NvJitLinkCopy* fewest = least_busy_copy();
+        const auto deadline = std::chrono::steady_clock::now() + kLoadPatience;
+        while (fewest == nullptr && loading_ > 0 && !loads_stuck_) {
+            const std::size_t ended = loads_ended_;
+            if (!loads_done_.wait_until(lock, deadline, [&] { return loads_ended_ != ended; })) {
+                loads_stuck_ = true;
             }
+            fewest = least_busy_copy();
         }
         if (fewest == nullptr) {
             ++own_links_;
@@ -229,7 +235,23 @@ public:
     const std::size_t allowed_ = copies_from_environment();
 
 private:
+    // How long a link waits for a copy's load: a load takes 10-15 ms on an idle machine.
+    static constexpr std::chrono::milliseconds kLoadPatience{100};
+
     Copies() = default;
+
+    // Requires mutex_. The loaded copy running fewer links than the own, the fewest; else null.
+    NvJitLinkCopy* least_busy_copy() const {
+        NvJitLinkCopy* fewest = nullptr;
+        std::size_t least = own_links_;
+        for (const auto& copy : copies_) {
+            if (copy->links < least) {
+                fewest = copy.get();
+                least = copy->links;
+            }
+        }
+        return fewest;
+    }
 
     // Requires mutex_. A thread that loads a copy, then lists it with itself as its idle thread.
     void start_load() {
@@ -248,6 +270,8 @@ private:
             }
             std::lock_guard lock(mutex_);
             --loading_;
+            ++loads_ended_;
+            loads_stuck_ = false;
             loads_done_.notify_all();
             if (api) {
                 copy->idle.push_back(self);
@@ -275,6 +299,8 @@ private:
     const pid_t owner_ = ::getpid();
     std::size_t own_links_ = 0;                           // guarded by mutex_
     std::size_t loading_ = 0;                             // guarded by mutex_
+    std::size_t loads_ended_ = 0;                         // guarded by mutex_
+    bool loads_stuck_ = false;                            // guarded by mutex_: until one ends
     bool load_failed_ = false;                            // guarded by mutex_
     bool thread_failed_ = false;                          // guarded by mutex_: logged once
     std::vector<std::unique_ptr<NvJitLinkCopy>> copies_;  // guarded by mutex_

@@ -5,7 +5,8 @@
 // link takes the process's own nvJitLink when no other link holds it (one link at a time loads
 // nothing more), else whichever loaded nvJitLink, the own or a copy, runs the fewest links; a
 // link that finds the own busy starts loading a copy (dlmopen: a link map and C library of its
-// own) in the background while fewer are loaded than allowed.
+// own) in the background while fewer are loaded than allowed, and waits a while for a load under
+// way where no copy is less busy than the own.
 //
 // A copy's calls run on threads of the copy's own, which live as long as the process, and no
 // other code runs there: a copy has its own C library, but a thread's descriptor is the first C

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copies of nvJitLink for links that run at once (driver/nvjitlink_copies.hpp): a link alone takes
 // the process's own, links beside others each loaded copy once, on the copy's own thread, then
-// the least busy; calls from several threads on one copy all run; links in copies and in the own
-// from the same threads give the same cubin and end cleanly; a forked child keeps to the own.
+// the least busy, and wait a while for a copy being loaded; calls from several threads on one
+// copy all run; links in copies and in the own from the same threads give the same cubin and end
+// cleanly; a forked child keeps to the own.
 #include "driver/nvjitlink_copies.hpp"
 
 #include <gtest/gtest.h>
+#include <link.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,6 +82,55 @@ TEST_F(NvJitLinkCopiesTest, LinksBesideOthersTakeEachCopyOnceThenTheLeastBusy) {
     const NvJitLinkLease shared = lease();
     nvjitlink_copies_wait_for_loads();
     EXPECT_EQ(nvjitlink_copies_loaded(), loaded);
+}
+
+// The links a warm-up starts together: the second finds the own busy and no copy loaded yet, and
+// waits for the copy it starts loading instead of sharing the own with the first. In a process of
+// its own, where no copy is loaded yet.
+TEST_F(NvJitLinkCopiesTest, ALinkBesideTheBusyOwnWaitsForTheCopyItStartsLoading) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            if (nvjitlink_copies_loaded() != 0) _exit(3);
+            auto own = lease_nvjitlink();
+            if (!own.ok() || own->is_copy()) _exit(4);
+            auto beside = lease_nvjitlink();
+            _exit(beside.ok() && beside->is_copy() ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "");
+}
+
+// A load that cannot end while this thread holds the loader's lock (here dl_iterate_phdr's; a
+// link inside a library's constructor holds dlopen's): the link waits a while, then shares the
+// own, and the copy is there once the lock is let go.
+TEST_F(NvJitLinkCopiesTest, ALinkWaitsForAStuckLoadOnlyAWhile) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            alarm(20);  // a hang fails the test instead of stalling it
+            if (nvjitlink_copies_loaded() != 0) _exit(3);
+            auto own = lease_nvjitlink();
+            if (!own.ok() || own->is_copy()) _exit(4);
+            struct Seen {
+                bool asked = false;
+                bool copy = true;
+            } seen;
+            dl_iterate_phdr(
+                [](dl_phdr_info*, std::size_t, void* data) {
+                    auto* in = static_cast<Seen*>(data);
+                    if (in->asked) return 0;
+                    in->asked = true;
+                    auto beside = lease_nvjitlink();
+                    in->copy = !beside.ok() || beside->is_copy();
+                    return 0;
+                },
+                &seen);
+            if (seen.copy) _exit(1);  // not a copy: none could load while the lock was held
+            nvjitlink_copies_wait_for_loads();
+            auto after = lease_nvjitlink();
+            _exit(nvjitlink_copies_loaded() == 1 && after.ok() && after->is_copy() ? 0 : 2);
+        },
+        ::testing::ExitedWithCode(0), "");
 }
 
 // A session takes one call at a time, but calls on a copy's lease from several threads at once
