@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "driver/nvjitlink_copies.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -238,7 +239,12 @@ private:
     // How long a link waits for a copy's load: a load takes 10-15 ms on an idle machine.
     static constexpr std::chrono::milliseconds kLoadPatience{100};
 
-    Copies() = default;
+    Copies() {
+        // A fork while another thread holds mutex_ would leave the child's copy of it locked for
+        // ever, and the child's first link waiting on it.
+        pthread_atfork([] { instance().mutex_.lock(); }, [] { instance().mutex_.unlock(); },
+                       [] { instance().mutex_.unlock(); });
+    }
 
     // Requires mutex_. The loaded copy running fewer links than the own, the fewest; else null.
     NvJitLinkCopy* least_busy_copy() const {

@@ -3,7 +3,7 @@
 // the process's own, links beside others each loaded copy once, on the copy's own thread, then
 // the least busy, and wait a while for a copy being loaded; calls from several threads on one
 // copy all run; links in copies and in the own from the same threads give the same cubin and end
-// cleanly; a forked child keeps to the own.
+// cleanly; a forked child keeps to the own, and can link when forked while others take theirs.
 #include "driver/nvjitlink_copies.hpp"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <thread>
@@ -226,6 +227,34 @@ TEST_F(NvJitLinkCopiesTest, AForkedChildKeepsToTheOwn) {
     int status = 0;
     ASSERT_EQ(waitpid(child, &status, 0), child);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+// Children forked while other threads take and give back nvJitLinks: the choice's lock must not
+// be copied into a child held by a thread the child does not have.
+TEST_F(NvJitLinkCopiesTest, ChildrenForkedWhileOtherThreadsLeaseCanLink) {
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t) {
+        threads.emplace_back([&] {
+            while (!stop.load()) (void)lease_nvjitlink();
+        });
+    }
+    int hung = 0;
+    for (int round = 0; round < 200 && hung == 0; ++round) {
+        const pid_t child = fork();
+        ASSERT_GE(child, 0);
+        if (child == 0) {
+            alarm(5);  // a child left waiting on the lock dies of the alarm
+            auto taken = lease_nvjitlink();
+            _exit(taken.ok() && !taken->is_copy() ? 0 : 1);
+        }
+        int status = 0;
+        ASSERT_EQ(waitpid(child, &status, 0), child);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) hung = round + 1;
+    }
+    stop = true;
+    for (auto& thread : threads) thread.join();
+    EXPECT_EQ(hung, 0) << "a child forked in round " << hung << " could not take an nvJitLink";
 }
 
 }  // namespace
