@@ -234,6 +234,7 @@ TEST_F(NvJitLinkCopiesTest, AForkedChildKeepsToTheOwn) {
 TEST_F(NvJitLinkCopiesTest, ChildrenForkedWhileOtherThreadsLeaseCanLink) {
     std::atomic<bool> stop{false};
     std::vector<std::thread> threads;
+    threads.reserve(3);
     for (int t = 0; t < 3; ++t) {
         threads.emplace_back([&] {
             while (!stop.load()) (void)lease_nvjitlink();
