@@ -11,7 +11,9 @@
 namespace kcache::driver {
 
 struct NvJitLinkSession::State {
-    explicit State(NvJitLinkLease lease_in) : lease(std::move(lease_in)), api(lease.api()) {}
+    explicit State(NvJitLinkLease lease_in) : lease(std::move(lease_in)) {}
+
+    const NvJitLinkApi& api() const { return lease.api(); }
 
     // `call()` where the lease says its nvJitLink may be called: its result, or `not_run` where
     // it cannot be (a copy taken before fork(), in the child; failed() then says so).
@@ -22,10 +24,16 @@ struct NvJitLinkSession::State {
         return out;
     }
 
+    // An nvJitLink call on the lease: NVJITLINK_ERROR_INTERNAL where it cannot run.
+    template <class Call>
+    nvJitLinkResult call_nvjitlink(Call call) const {
+        return on_lease(call, NVJITLINK_ERROR_INTERNAL);
+    }
+
     ~State() {
         if (handle == nullptr) return;
         try {
-            on_lease([&] { return api.destroy(&handle); }, NVJITLINK_ERROR_INTERNAL);
+            call_nvjitlink([&] { return api().destroy(&handle); });
         } catch (...) {  // NOLINT(bugprone-empty-catch): a handle lost is no reason to end
         }
     }
@@ -52,8 +60,8 @@ struct NvJitLinkSession::State {
 
     std::string read_log(bool errors) const {
         std::size_t size = 0;
-        auto size_fn = errors ? api.error_log_size : api.info_log_size;
-        auto log_fn = errors ? api.error_log : api.info_log;
+        auto size_fn = errors ? api().error_log_size : api().info_log_size;
+        auto log_fn = errors ? api().error_log : api().info_log;
         if (size_fn(handle, &size) != NVJITLINK_SUCCESS || size <= 1) return {};
         std::string text(size, '\0');
         if (log_fn(handle, text.data()) != NVJITLINK_SUCCESS) return {};
@@ -63,7 +71,6 @@ struct NvJitLinkSession::State {
 
     NvJitLinkLease lease;              // destroyed after the handle, which its nvJitLink made
     mutable bool forked_away = false;  // a call could not run: see on_lease
-    const NvJitLinkApi& api;
     nvJitLinkHandle handle = nullptr;
 };
 
@@ -79,12 +86,10 @@ Result<NvJitLinkSession> NvJitLinkSession::create(const std::vector<std::string>
     std::vector<const char*> pointers;
     pointers.reserve(options.size());
     for (const auto& option : options) pointers.push_back(option.c_str());
-    const nvJitLinkResult rc = state->on_lease(
-        [&] {
-            return state->api.create(&state->handle, static_cast<std::uint32_t>(pointers.size()),
-                                     pointers.data());
-        },
-        NVJITLINK_ERROR_INTERNAL);
+    const nvJitLinkResult rc = state->call_nvjitlink([&] {
+        return state->api().create(&state->handle, static_cast<std::uint32_t>(pointers.size()),
+                                   pointers.data());
+    });
     if (rc != NVJITLINK_SUCCESS) return state->failed("nvJitLinkCreate", rc);
     return NvJitLinkSession(std::move(state));
 }
@@ -93,33 +98,30 @@ Result<void> NvJitLinkSession::add(LinkInput type, std::string_view bytes,
                                    const std::string& name) {
     const nvJitLinkInputType input =
         type == LinkInput::kPtx ? NVJITLINK_INPUT_PTX : NVJITLINK_INPUT_LTOIR;
-    const nvJitLinkResult rc = state_->on_lease(
-        [&] {
-            return state_->api.add_data(state_->handle, input, bytes.data(), bytes.size(),
-                                        name.c_str());
-        },
-        NVJITLINK_ERROR_INTERNAL);
+    const nvJitLinkResult rc = state_->call_nvjitlink([&] {
+        return state_->api().add_data(state_->handle, input, bytes.data(), bytes.size(),
+                                      name.c_str());
+    });
     if (rc != NVJITLINK_SUCCESS) return state_->failed("nvJitLinkAddData", rc);
     return ok();
 }
 
 Result<void> NvJitLinkSession::complete() {
-    const nvJitLinkResult rc = state_->on_lease(
-        [&] { return state_->api.complete(state_->handle); }, NVJITLINK_ERROR_INTERNAL);
+    const nvJitLinkResult rc =
+        state_->call_nvjitlink([&] { return state_->api().complete(state_->handle); });
     if (rc != NVJITLINK_SUCCESS) return state_->failed("nvJitLinkComplete", rc);
     return ok();
 }
 
 Result<std::string> NvJitLinkSession::cubin() const {
     std::size_t size = 0;
-    nvJitLinkResult rc = state_->on_lease(
-        [&] { return state_->api.cubin_size(state_->handle, &size); }, NVJITLINK_ERROR_INTERNAL);
+    nvJitLinkResult rc =
+        state_->call_nvjitlink([&] { return state_->api().cubin_size(state_->handle, &size); });
     if (rc != NVJITLINK_SUCCESS || size == 0) {
         return state_->failed("nvJitLinkGetLinkedCubinSize", rc);
     }
     std::string out(size, '\0');
-    rc = state_->on_lease([&] { return state_->api.cubin(state_->handle, out.data()); },
-                          NVJITLINK_ERROR_INTERNAL);
+    rc = state_->call_nvjitlink([&] { return state_->api().cubin(state_->handle, out.data()); });
     if (rc != NVJITLINK_SUCCESS) return state_->failed("nvJitLinkGetLinkedCubin", rc);
     return out;
 }
