@@ -188,6 +188,27 @@ inline std::optional<KernelSet> child_kernel_set(const std::string& spec) {
     return set;
 }
 
+// Opens (command "enable") or shuts ("disable") perf's sampling window when KCACHE_BENCH_PERF is
+// "ctl,ack,event" (see profile_window.cpp); nothing without it.
+void profile_window(const char* command);
+
+// No GPU: kcache's own share of a warm start of the kernel set `spec` (see kernel_set) over the
+// fake driver: a disk tier in `directory` filled by a warm-up (compiles real, bundles linked), then
+// `rounds` rounds of new processes (--fake-warm-child), bundled and one module a key, in turns.
+struct FakeWarmStart {
+    int kernels = 0;
+    double bundled_open_ms = 0, bundled_ms = 0;  // medians: the cache's opening, its warm_up
+    double per_key_open_ms = 0, per_key_ms = 0;
+};
+std::optional<FakeWarmStart> fake_warm_start(const std::string& spec, const std::string& directory,
+                                             int workers, int rounds, std::string& note);
+std::string format_fake_warm_start(const FakeWarmStart& run, int workers, int rounds);
+std::string run_fake_warm_start(const std::string& spec, const std::string& directory, int workers,
+                                int rounds, std::string& note);
+// The child side: MODE "bundled" or "per-key"; prints "open_ms warm_up_ms".
+int run_fake_warm_child(const std::string& mode, const std::string& directory,
+                        const std::string& spec, int workers);
+
 // Needs a GPU: the warm start of those kernels in new processes, and of one large kernel, each in
 // `rounds` rounds of one process per mode (kcache from its disk tier, the floor, the driver's
 // ComputeCache, and more for scale), in `directory`.

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     std::string remote_directory;
     std::string corpus_directory;
     std::string scaling_directory;
+    std::string fake_warm_spec;
     int workers = static_cast<int>(std::thread::hardware_concurrency());
     int corpus_prebuild_arch = 0;
     std::string scale_directory;
@@ -78,6 +79,13 @@ int main(int argc, char** argv) {
             const std::string mode = next();
             const std::string directory = next();
             return bench::run_ptx_warm_child(mode, directory, next());
+        } else if (!std::strcmp(argv[i], "--fake-warm-child")) {
+            const std::string mode = next();
+            const std::string directory = next();
+            const std::string spec = next();
+            return bench::run_fake_warm_child(mode, directory, spec, std::atoi(next()));
+        } else if (!std::strcmp(argv[i], "--fake-warm-start")) {
+            fake_warm_spec = next();
         } else if (!std::strcmp(argv[i], "--corpus-cold-child")) {
             const std::string mode = next();
             const std::string corpus = next();
@@ -148,6 +156,7 @@ int main(int argc, char** argv) {
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
                          "[--ptx-new-process DIR [--rounds N]] [--remote DIR [--rounds N]] "
                          "[--compile-scaling PTX_DIR [--workers N]] "
+                         "[--fake-warm-start SPEC [--workers N] [--rounds N]] "
                          "[--corpus DIR [--rounds N] [--corpus-prebuild ARCH [--threads N]]] "
                          "[--scale DIR [--scale-max N] [--scale-entries N] [--scale-kcache CLI] "
                          "[--rounds N]] [--scale-fill DIR N] "
@@ -184,6 +193,13 @@ int main(int argc, char** argv) {
         std::string note;
         std::string table = bench::run_compile_scaling(
             scaling_directory, work_directory("kcache-scaling-"), workers, note);
+        return finish(table, note);
+    }
+    if (!fake_warm_spec.empty()) {  // kcache's own share of a warm start; no GPU needed
+        std::string note;
+        std::string table =
+            bench::run_fake_warm_start(fake_warm_spec, work_directory("kcache-fake-warm-"), workers,
+                                       rounds_given ? std::max(1, rounds) : 5, note);
         return finish(table, note);
     }
     if (!scale_directory.empty()) {  // the memory and scale curve alone (issue 19)

@@ -217,44 +217,6 @@ KcacheRun kcache_cold(KernelSet set, const std::string& directory, int workers, 
     return run;
 }
 
-// kcache warm over the fake driver: the disk tier filled by a warm-up (its bundles linked), then
-// new caches asking for every kernel at once, bundles loaded or one module a key, in turns:
-// median milliseconds of each. The fake's loads copy the cubins; the rest is kcache's own share
-// of a warm start. all_from_disk is false if a warm-up did not find every kernel on disk.
-struct KcacheWarm {
-    double bundled_ms = 0;
-    double per_key_ms = 0;
-    bool all_from_disk = false;
-};
-
-KcacheWarm kcache_warm(const KernelSet& set, const std::string& directory, int workers) {
-    constexpr int kRounds = 5;
-    std::filesystem::remove_all(directory);
-    CacheOptions options;
-    options.driver = std::make_shared<fakes::FakeDriver>();
-    options.disk_directory = directory;
-    options.bundle_warm_ups = true;
-    {
-        KernelCache fill(options);
-        (void)fill.warm_up(set.warm_up_items(), static_cast<unsigned>(workers));
-        fill.wait_for_uploads();  // its bundles linked and stored
-    }
-    std::vector<double> bundled, per_key;
-    for (int round = 0; round < 2 * kRounds; ++round) {
-        KernelSet once = set;  // handed over as a generator would: no copy on the clock
-        CacheOptions o = options;
-        o.bundle_warm_ups = round % 2 == 0;
-        KernelCache cache(o);
-        const auto start = std::chrono::steady_clock::now();
-        (void)cache.warm_up(once.handed_over_items(), static_cast<unsigned>(workers));
-        const double ms = ms_since(start);
-        if (cache.stats().disk_hits != static_cast<std::uint64_t>(set.count())) return {};
-        (o.bundle_warm_ups ? bundled : per_key).push_back(ms);
-    }
-    std::filesystem::remove_all(directory);
-    return {median(bundled), median(per_key), true};
-}
-
 }  // namespace
 
 std::string run_compile_scaling(const std::string& corpus, const std::string& directory,
@@ -309,15 +271,14 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
     }
     const KcacheRun one = kcache_cold(set, directory + "/one", workers, false);
     const KcacheRun all = kcache_cold(set, directory + "/warm-up", workers, true);
-    const KcacheWarm warm = kcache_warm(set, directory + "/warm", workers);
+    constexpr int kWarmRounds = 5;
+    const std::optional<FakeWarmStart> warm =
+        fake_warm_start(corpus, directory + "/warm", workers, kWarmRounds, note);
     if (!one.all_compiled || !all.all_compiled) {
         note = "kcache did not compile every kernel";
         return {};
     }
-    if (!warm.all_from_disk) {
-        note = "a warm kcache warm-up did not find every kernel on disk";
-        return {};
-    }
+    if (!warm) return {};
     const double synced = store_ms(cubins, directory + "/synced", util::Durability::kSynced);
     const double unsynced = store_ms(cubins, directory + "/unsynced", util::Durability::kUnsynced);
 
@@ -355,14 +316,7 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
            "| warm_up, %d threads | %.1f | %.2fx (of %d threads) | %.1f |\n\n",
            one.wall_ms, one.wall_ms / serial_ms, one.compile_ms, workers, all.wall_ms,
            all.wall_ms / threads.wall_ms, workers, all.compile_ms);
-    append(text,
-           "| kcache over the fake driver, warm: a new cache on the disk tier a warm-up filled "
-           "(median of 5, in turns; the fake's loads copy the cubins) | wall ms | per kernel "
-           "ms |\n|---|---:|---:|\n"
-           "| warm_up, %d threads, its bundles loaded | %.3f | %.4f |\n"
-           "| warm_up, %d threads, one module a key | %.3f | %.4f |\n\n",
-           workers, warm.bundled_ms, warm.bundled_ms / static_cast<double>(count), workers,
-           warm.per_key_ms, warm.per_key_ms / static_cast<double>(count));
+    text += format_fake_warm_start(*warm, workers, kWarmRounds);
     const double bound = std::max(slowest, own_sum / workers);
     append(text,
            "| the order, on %d workers, from the kernels' own times (no contention) | makespan "
