@@ -87,7 +87,16 @@ BundlePlan plan_bundle(const std::vector<util::Fingerprint>& members, const comp
 }
 
 FoundBundle find_bundle(store::ArtifactStore& tiers, const BundlePlan& plan) {
-    auto found = tiers.find(plan.fingerprint);
+    return bundle_found(tiers, plan, tiers.find(plan.fingerprint));
+}
+
+bool may_be_bundle(const store::Found& found) {
+    return found.entry->kind() == store::PayloadKind::kCubin &&
+           found.entry->key().source_kind == kBundleSourceKind;
+}
+
+FoundBundle bundle_found(store::ArtifactStore& tiers, const BundlePlan& plan,
+                         std::optional<store::Found> found) {
     if (!found) return {};
     const store::KeyMaterialView& stored = found->entry->key();
     const bool same_plan = stored.arch == plan.key.arch &&

@@ -62,6 +62,13 @@ struct FoundBundle {
     bool did_not_link = false;
 };
 FoundBundle find_bundle(store::ArtifactStore& tiers, const BundlePlan& plan);
+// The same for what a lookup of the plan's fingerprint found earlier (`found`: nullopt if
+// nothing).
+FoundBundle bundle_found(store::ArtifactStore& tiers, const BundlePlan& plan,
+                         std::optional<store::Found> found);
+// Whether `found` may be a bundle's code (a cubin of a bundle's source kind), before its plan is
+// known: what a warm-up loads ahead of it (build/warm_up_record.hpp).
+bool may_be_bundle(const store::Found& found);
 
 // Links the members' PTX (`ptx`, in the plan's order), each member's names renamed
 // (bundled_symbol), and puts the bundle in the tiers, written to disk before it returns.

@@ -310,10 +310,17 @@ Result<ModuleHandle> LoadedModules::load_and_publish(std::string_view key, int a
 
 namespace kcache::cache {
 
+Result<std::shared_ptr<const SharedCode>> LoadedModules::load_bundle_code(
+    const util::Fingerprint& fingerprint, const store::Found& found) {
+    TRY_ASSIGN(const driver::ModuleId loaded,
+               cache::load_bundle_code(*driver_, builder_.tiers(), fingerprint, found));
+    return std::make_shared<const SharedCode>(loaded, driver_);
+}
+
 Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
     const build::BundlePlan& plan, const store::Found& found,
     const std::vector<BundledKey>& members, int arch,
-    std::optional<std::chrono::nanoseconds> linked_in) {
+    std::optional<std::chrono::nanoseconds> linked_in, std::shared_ptr<const SharedCode> code) {
     if (linked_in) {  // the link's time, whoever publishes the keys
         compile_ns_.fetch_add(static_cast<std::uint64_t>(linked_in->count()),
                               std::memory_order_relaxed);
@@ -337,9 +344,10 @@ Result<std::vector<std::optional<ModuleHandle>>> LoadedModules::load_bundle(
         ++led;
     }
     if (led == 0) return modules;
-    TRY_ASSIGN(const driver::ModuleId loaded,
-               load_bundle_code(*driver_, builder_.tiers(), plan.fingerprint, found));
-    auto code = std::make_shared<const SharedCode>(loaded, driver_);
+    if (code == nullptr) {
+        TRY_ASSIGN(code, load_bundle_code(plan.fingerprint, found));
+    }
+    const driver::ModuleId loaded = code->module;
     // Each member's own parameter sizes, from the bundle's line of all of them.
     const std::optional<compile::PtxParamSizes> sizes =
         options.verify ? std::nullopt

@@ -80,10 +80,16 @@ public:
     // Per member, in order: its module, or nullopt where another thread is loading the key or
     // loaded it (the caller looks it up as kernel() would). An error (the code did not load)
     // publishes nothing.
+    // `code`: the bundle's code, loaded already by load_bundle_code() (not loaded again).
     Result<std::vector<std::optional<ModuleHandle>>> load_bundle(
         const build::BundlePlan& plan, const store::Found& found,
         const std::vector<BundledKey>& members, int arch,
-        std::optional<std::chrono::nanoseconds> linked_in = std::nullopt);
+        std::optional<std::chrono::nanoseconds> linked_in = std::nullopt,
+        std::shared_ptr<const SharedCode> code = nullptr);
+    // A bundle's code (`found` under `fingerprint`) loaded ahead of its plan, published by
+    // nothing yet: load_bundle() publishes it, and it is unloaded when the last of it goes.
+    Result<std::shared_ptr<const SharedCode>> load_bundle_code(const util::Fingerprint& fingerprint,
+                                                               const store::Found& found);
     // The tiers (warm_up looks for bundles), and the links of bundles not found.
     store::ArtifactStore& tiers() const noexcept { return *builder_.tiers(); }
     BundleBuilder& bundles() noexcept { return bundles_; }

@@ -3,11 +3,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <iterator>
 #include <map>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "build/plan.hpp"
+#include "build/warm_up_record.hpp"
 #include "cache/source_guard.hpp"
 #include "cache/warm_up_runners.hpp"
 #include "util/log.hpp"
@@ -50,28 +54,112 @@ WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpIte
       sources_(items.size()),
       member_(items.size(), false) {
     std::vector<std::optional<Member>> planned(indices.size());
-    on_workers(
-        indices.size(), first_workers(indices.size()), threads, patience_, [&](std::size_t n) {
-            const std::size_t i = indices[n];
-            const WarmUpItem& item = items_[i];
-            if (modules_.contains(item.key, arch_)) return;
-            sources_[i] = generate_source([&]() -> Result<Source> { return item.make_source(); });
-            if (!*sources_[i]) return;
-            const Source& made = **sources_[i];
-            if (made.kind != SourceKind::kPtx || made.bytes.empty()) return;
-            auto plan = build::plan_build(arch_, made, modules_.options.host_compile);
-            if (!plan || !*plan) return;  // no host compile: nothing to bundle
-            Member& member = planned[n].emplace();
-            member.item = i;
-            member.fingerprint = (*plan)->fingerprint;
-            member.source_bytes = (*plan)->source_bytes;
-            member.target = (*plan)->target;
-            member.toolchain = std::move((*plan)->key.toolchain);
-        });
+    auto plan_all = [&] {
+        on_workers(indices.size(), first_workers(indices.size()), threads, patience_,
+                   [&](std::size_t n) {
+                       const std::size_t i = indices[n];
+                       const WarmUpItem& item = items_[i];
+                       if (modules_.contains(item.key, arch_)) return;
+                       sources_[i] =
+                           generate_source([&]() -> Result<Source> { return item.make_source(); });
+                       if (!*sources_[i]) return;
+                       const Source& made = **sources_[i];
+                       if (made.kind != SourceKind::kPtx || made.bytes.empty()) return;
+                       auto plan = build::plan_build(arch_, made, modules_.options.host_compile);
+                       if (!plan || !*plan) return;  // no host compile: nothing to bundle
+                       Member& member = planned[n].emplace();
+                       member.item = i;
+                       member.fingerprint = (*plan)->fingerprint;
+                       member.source_bytes = (*plan)->source_bytes;
+                       member.target = (*plan)->target;
+                       member.toolchain = std::move((*plan)->key.toolchain);
+                   });
+    };
+    // The bundles the last warm-up of these keys planned load while this one plans its own, on a
+    // thread of its own; without a record, or that thread, the plan comes first.
+    std::vector<std::string_view> keys;
+    keys.reserve(indices.size());
+    for (const std::size_t i : indices) keys.push_back(items_[i].key);
+    record_ = build::plan_warm_up_record(keys, arch_);
+    recorded_ = read_record(indices.size());
+    std::thread planner;
+    std::exception_ptr planning_failed;  // thrown here, once the planner has ended
+    if (!recorded_.empty()) {
+        try {
+            planner = std::thread([&] {
+                try {
+                    plan_all();
+                } catch (...) {
+                    planning_failed = std::current_exception();
+                }
+            });
+        } catch (const std::system_error& e) {
+            util::log_line(util::LogLevel::kInfo,
+                           std::string("warm_up: a planning thread did not start: ") + e.what());
+        }
+    }
+    if (planner.joinable()) {
+        load_ahead(recorded_);
+        planner.join();
+        if (planning_failed) std::rethrow_exception(planning_failed);
+    } else {
+        plan_all();
+    }
     for (auto& member : planned) {
         if (!member) continue;
         member_[member->item] = true;
         members_.push_back(std::move(*member));
+    }
+}
+
+std::vector<util::Fingerprint> WarmUpBundles::read_record(std::size_t keys) {
+    try {
+        std::optional<std::vector<util::Fingerprint>> bundles =
+            build::find_warm_up_record(modules_.tiers(), record_);
+        if (!bundles) return {};
+        // Each bundle holds two members at least: a record naming more is not this warm-up's.
+        if (bundles->size() > keys / 2) {
+            util::log_line(util::LogLevel::kInfo,
+                           "warm_up: its record names more bundles than its keys fill; not used");
+            return {};
+        }
+        return std::move(*bundles);
+    } catch (const std::exception& e) {
+        util::log_line(util::LogLevel::kInfo,
+                       std::string("warm_up: its record did not read: ") + e.what());
+        return {};
+    }
+}
+
+void WarmUpBundles::load_ahead(const std::vector<util::Fingerprint>& bundles) noexcept {
+    try {
+        Ahead<std::optional<store::Found>> lookups(
+            bundles.size(), std::min<std::size_t>(threads_, kLookupThreads), /*caller_helps=*/true,
+            [&](std::size_t k) -> std::optional<store::Found> {
+                try {
+                    std::optional<store::Found> found = modules_.tiers().find(bundles[k]);
+                    if (found && build::may_be_bundle(*found)) return found;
+                } catch (const std::exception& e) {
+                    util::log_line(util::LogLevel::kInfo,
+                                   std::string("warm_up: a bundle lookup failed: ") + e.what());
+                }
+                return std::nullopt;
+            });
+        for (std::size_t k = 0; k < bundles.size(); ++k) {
+            std::optional<store::Found> found = lookups.take(k);
+            if (!found || ahead_.contains(bundles[k])) continue;
+            auto code = modules_.load_bundle_code(bundles[k], *found);
+            if (!code) {  // kept without code: if the plan names it, its members load one by one
+                util::log_line(
+                    util::LogLevel::kInfo,
+                    "bundle " + bundles[k].hex() + " did not load: " + code.error().message());
+            }
+            ahead_.emplace(bundles[k],
+                           LoadedAhead{std::move(*found), code ? std::move(*code) : nullptr});
+        }
+    } catch (const std::exception& e) {  // what loaded stays; the rest loads after the plan
+        util::log_line(util::LogLevel::kInfo,
+                       std::string("warm_up: bundles not loaded ahead: ") + e.what());
     }
 }
 
@@ -106,9 +194,20 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
             bundles.push_back(std::move(bundle));
         }
     }
+    // A bundle loaded ahead is checked as a lookup's would be, without reading it again.
+    auto loaded_ahead = [&](const build::BundlePlan& plan) -> const LoadedAhead* {
+        const auto at = ahead_.find(plan.fingerprint);
+        return at != ahead_.end() ? &at->second : nullptr;
+    };
     Ahead<build::FoundBundle> lookups(
         bundles.size(), std::min<std::size_t>(threads_, kLookupThreads), /*caller_helps=*/true,
-        [&](std::size_t k) { return look_up(modules_.tiers(), bundles[k].plan); });
+        [&](std::size_t k) {
+            const build::BundlePlan& plan = bundles[k].plan;
+            if (const LoadedAhead* ahead = loaded_ahead(plan)) {
+                return build::bundle_found(modules_.tiers(), plan, ahead->found);
+            }
+            return look_up(modules_.tiers(), plan);
+        });
     for (std::size_t k = 0; k < bundles.size(); ++k) {
         const build::FoundBundle found = lookups.take(k);
         if (found.did_not_link) continue;  // its members load one by one, as ever
@@ -116,23 +215,43 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
             missing_.push_back(std::move(bundles[k]));
             continue;
         }
-        if (load_found(bundles[k], *found.artifact, std::nullopt, loaded)) {
+        const LoadedAhead* ahead = loaded_ahead(bundles[k].plan);
+        if (ahead != nullptr && ahead->code == nullptr) continue;  // the driver refused it
+        if (load_found(bundles[k], *found.artifact, std::nullopt, loaded,
+                       ahead != nullptr ? ahead->code : nullptr)) {
             with_entries_.push_back(std::move(bundles[k]));
         }
     }
+    ahead_.clear();  // the code loaded ahead that no planned bundle names is unloaded
+    record(bundles);
     link_first(loaded);
     return loaded;
 }
 
+void WarmUpBundles::record(const std::vector<Bundle>& bundles) noexcept {
+    try {
+        std::vector<util::Fingerprint> planned;
+        planned.reserve(bundles.size());
+        for (const Bundle& bundle : bundles) planned.push_back(bundle.plan.fingerprint);
+        if (planned.empty() || planned == recorded_ || !tiers_shared()) return;
+        build::put_warm_up_record(modules_.tiers(), record_, planned);
+    } catch (const std::exception& e) {  // the next warm-up plans before it loads, as ever
+        util::log_line(util::LogLevel::kInfo,
+                       std::string("warm_up: its record not kept: ") + e.what());
+    }
+}
+
 bool WarmUpBundles::load_found(const Bundle& bundle, const store::Found& found,
                                std::optional<std::chrono::nanoseconds> linked_in,
-                               std::vector<std::optional<ModuleHandle>>& loaded) {
+                               std::vector<std::optional<ModuleHandle>>& loaded,
+                               std::shared_ptr<const SharedCode> code) {
     std::vector<LoadedModules::BundledKey> keys;
     keys.reserve(bundle.members.size());
     for (const Member* member : bundle.members) {
         keys.push_back({items_[member->item].key, &**sources_[member->item], member->source_bytes});
     }
-    auto modules = modules_.load_bundle(bundle.plan, found, keys, arch_, linked_in);
+    auto modules =
+        modules_.load_bundle(bundle.plan, found, keys, arch_, linked_in, std::move(code));
     if (!modules) {
         // Stored, but not loadable here: its members load one by one, and it is not linked
         // again.

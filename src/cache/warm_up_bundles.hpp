@@ -7,15 +7,20 @@
 // the more it holds (docs/performance.md), so one module per key would not grow linearly. Their
 // members' own entries are queued to be made after it, for kernel() in a later process; so are
 // those a loaded bundle's members lack on disk (a process ended before it made them).
+// Each warm-up keeps the list of its bundles as a record named by its keys, so that the next
+// warm-up of those keys loads them while it plans, not after.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "build/bundle.hpp"
+#include "build/warm_up_record.hpp"
 #include "cache/loaded_modules.hpp"
 #include "kcache/kernel_cache.hpp"
 
@@ -27,6 +32,9 @@ public:
     // loaded yet, once, and plans the PTX ones: what their bundles are named by. On up to
     // `threads` workers, started as warm_up starts its own (one more each `patience`); a
     // generator that fails is left to the warm-up, which calls it again and reports it.
+    // Meanwhile, on the calling thread, the bundles that the record of the last warm-up of the
+    // same keys names are looked up and their code loaded, for load() to publish those that the
+    // plan names (build/warm_up_record.hpp).
     WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpItem>& items,
                   const std::vector<std::size_t>& indices, int arch, unsigned threads,
                   std::chrono::microseconds patience);
@@ -66,9 +74,18 @@ private:
     };
     // Loads `bundle` from `found` into `loaded` (by item index); false, logged, if its code did
     // not load. `linked_in`: it was linked here, in that time (LoadedModules::load_bundle).
+    // `code`: its code, loaded ahead.
     bool load_found(const Bundle& bundle, const store::Found& found,
                     std::optional<std::chrono::nanoseconds> linked_in,
-                    std::vector<std::optional<ModuleHandle>>& loaded);
+                    std::vector<std::optional<ModuleHandle>>& loaded,
+                    std::shared_ptr<const SharedCode> code = nullptr);
+    // The bundles this warm-up's record names (build/warm_up_record.hpp), if a tier has one that
+    // a warm-up of `keys` keys could have written; none otherwise.
+    std::vector<util::Fingerprint> read_record(std::size_t keys);
+    // Looks up and loads those of `bundles` a tier has, into ahead_, published by nothing yet.
+    void load_ahead(const std::vector<util::Fingerprint>& bundles) noexcept;
+    // Keeps the planned `bundles` as this warm-up's record, where it differs from the one read.
+    void record(const std::vector<Bundle>& bundles) noexcept;
     // Links the missing bundles first, and loads them, if enough miss with every member.
     void link_first(std::vector<std::optional<ModuleHandle>>& loaded);
     // A tier another process reads: a writable disk, or a remote tier.
@@ -84,6 +101,20 @@ private:
     std::vector<Member> members_;  // the PTX items planned for a host compile
     std::vector<Bundle> missing_;
     std::vector<Bundle> with_entries_;  // loaded, found or linked first: their members' entries
+    build::WarmUpRecordPlan record_;
+    std::vector<util::Fingerprint> recorded_;  // what its record named (none without one)
+    // Bundles loaded ahead of the plan, by fingerprint: what was found, and its code (null where
+    // the driver refused it).
+    struct LoadedAhead {
+        store::Found found;
+        std::shared_ptr<const SharedCode> code;
+    };
+    struct ByFingerprint {
+        bool operator()(const util::Fingerprint& a, const util::Fingerprint& b) const noexcept {
+            return a.high != b.high ? a.high < b.high : a.low < b.low;
+        }
+    };
+    std::map<util::Fingerprint, LoadedAhead, ByFingerprint> ahead_;
 };
 
 }  // namespace kcache::cache
