@@ -72,7 +72,9 @@ std::optional<std::vector<util::Fingerprint>> find_warm_up_record(store::Artifac
     if (!bundles) {
         KCACHE_LOG(kInfo, "warm-up record " + plan.fingerprint.hex() +
                               " is not one kcache wrote for these keys; not used");
+        return std::nullopt;
     }
+    tiers.keep(plan.fingerprint, *found);  // a remote hit, for the disk
     return bundles;
 }
 

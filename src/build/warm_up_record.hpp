@@ -36,7 +36,7 @@ std::string format_bundle_list(const std::vector<util::Fingerprint>& bundles);
 std::optional<std::vector<util::Fingerprint>> parse_bundle_list(std::string_view text);
 
 // The bundles the tiers' record under `plan` names; nullopt if there is none, or what is there is
-// not such a record (logged). Counts no lookup.
+// not such a record (logged). Counts no lookup; a remote hit is kept on disk, as a bundle's is.
 std::optional<std::vector<util::Fingerprint>> find_warm_up_record(store::ArtifactStore& tiers,
                                                                   const WarmUpRecordPlan& plan);
 // Puts the record of `bundles` under `plan`, its disk write queued (off the caller's path).

@@ -21,6 +21,7 @@
 #include "store/artifact_store.hpp"
 #include "store/disk_store.hpp"
 #include "testing/fake_driver.hpp"
+#include "testing/redis_server.hpp"
 
 namespace kcache {
 namespace {
@@ -162,6 +163,54 @@ TEST_F(WarmUpRecordTest, AWarmUpLoadsTheBundlesItsRecordNamesWhileItsSourcesAreM
     // Every bundle loaded once: fewer modules than keys, none loaded twice.
     EXPECT_LT(fake_->loads() - loads, 24);
     EXPECT_EQ(fake_->live_libraries(), fake_->loads() - loads);
+}
+
+// The cluster's case: a node with an empty disk reads the record another node uploaded, loads
+// the bundles ahead of its plan, and keeps the record on its own disk.
+TEST_F(WarmUpRecordTest, ANodeWithAnEmptyDiskLoadsAheadWhatAnotherNodeRecorded) {
+    if (!fakes::RedisServer::available()) GTEST_SKIP() << fakes::RedisServer::unavailable_reason();
+    auto server = fakes::RedisServer::start();
+    ASSERT_TRUE(server.ok()) << server.error().describe();
+    const auto warm = items(16);
+    {
+        CacheOptions first = options();
+        first.remote = (*server)->url();
+        KernelCache cache(first);
+        expect_all_ok(cache.warm_up(warm, 2));
+        cache.wait_for_uploads();
+    }
+    auto fake = std::make_shared<fakes::FakeDriver>();
+    CacheOptions node = options();
+    node.driver = fake;
+    node.disk_directory = temp_.path() + "/node";
+    node.remote = (*server)->url();
+    std::atomic<bool> saw_a_load{false};
+    auto slow = warm;
+    slow.back().make_source = [&fake, &saw_a_load,
+                               make = warm.back().make_source]() -> Result<Source> {
+        const auto until = std::chrono::steady_clock::now() + 10s;
+        while (fake->loads() == 0 && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(1ms);
+        }
+        saw_a_load = fake->loads() > 0;
+        return make();
+    };
+    {
+        KernelCache cache(node);
+        expect_all_ok(cache.warm_up(slow, 2));
+        EXPECT_TRUE(saw_a_load);
+        EXPECT_EQ(cache.stats().compiles, 0u);
+    }
+    // The record, now on the node's disk: found there with the server gone.
+    (*server)->kill();
+    store::DiskOptions disk_options;
+    disk_options.directory = node.disk_directory;
+    auto disk = store::DiskStore::open(disk_options);
+    ASSERT_TRUE(disk.ok()) << disk.error().describe();
+    store::ArtifactStore tiers(0, std::move(*disk));
+    EXPECT_FALSE(build::find_warm_up_record(tiers, record_of(warm, arch()))
+                     .value_or(std::vector<util::Fingerprint>{})
+                     .empty());
 }
 
 TEST_F(WarmUpRecordTest, ARecordOfOtherCodeCostsLoadsNeverAWrongKernel) {
