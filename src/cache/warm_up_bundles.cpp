@@ -194,28 +194,33 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
             bundles.push_back(std::move(bundle));
         }
     }
-    // A bundle loaded ahead is checked as a lookup's would be, without reading it again.
+    // A bundle loaded ahead is checked as a lookup's would be, here, without reading it again;
+    // only the others are looked up, on threads that start only if some are left.
     auto loaded_ahead = [&](const build::BundlePlan& plan) -> const LoadedAhead* {
         const auto at = ahead_.find(plan.fingerprint);
         return at != ahead_.end() ? &at->second : nullptr;
     };
-    Ahead<build::FoundBundle> lookups(
-        bundles.size(), std::min<std::size_t>(threads_, kLookupThreads), /*caller_helps=*/true,
-        [&](std::size_t k) {
-            const build::BundlePlan& plan = bundles[k].plan;
-            if (const LoadedAhead* ahead = loaded_ahead(plan)) {
-                return build::bundle_found(modules_.tiers(), plan, ahead->found);
-            }
-            return look_up(modules_.tiers(), plan);
-        });
+    std::vector<std::size_t> to_look_up;     // into bundles
+    std::vector<util::Fingerprint> planned;  // the record this warm-up leaves
+    planned.reserve(bundles.size());
     for (std::size_t k = 0; k < bundles.size(); ++k) {
-        const build::FoundBundle found = lookups.take(k);
+        if (loaded_ahead(bundles[k].plan) == nullptr) to_look_up.push_back(k);
+        planned.push_back(bundles[k].plan.fingerprint);
+    }
+    Ahead<build::FoundBundle> lookups(
+        to_look_up.size(), std::min<std::size_t>(threads_, kLookupThreads),
+        /*caller_helps=*/true,
+        [&](std::size_t n) { return look_up(modules_.tiers(), bundles[to_look_up[n]].plan); });
+    for (std::size_t k = 0, looked_up = 0; k < bundles.size(); ++k) {
+        const LoadedAhead* ahead = loaded_ahead(bundles[k].plan);
+        const build::FoundBundle found =
+            ahead != nullptr ? build::bundle_found(modules_.tiers(), bundles[k].plan, ahead->found)
+                             : lookups.take(looked_up++);
         if (found.did_not_link) continue;  // its members load one by one, as ever
         if (!found.artifact) {
             missing_.push_back(std::move(bundles[k]));
             continue;
         }
-        const LoadedAhead* ahead = loaded_ahead(bundles[k].plan);
         if (ahead != nullptr && ahead->code == nullptr) continue;  // the driver refused it
         if (load_found(bundles[k], *found.artifact, std::nullopt, loaded,
                        ahead != nullptr ? ahead->code : nullptr)) {
@@ -223,16 +228,13 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
         }
     }
     ahead_.clear();  // the code loaded ahead that no planned bundle names is unloaded
-    record(bundles);
+    record(planned);
     link_first(loaded);
     return loaded;
 }
 
-void WarmUpBundles::record(const std::vector<Bundle>& bundles) noexcept {
+void WarmUpBundles::record(const std::vector<util::Fingerprint>& planned) noexcept {
     try {
-        std::vector<util::Fingerprint> planned;
-        planned.reserve(bundles.size());
-        for (const Bundle& bundle : bundles) planned.push_back(bundle.plan.fingerprint);
         if (planned.empty() || planned == recorded_ || !tiers_shared()) return;
         build::put_warm_up_record(modules_.tiers(), record_, planned);
     } catch (const std::exception& e) {  // the next warm-up plans before it loads, as ever

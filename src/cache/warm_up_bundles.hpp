@@ -84,8 +84,8 @@ private:
     std::vector<util::Fingerprint> read_record(std::size_t keys);
     // Looks up and loads those of `bundles` a tier has, into ahead_, published by nothing yet.
     void load_ahead(const std::vector<util::Fingerprint>& bundles) noexcept;
-    // Keeps the planned `bundles` as this warm-up's record, where it differs from the one read.
-    void record(const std::vector<Bundle>& bundles) noexcept;
+    // Keeps the `planned` bundles as this warm-up's record, where it differs from the one read.
+    void record(const std::vector<util::Fingerprint>& planned) noexcept;
     // Links the missing bundles first, and loads them, if enough miss with every member.
     void link_first(std::vector<std::optional<ModuleHandle>>& loaded);
     // A tier another process reads: a writable disk, or a remote tier.
