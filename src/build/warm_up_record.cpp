@@ -2,7 +2,7 @@
 #include "build/warm_up_record.hpp"
 
 #include <cstdint>
-#include <exception>
+#include <string>
 
 #include "build/fingerprints.hpp"
 #include "store/key_index.hpp"
@@ -28,6 +28,9 @@ WarmUpRecordPlan plan_warm_up_record(const std::vector<std::string_view>& keys, 
     plan.key.source_kind = kRecordSourceKind;
     plan.key.source_hash = keys_hash.hex();
     plan.key.caller_key = "warm-up of " + std::to_string(keys.size()) + " keys";
+    // Part of its fingerprint, as of every entry's: kcache versions of other entry formats that
+    // share a directory keep records of their own rather than removing each other's as corrupt.
+    plan.key.toolchain = "entry format " + std::to_string(store::kFormatVersion);
     plan.fingerprint = artifact_fingerprint(plan.key, {}, {}, keys_hash);
     return plan;
 }
@@ -65,7 +68,7 @@ std::optional<std::vector<util::Fingerprint>> find_warm_up_record(store::Artifac
     const store::KeyMaterialView& stored = found->entry->key();
     std::optional<std::vector<util::Fingerprint>> bundles;
     if (stored.source_kind == plan.key.source_kind && stored.arch == plan.key.arch &&
-        stored.source_hash == plan.key.source_hash &&
+        stored.source_hash == plan.key.source_hash && stored.toolchain == plan.key.toolchain &&
         found->entry->kind() == store::PayloadKind::kPtx) {
         bundles = parse_bundle_list(found->entry->payload());
     }

@@ -63,6 +63,8 @@ TEST(BundleListTest, ARecordIsNamedByItsKeysInOrderAndItsArch) {
     EXPECT_NE(plan.fingerprint, build::plan_warm_up_record({"a", "b"}, 80).fingerprint);
     EXPECT_NE(plan.fingerprint, build::plan_warm_up_record({"ab"}, 90).fingerprint);
     EXPECT_NE(plan.fingerprint, build::plan_warm_up_record({"a", "b", ""}, 90).fingerprint);
+    // The entry format is part of it, as of every entry's.
+    EXPECT_NE(plan.key.toolchain.find(std::to_string(store::kFormatVersion)), std::string::npos);
 }
 
 class WarmUpRecordTest : public test::HostCompileTest {
