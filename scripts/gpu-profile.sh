@@ -12,6 +12,9 @@ OUT=${OUT:-$PWD/gpu-out}
 R="$OUT/profile"  # packed into $OUT/profile.tgz at the end: the device tool returns few files
 mkdir -p "$R"
 BIN=${BIN:-.gpu-bin}  # PROFILE=1 binaries (scripts/build-for-gpu.sh)
+# What the GPU machine lacks (hiredis, which kcache links), carried in .gpu-bin as gpu-check.sh
+# finds it, whichever folder BIN names.
+export LD_LIBRARY_PATH="$PWD/.gpu-bin/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 PERF=(.perf-bin/lib/ld-linux-x86-64.so.2 --library-path .perf-bin/lib .perf-bin/perf)
 MODES=${MODES:-"kcache floor-file floor kcache-cpu"}
 PROCESSES=${PROCESSES:-40}
