@@ -59,6 +59,8 @@ public:
 
 private:
     void queue(const std::vector<Result<KernelHandle>>& results);
+    // A bundle's lookup is a file's read and check: a few threads keep ahead of its loads.
+    static constexpr std::size_t kLookupThreads = 4;
     struct Member {
         std::size_t item = 0;
         util::Fingerprint fingerprint{};  // its own artifact's, what bundles are named by
