@@ -40,6 +40,10 @@ struct HitPathRow {
     int threads = 0;
     double seed_ns = 0;    // per lookup, as each thread sees it
     double kcache_ns = 0;  // per lookup returning a KernelHandle
+    // A control sharing nothing between threads: each looks the same keys up in a map of its own
+    // and takes and drops a count with as many locked instructions as kcache's lookup. What it
+    // slows by at N threads is the host's (clocks, caches shared between cores), not contention.
+    double private_ns = 0;
 };
 
 std::vector<HitPathRow> run_hit_path(const HitPathOptions& options);

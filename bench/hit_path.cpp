@@ -5,7 +5,9 @@
 #include <barrier>
 #include <chrono>
 #include <cstdio>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include "bench/bench.hpp"
 #include "bench/seed_model.hpp"
@@ -80,6 +82,24 @@ std::vector<HitPathRow> run_hit_path(const HitPathOptions& options) {
         }
         return n;
     };
+    // The control: a private map of the same keys, and four locked instructions a lookup (an
+    // epoch pin's and a reference's take and release, as kcache's lookup and handle make them).
+    auto private_loop = [&](std::atomic<bool>& stop) {
+        std::unordered_map<std::string_view, std::uint64_t> own;
+        for (int k = 0; k < kKeyCount; ++k) own.emplace(kKeys[k], static_cast<std::uint64_t>(k));
+        std::atomic<std::uint64_t> pin{0}, count{0};
+        std::uint64_t n = 0;
+        while (!stop.load(std::memory_order_relaxed)) {
+            pin.fetch_add(1, std::memory_order_seq_cst);
+            const auto found = own.find(std::string_view(kKeys[n % kKeyCount]));
+            count.fetch_add(1, std::memory_order_acq_rel);
+            pin.fetch_sub(1, std::memory_order_release);
+            keep(found->second);
+            count.fetch_sub(1, std::memory_order_acq_rel);
+            ++n;
+        }
+        return n;
+    };
     auto seed_loop = [&](std::atomic<bool>& stop) {
         std::uint64_t n = 0;
         while (!stop.load(std::memory_order_relaxed)) {
@@ -96,14 +116,16 @@ std::vector<HitPathRow> run_hit_path(const HitPathOptions& options) {
 
     std::vector<HitPathRow> rows;
     for (int threads : options.threads) {
-        std::vector<double> seed_runs, kcache_runs;
+        std::vector<double> seed_runs, kcache_runs, private_runs;
         for (int r = 0; r < options.repeats; ++r) {
             seed_runs.push_back(
                 measure(threads, options.milliseconds, options.thread_setup, seed_loop));
             kcache_runs.push_back(
                 measure(threads, options.milliseconds, options.thread_setup, kcache_loop));
+            private_runs.push_back(
+                measure(threads, options.milliseconds, options.thread_setup, private_loop));
         }
-        rows.push_back({threads, median(seed_runs), median(kcache_runs)});
+        rows.push_back({threads, median(seed_runs), median(kcache_runs), median(private_runs)});
     }
     return rows;
 }
@@ -112,12 +134,15 @@ std::string format_hit_path(const std::vector<HitPathRow>& rows) {
     if (rows.empty()) return "hit path: no result\n";
     std::string out =
         "| threads | seed model ns/lookup | kcache ns/lookup | seed / kcache | kcache vs its "
-        "1-thread |\n|---:|---:|---:|---:|---:|\n";
+        "1-thread | control sharing nothing, ns/lookup | control vs its 1-thread |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|\n";
     const double one = rows.front().kcache_ns;
+    const double private_one = rows.front().private_ns;
     for (const auto& row : rows) {
-        char line[200];
-        std::snprintf(line, sizeof line, "| %d | %.1f | %.1f | %.1fx | %.2fx |\n", row.threads,
-                      row.seed_ns, row.kcache_ns, row.seed_ns / row.kcache_ns, row.kcache_ns / one);
+        char line[240];
+        std::snprintf(line, sizeof line, "| %d | %.1f | %.1f | %.1fx | %.2fx | %.1f | %.2fx |\n",
+                      row.threads, row.seed_ns, row.kcache_ns, row.seed_ns / row.kcache_ns,
+                      row.kcache_ns / one, row.private_ns, row.private_ns / private_one);
         out += line;
     }
     return out;
