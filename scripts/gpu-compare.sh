@@ -9,7 +9,7 @@
 # SIDES="before after b32 ..." compares more builds, each .gpu-bin/kcache_bench_SIDE ("after":
 # .gpu-bin/kcache_bench). Tables go to $OUT/compare.md.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/gpu-out}
 BIN=.gpu-bin
 ROUNDS=${ROUNDS:-3}
