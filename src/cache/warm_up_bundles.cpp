@@ -50,29 +50,30 @@ WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpIte
       sources_(items.size()),
       member_(items.size(), false) {
     std::vector<std::optional<Member>> planned(indices.size());
-    auto plan_all = [&] {
-        on_workers(indices.size(), first_workers(indices.size()), threads, patience_,
-                   [&](std::size_t n) {
-                       const std::size_t i = indices[n];
-                       const WarmUpItem& item = items_[i];
-                       if (modules_.contains(item.key, arch_)) return;
-                       sources_[i] =
-                           generate_source([&]() -> Result<Source> { return item.make_source(); });
-                       if (!*sources_[i]) return;
-                       const Source& made = **sources_[i];
-                       if (made.kind != SourceKind::kPtx || made.bytes.empty()) return;
-                       auto plan = build::plan_build(arch_, made, modules_.options.host_compile);
-                       if (!plan || !*plan) return;  // no host compile: nothing to bundle
-                       Member& member = planned[n].emplace();
-                       member.item = i;
-                       member.fingerprint = (*plan)->fingerprint;
-                       member.source_bytes = (*plan)->source_bytes;
-                       member.target = (*plan)->target;
-                       member.toolchain = std::move((*plan)->key.toolchain);
-                   });
+    auto plan_all = [&](unsigned first, std::chrono::microseconds grow_after) {
+        on_workers(indices.size(), first, threads, grow_after, [&](std::size_t n) {
+            const std::size_t i = indices[n];
+            const WarmUpItem& item = items_[i];
+            if (modules_.contains(item.key, arch_)) return;
+            sources_[i] = generate_source([&]() -> Result<Source> { return item.make_source(); });
+            if (!*sources_[i]) return;
+            const Source& made = **sources_[i];
+            if (made.kind != SourceKind::kPtx || made.bytes.empty()) return;
+            auto plan = build::plan_build(arch_, made, modules_.options.host_compile);
+            if (!plan || !*plan) return;  // no host compile: nothing to bundle
+            Member& member = planned[n].emplace();
+            member.item = i;
+            member.fingerprint = (*plan)->fingerprint;
+            member.source_bytes = (*plan)->source_bytes;
+            member.target = (*plan)->target;
+            member.toolchain = std::move((*plan)->key.toolchain);
+        });
     };
     // The bundles the last warm-up of these keys planned load while this one plans its own, on a
-    // thread of its own; without a record, or that thread, the plan comes first.
+    // thread of its own; without a record, or that thread, the plan comes first. Beside the loads
+    // the plan starts with one worker, more only if it falls behind: it is short beside them, and
+    // each thread started costs the loading thread too (the process's memory map is shared), so
+    // it grows with more patience than a plan the loads wait for.
     std::vector<std::string_view> keys;
     keys.reserve(indices.size());
     for (const std::size_t i : indices) keys.push_back(items_[i].key);
@@ -84,7 +85,7 @@ WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpIte
         try {
             planner = std::thread([&] {
                 try {
-                    plan_all();
+                    plan_all(1, kPlanPatienceBesideLoads);
                 } catch (...) {
                     planning_failed = std::current_exception();
                 }
@@ -99,7 +100,7 @@ WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpIte
         planner.join();
         if (planning_failed) std::rethrow_exception(planning_failed);
     } else {
-        plan_all();
+        plan_all(first_workers(indices.size()), patience_);
     }
     for (auto& member : planned) {
         if (!member) continue;

@@ -61,6 +61,9 @@ private:
     void queue(const std::vector<Result<KernelHandle>>& results);
     // A bundle's lookup is a file's read and check: a few threads keep ahead of its loads.
     static constexpr std::size_t kLookupThreads = 4;
+    // How long a plan made beside the loads of a record's bundles waits before it starts another
+    // worker.
+    static constexpr std::chrono::microseconds kPlanPatienceBesideLoads{1000};
     struct Member {
         std::size_t item = 0;
         util::Fingerprint fingerprint{};  // its own artifact's, what bundles are named by

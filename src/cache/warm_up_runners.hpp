@@ -67,9 +67,12 @@ void on_workers(std::size_t count, unsigned first, unsigned threads,
 
 // `make(k)` for every k below `count`, in order, on up to `threads` threads of its own, while the
 // caller takes each as it comes: bundle k's lookup or link overlaps the loads of those before it
-// (and a remote tier's round trips overlap each other). Each new thread starts the next. With
-// `caller_helps`, the caller makes an item that no thread has begun (the first, while the first
-// thread starts) rather than wait for it: for short items, never for links.
+// (and a remote tier's round trips overlap each other). Without `caller_helps` (links: long
+// items), each new thread starts the next. With it (short items: lookups), the caller makes an
+// item that no thread has begun (the first, while the first thread starts) rather than wait for
+// it, and another thread starts only when the caller finds the threads behind (an item after the
+// first not begun, or begun and not done): one thread keeps ahead of loads from a disk, and a
+// slow tier's round trips get as many as they need.
 template <class T>
 class Ahead {
 public:
@@ -100,20 +103,25 @@ public:
         // Not begun by any thread (or none started): made here rather than waited for.
         if (std::size_t expected = k;
             (caller_helps_ || alone_) && next_.compare_exchange_strong(expected, k + 1)) {
+            if (caller_helps_ && k > 0) {
+                std::lock_guard lock(mutex_);
+                start();
+            }
             return make_(k);
         }
         std::unique_lock lock(mutex_);
+        if (caller_helps_ && k > 0 && !done_[k]) start();
         made_done_.wait(lock, [&] { return static_cast<bool>(done_[k]); });
         return std::move(made_[k]);
     }
 
 private:
-    // Requires mutex_.
+    // One more thread, if the most have not started and items are left. Requires mutex_.
     void start() {
-        if (closed_ || pool_.size() >= most_) return;
+        if (closed_ || pool_.size() >= most_ || next_.load() >= count_) return;
         try {
             pool_.emplace_back([this] {
-                {
+                if (!caller_helps_) {
                     std::lock_guard lock(mutex_);
                     start();
                 }
