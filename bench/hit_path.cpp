@@ -82,18 +82,16 @@ std::vector<HitPathRow> run_hit_path(const HitPathOptions& options) {
         }
         return n;
     };
-    // The control: a private map of the same keys, and four locked instructions a lookup (an
-    // epoch pin's and a reference's take and release, as kcache's lookup and handle make them).
+    // The control: a private map of the same keys, and a reference taken and dropped with two
+    // locked instructions, as kcache's lookup and its handle's release take them.
     auto private_loop = [&](std::atomic<bool>& stop) {
         std::unordered_map<std::string_view, std::uint64_t> own;
         for (int k = 0; k < kKeyCount; ++k) own.emplace(kKeys[k], static_cast<std::uint64_t>(k));
-        std::atomic<std::uint64_t> pin{0}, count{0};
+        std::atomic<std::uint64_t> count{0};
         std::uint64_t n = 0;
         while (!stop.load(std::memory_order_relaxed)) {
-            pin.fetch_add(1, std::memory_order_seq_cst);
             const auto found = own.find(std::string_view(kKeys[n % kKeyCount]));
             count.fetch_add(1, std::memory_order_acq_rel);
-            pin.fetch_sub(1, std::memory_order_release);
             keep(found->second);
             count.fetch_sub(1, std::memory_order_acq_rel);
             ++n;
