@@ -24,8 +24,8 @@ namespace kcache::build {
 // The most members one bundle links, and how many it links on average: a bundle is built after
 // the warm-up that asked for it, on one thread, so that smaller bundles are ready sooner and
 // several build at once.
-inline constexpr std::size_t kBundleMembers = 32;
-inline constexpr std::size_t kBundleMembersAverage = 16;
+inline constexpr std::size_t kBundleMembers = 64;
+inline constexpr std::size_t kBundleMembersAverage = 32;
 
 // In a bundle, each member's own module-scope names (compile/ptx_symbols.hpp) end in this marker
 // and the member's index in the bundle: modules that reuse a kernel, function or variable name
