@@ -51,5 +51,6 @@ fi
       fi
     done
   done
+  [ "$MODE" = corpus ] && rm -rf "$corpus"
 } > "$OUT/compare.md"
 cat "$OUT/compare.md"

@@ -59,7 +59,8 @@ public:
 
 private:
     void queue(const std::vector<Result<KernelHandle>>& results);
-    // A bundle's lookup is a file's read and check: a few threads keep ahead of its loads.
+    // A bundle's lookup is a file's read and check: one thread keeps ahead of the loads from a
+    // disk; up to this many as the loads wait for them (a remote tier's round trips).
     static constexpr std::size_t kLookupThreads = 4;
     // How long a plan made beside the loads of a record's bundles waits before it starts another
     // worker.
