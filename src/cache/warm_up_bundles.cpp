@@ -142,23 +142,25 @@ std::vector<std::optional<ModuleHandle>> WarmUpBundles::load() {
     }
     // A bundle loaded ahead is checked as a lookup's would be, here, without reading it again;
     // only the others are looked up, on threads that start only if some are left.
-    auto loaded_ahead = [&](const build::BundlePlan& plan) -> const LoadedAhead* {
-        const auto at = ahead_.find(plan.fingerprint);
-        return at != ahead_.end() ? &at->second : nullptr;
-    };
-    std::vector<std::size_t> to_look_up;     // into bundles
+    std::vector<const LoadedAhead*> loaded_ahead(bundles.size(), nullptr);  // by bundle
+    std::vector<std::size_t> to_look_up;                                    // into bundles
     std::vector<util::Fingerprint> planned;  // the record this warm-up leaves
     planned.reserve(bundles.size());
     for (std::size_t k = 0; k < bundles.size(); ++k) {
-        if (loaded_ahead(bundles[k].plan) == nullptr) to_look_up.push_back(k);
-        planned.push_back(bundles[k].plan.fingerprint);
+        const util::Fingerprint& fingerprint = bundles[k].plan.fingerprint;
+        if (const auto at = ahead_.find(fingerprint); at != ahead_.end()) {
+            loaded_ahead[k] = &at->second;
+        } else {
+            to_look_up.push_back(k);
+        }
+        planned.push_back(fingerprint);
     }
     Ahead<build::FoundBundle> lookups(
         to_look_up.size(), std::min<std::size_t>(threads_, kLookupThreads),
         /*caller_helps=*/true,
         [&](std::size_t n) { return look_up(modules_.tiers(), bundles[to_look_up[n]].plan); });
     for (std::size_t k = 0, looked_up = 0; k < bundles.size(); ++k) {
-        const LoadedAhead* ahead = loaded_ahead(bundles[k].plan);
+        const LoadedAhead* ahead = loaded_ahead[k];
         const build::FoundBundle found =
             ahead != nullptr ? build::bundle_found(modules_.tiers(), bundles[k].plan, ahead->found)
                              : lookups.take(looked_up++);
