@@ -28,6 +28,9 @@ namespace kcache {
 namespace {
 
 // The bundles (build/bundle.hpp) stored in a disk directory.
+// A warm-up that planned bundles keeps one record of them (build/warm_up_record.hpp).
+constexpr std::size_t kWarmUpRecords = 1;
+
 std::size_t bundle_entries(const std::string& directory) {
     std::size_t bundles = 0;
     for (const auto& file : test::entry_files(directory)) {
@@ -608,10 +611,12 @@ TEST_F(GpuTest, KernelsFromTheRemoteTierMatchTheCpuReference) {
         KernelCache cache(builder);
         for (auto& result : cache.warm_up(items(), 4)) ASSERT_TRUE(result.ok());
         cache.wait_for_uploads();
-        // Each key's entry, and the bundles (on by default) the warm-up linked: what the node's
-        // warm-up then loads.
+        // Each key's entry, the bundles (on by default) the warm-up linked and its record of
+        // them: everything the builder's disk holds, and what the node's warm-up then loads.
+        ASSERT_GE(bundle_entries(builder.disk_directory), 1u);
         ASSERT_EQ(cache.stats().remote_writes,
-                  widths.size() + bundle_entries(builder.disk_directory));
+                  widths.size() + bundle_entries(builder.disk_directory) + kWarmUpRecords);
+        ASSERT_EQ(cache.stats().remote_writes, test::entry_files(builder.disk_directory).size());
     }
     CacheOptions node;
     node.disk_directory = temp.path() + "/node";
