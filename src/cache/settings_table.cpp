@@ -88,8 +88,9 @@ constexpr std::array kSettings = {
                   "file budget of the disk directory, same eviction"},
     util::Setting{"compile_workers", "KCACHE_COMPILE_WORKERS", util::SettingType::kUnsigned,
                   util::SettingScope::kAnywhere, "0", "`0`",
-                  "compile CUDA C++ in this many worker processes (NVRTC serialises inside one "
-                  "process; see below), which link PTX too while idle; `0`: in this process"},
+                  "compile CUDA C++ in this many worker processes (one process compiles at "
+                  "most 4 at once: see below), which link PTX too while idle; `0`: in this "
+                  "process"},
     util::Setting{
         "compile_worker", "KCACHE_COMPILE_WORKER", util::SettingType::kPath,
         util::SettingScope::kNotInFile, "", "a `kcache` beside the program",
@@ -124,9 +125,10 @@ constexpr std::array kSettings = {
     util::Setting{
         "nvjitlink_copies", "KCACHE_NVJITLINK_COPIES", util::SettingType::kUnsigned,
         util::SettingScope::kEnvironmentOnly, "", "`3` (fewer with fewer cores)",
-        "PTX links that run at once in this process take copies of nvJitLink of their own, "
-        "loaded at first need (one copy serialises its links; see below), at most 15; `0`: "
-        "none; environment only (read once per process)"},
+        "PTX links and CUDA C++ compiles that run at once in this process take copies of "
+        "nvJitLink and NVRTC of their own, loaded at first need (one copy serialises its links, "
+        "one NVRTC its compiles; see below), at most 15; `0`: none; environment only (read once "
+        "per process)"},
 };
 
 constexpr std::string_view kDirKey = "dir";

@@ -194,12 +194,13 @@ Result<CompilerIdentity> locate(const Library& library) {
 }
 
 // dlopen of exactly the identified file, so that what compiles is what the fingerprint names;
-// with `own_link_map`, a copy of it in a link map of its own (dlmopen).
+// with a `link_map` other than the process's (LM_ID_BASE), a copy of it there (dlmopen;
+// LM_ID_NEWLM: a link map of its own).
 Result<void*> open_identified(const Library& library, const Result<CompilerIdentity>& identity,
-                              bool own_link_map = false) {
+                              Lmid_t link_map = LM_ID_BASE) {
     if (!identity) return identity.error();
-    void* handle = own_link_map
-                       ? dlmopen(LM_ID_NEWLM, identity->path.c_str(), RTLD_NOW | RTLD_LOCAL)
+    void* handle = link_map != LM_ID_BASE
+                       ? dlmopen(link_map, identity->path.c_str(), RTLD_NOW | RTLD_LOCAL)
                        : dlopen(identity->path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle != nullptr && build_of(identity->path) != identity->build) {
         // Replaced (an upgrade) since its identity was read: its output would be stored under
@@ -218,6 +219,24 @@ Result<void*> open_identified(const Library& library, const Result<CompilerIdent
     return handle;
 }
 
+// NVRTC's entry points in the library at `handle`, loaded from `path`.
+Result<std::unique_ptr<NvrtcApi>> resolve_nvrtc(void* handle, const std::string& path) {
+    auto api = std::make_unique<NvrtcApi>();
+    std::string missing;
+#define KCACHE_NVRTC_LOAD(name)                                                       \
+    if (void* fn = dlsym(handle, KCACHE_COMPILER_SYMBOL_NAME(name)); fn != nullptr) { \
+        api->name = reinterpret_cast<decltype(api->name)>(fn);                        \
+    } else {                                                                          \
+        missing += missing.empty() ? #name : ", " #name;                              \
+    }
+    KCACHE_NVRTC_FUNCTIONS(KCACHE_NVRTC_LOAD)
+#undef KCACHE_NVRTC_LOAD
+    if (!missing.empty()) return Error(Errc::kUnsupported, path + " lacks " + missing);
+    api->nvrtcVersion(&api->major, &api->minor);
+    api->library_path = path;
+    return api;
+}
+
 Result<const NvrtcApi*> load_nvrtc() {
     const auto& identity = nvrtc_identity();
     auto opened = open_identified(kNvrtc, identity);
@@ -226,27 +245,9 @@ Result<const NvrtcApi*> load_nvrtc() {
                      opened.error().message() + ": CUDA C++ cannot be compiled here",
                      opened.error().log());
     }
-    struct {
-        void* handle;
-        std::string path;
-    } lib{*opened, identity->path};
-    auto* api = new NvrtcApi();  // lives for the process
-    std::string missing;
-#define KCACHE_NVRTC_LOAD(name)                                                           \
-    if (void* fn = dlsym(lib.handle, KCACHE_COMPILER_SYMBOL_NAME(name)); fn != nullptr) { \
-        api->name = reinterpret_cast<decltype(api->name)>(fn);                            \
-    } else {                                                                              \
-        missing += missing.empty() ? #name : ", " #name;                                  \
-    }
-    KCACHE_NVRTC_FUNCTIONS(KCACHE_NVRTC_LOAD)
-#undef KCACHE_NVRTC_LOAD
-    if (!missing.empty()) {
-        delete api;
-        return Error(Errc::kUnsupported, lib.path + " lacks " + missing);
-    }
-    api->nvrtcVersion(&api->major, &api->minor);
-    api->library_path = lib.path;
-    return static_cast<const NvrtcApi*>(api);
+    auto api = resolve_nvrtc(*opened, identity->path);
+    if (!api) return api.error();
+    return static_cast<const NvrtcApi*>(api->release());  // lives for the process
 }
 
 // nvJitLink's entry points in the library at `handle`, loaded from `path`.
@@ -315,10 +316,17 @@ const Result<const NvJitLinkApi*>& nvjitlink_api() {
 
 Result<std::unique_ptr<NvJitLinkApi>> load_nvjitlink_copy() {
     const auto& identity = nvjitlink_identity();
-    auto opened = open_identified(kNvJitLink, identity, /*own_link_map=*/true);
+    auto opened = open_identified(kNvJitLink, identity, LM_ID_NEWLM);
     if (!opened) return opened.error();
     auto api = resolve_nvjitlink(*opened, identity->path);
     if (!api) return api.error();
+    Lmid_t link_map = LM_ID_BASE;
+    if (dlinfo(*opened, RTLD_DI_LMID, &link_map) != 0) {
+        const char* why = dlerror();
+        return Error(Errc::kUnsupported, "the link map of a copy of " + identity->path +
+                                             " is unknown: " + (why != nullptr ? why : "dlinfo"));
+    }
+    (*api)->link_map = link_map;
     // glibc sets a new thread's character tables up in the C library of the first link map
     // only; the copy's C library reads null pointers for them on any thread it did not start.
     void* init = dlsym(*opened, "__ctype_init");
@@ -339,6 +347,16 @@ Result<void> nvrtc_usable() {
 Result<void> nvjitlink_usable() {
     if (const auto& api = nvjitlink_api(); !api) return api.error();
     return ok();
+}
+
+Result<std::unique_ptr<NvrtcApi>> load_nvrtc_copy(const NvJitLinkApi& copy) {
+    const auto& identity = nvrtc_identity();
+    if (copy.link_map == LM_ID_BASE) {
+        return Error(Errc::kInvalidArgument, "NVRTC is copied only beside a copy of nvJitLink");
+    }
+    auto opened = open_identified(kNvrtc, identity, copy.link_map);
+    if (!opened) return opened.error();
+    return resolve_nvrtc(*opened, identity->path);
 }
 
 }  // namespace kcache::driver

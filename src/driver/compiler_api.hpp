@@ -62,6 +62,8 @@ struct NvJitLinkApi {
     // For a copy in a link map of its own (load_nvjitlink_copy): to be called on a thread
     // before the thread calls into the copy. Null for the process's own nvJitLink.
     void (*enter_thread)() = nullptr;
+    // A copy's link map (an Lmid_t); 0 (LM_ID_BASE) for the process's own nvJitLink.
+    long link_map = 0;
 };
 
 // Loaded once per process, from the identity's path; kUnsupported with the reason when the
@@ -74,5 +76,10 @@ const Result<const NvJitLinkApi*>& nvjitlink_api();
 // and says on which threads a copy may be called. kUnsupported when the loader refuses (each copy
 // takes a share of the static TLS that a process has little of).
 Result<std::unique_ptr<NvJitLinkApi>> load_nvjitlink_copy();
+// Another copy of the same NVRTC file, in the link map of a copy of nvJitLink (`copy`, from
+// load_nvjitlink_copy): NVRTC serialises the compiles of one copy (docs/performance.md), and
+// a copy of it is called as the nvJitLink beside it is, on that copy's threads (its C library
+// is theirs). kUnsupported when the loader refuses.
+Result<std::unique_ptr<NvrtcApi>> load_nvrtc_copy(const NvJitLinkApi& copy);
 
 }  // namespace kcache::driver

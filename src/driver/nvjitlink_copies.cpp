@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
@@ -138,11 +139,15 @@ private:
     Call* call_ = nullptr;  // guarded by mutex_: the call running or next, its caller waiting
 };
 
-// A copy of nvJitLink and its threads, one for each of its links at once.
+// A copy of nvJitLink, NVRTC beside it once a program needs it, and its threads, one for each of
+// its links and programs at once.
 struct NvJitLinkCopy {
     std::unique_ptr<NvJitLinkApi> api;  // set by the first thread before the copy is listed
     std::vector<CopyThread*> idle;      // guarded by the Copies' mutex
-    std::size_t links = 0;              // guarded by the Copies' mutex: links running in it
+    // Guarded by the Copies' mutex: the links and NVRTC programs running in it (CopyUse).
+    std::array<std::size_t, 2> running{};
+    std::once_flag nvrtc_once;        // NVRTC's load into this copy's link map, tried once
+    std::unique_ptr<NvrtcApi> nvrtc;  // set within nvrtc_once: null if it did not load
 };
 
 namespace {
@@ -160,35 +165,39 @@ public:
         return *copies;
     }
 
-    // The process's own when no link holds it; else whichever loaded nvJitLink, the own or a
-    // copy, runs the fewest links. A link that finds the own busy starts a copy's load in the
-    // background while fewer are loaded than allowed, and where every loaded nvJitLink is as
-    // busy as the own and a load is under way, waits for it, at most kLoadPatience: the links
-    // that start together (a warm-up's first) would otherwise all share the own with the first,
-    // the longest. A load that outlasts the patience is stuck (the loader's lock held by this
-    // thread, in a library's constructor, say): links then wait for no load until one ends.
-    Taken take() {
+    // The process's own when no link (or program, for `use`) holds it; else whichever loaded
+    // library, the own or a copy's, runs the fewest. A link that finds the own busy starts a
+    // copy's load in the background while fewer are loaded than allowed, and where every loaded
+    // nvJitLink is as busy as the own and a load is under way, waits for it, at most
+    // kLoadPatience: the links that start together (a warm-up's first) would otherwise all share
+    // the own with the first, the longest. A load that outlasts the patience is stuck (the
+    // loader's lock held by this thread, in a library's constructor, say): links then wait for
+    // no load until one ends. Programs do the same, unless NVRTC could not be loaded into a copy.
+    Taken take(CopyUse use) {
+        const auto u = static_cast<std::size_t>(use);
         std::unique_lock lock(mutex_);
-        if (own_links_ == 0 || forked()) {  // a forked child: the copies' threads are not in it
-            ++own_links_;
+        const bool no_copies = use == CopyUse::kProgram && nvrtc_failed_;
+        // A forked child: the copies' threads are not in it.
+        if (own_[u] == 0 || forked() || no_copies) {
+            ++own_[u];
             return {};
         }
         if (copies_.size() + loading_ < allowed_ && !load_failed_) start_load();
-        NvJitLinkCopy* fewest = least_busy_copy();
+        NvJitLinkCopy* fewest = least_busy_copy(u);
         const auto deadline = std::chrono::steady_clock::now() + kLoadPatience;
         while (fewest == nullptr && loading_ > 0 && !loads_stuck_) {
             const std::size_t ended = loads_ended_;
             if (!loads_done_.wait_until(lock, deadline, [&] { return loads_ended_ != ended; })) {
                 loads_stuck_ = true;
             }
-            fewest = least_busy_copy();
+            fewest = least_busy_copy(u);
         }
         if (fewest == nullptr) {
-            ++own_links_;
+            ++own_[u];
             return {};
         }
         if (!fewest->idle.empty()) {
-            ++fewest->links;
+            ++fewest->running[u];
             CopyThread* thread = fewest->idle.back();
             fewest->idle.pop_back();
             return {fewest, thread};
@@ -204,21 +213,47 @@ public:
                 util::log_line(util::LogLevel::kInfo, "nvJitLink: " + thread.error().message() +
                                                           "; links share the loaded copies");
             }
-            ++own_links_;
+            ++own_[u];
             return {};
         }
-        ++fewest->links;
+        ++fewest->running[u];
         return {fewest, *thread};
     }
 
-    void give_back(const Taken& taken) {
+    void give_back(const Taken& taken, CopyUse use) {
+        const auto u = static_cast<std::size_t>(use);
         std::lock_guard lock(mutex_);
         if (taken.copy == nullptr) {
-            --own_links_;
+            --own_[u];
             return;
         }
-        --taken.copy->links;
+        --taken.copy->running[u];
         taken.copy->idle.push_back(taken.thread);
+    }
+
+    // The NVRTC of the copy `taken` holds, loaded into its link map on the lease's thread the
+    // first time any program takes the copy; null if it cannot be loaded there (logged once;
+    // programs then take no copy).
+    const NvrtcApi* nvrtc_of(const Taken& taken) {
+        NvJitLinkCopy& copy = *taken.copy;
+        std::call_once(copy.nvrtc_once, [&] {
+            Result<std::unique_ptr<NvrtcApi>> loaded =
+                Error(Errc::kUnsupported, "a forked child cannot load NVRTC into a copy");
+            if (!forked()) taken.thread->run([&] { loaded = load_nvrtc_copy(*copy.api); });
+            if (loaded) {
+                copy.nvrtc = std::move(*loaded);
+                return;
+            }
+            std::lock_guard lock(mutex_);
+            if (!nvrtc_failed_) {
+                nvrtc_failed_ = true;
+                util::log_line(util::LogLevel::kInfo,
+                               "NVRTC: no copy beside nvJitLink's copies; CUDA C++ compiles share "
+                               "the process's NVRTC: " +
+                                   loaded.error().message());
+            }
+        });
+        return copy.nvrtc.get();
     }
 
     bool forked() const { return ::getpid() != owner_; }
@@ -246,14 +281,15 @@ private:
                        [] { instance().mutex_.unlock(); });
     }
 
-    // Requires mutex_. The loaded copy running fewer links than the own, the fewest; else null.
-    NvJitLinkCopy* least_busy_copy() const {
+    // Requires mutex_. The loaded copy running fewer of use `u` than the own, the fewest; else
+    // null.
+    NvJitLinkCopy* least_busy_copy(std::size_t u) const {
         NvJitLinkCopy* fewest = nullptr;
-        std::size_t least = own_links_;
+        std::size_t least = own_[u];
         for (const auto& copy : copies_) {
-            if (copy->links < least) {
+            if (copy->running[u] < least) {
                 fewest = copy.get();
-                least = copy->links;
+                least = copy->running[u];
             }
         }
         return fewest;
@@ -303,27 +339,28 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable loads_done_;  // with mutex_: a load ended
     const pid_t owner_ = ::getpid();
-    std::size_t own_links_ = 0;                           // guarded by mutex_
+    std::array<std::size_t, 2> own_{};                    // guarded by mutex_: by CopyUse
     std::size_t loading_ = 0;                             // guarded by mutex_
     std::size_t loads_ended_ = 0;                         // guarded by mutex_
     bool loads_stuck_ = false;                            // guarded by mutex_: until one ends
     bool load_failed_ = false;                            // guarded by mutex_
+    bool nvrtc_failed_ = false;                           // guarded by mutex_: logged once
     bool thread_failed_ = false;                          // guarded by mutex_: logged once
     std::vector<std::unique_ptr<NvJitLinkCopy>> copies_;  // guarded by mutex_
 };
 
 }  // namespace
 
-NvJitLinkLease::NvJitLinkLease(NvJitLinkLease&& other) noexcept
-    : api_(other.api_), copy_(other.copy_), thread_(other.thread_), held_(other.held_) {
+CopyLease::CopyLease(CopyLease&& other) noexcept
+    : use_(other.use_), copy_(other.copy_), thread_(other.thread_), held_(other.held_) {
     other.held_ = false;
 }
 
-NvJitLinkLease::~NvJitLinkLease() {
-    if (held_) Copies::instance().give_back({copy_, thread_});
+CopyLease::~CopyLease() {
+    if (held_) Copies::instance().give_back({copy_, thread_}, use_);
 }
 
-bool NvJitLinkLease::run(FunctionRef<void()> work) const {
+bool CopyLease::run(FunctionRef<void()> work) const {
     if (thread_ == nullptr) {
         work();
         return true;
@@ -336,9 +373,24 @@ bool NvJitLinkLease::run(FunctionRef<void()> work) const {
 Result<NvJitLinkLease> lease_nvjitlink() {
     const auto& own = nvjitlink_api();
     if (!own) return own.error();
-    const Copies::Taken taken = Copies::instance().take();
+    const Copies::Taken taken = Copies::instance().take(CopyUse::kLink);
     const NvJitLinkApi* api = taken.copy != nullptr ? taken.copy->api.get() : *own;
     return NvJitLinkLease(api, taken.copy, taken.thread);
+}
+
+Result<NvrtcLease> lease_nvrtc() {
+    const auto& own = nvrtc_api();
+    if (!own) return own.error();
+    Copies& copies = Copies::instance();
+    Copies::Taken taken = copies.take(CopyUse::kProgram);
+    if (taken.copy != nullptr) {
+        if (const NvrtcApi* api = copies.nvrtc_of(taken)) {
+            return NvrtcLease(api, taken.copy, taken.thread);
+        }
+        copies.give_back(taken, CopyUse::kProgram);
+        taken = copies.take(CopyUse::kProgram);  // the own: no copy is taken for programs now
+    }
+    return NvrtcLease(*own, nullptr, nullptr);
 }
 
 std::size_t nvjitlink_copies_allowed() {

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Copies of nvJitLink for links that run at once (driver/nvjitlink_copies.hpp): a link alone takes
+// Copies of nvJitLink for links that run at once, and of NVRTC for programs that do
+// (driver/nvjitlink_copies.hpp). Links: a link alone takes
 // the process's own, links beside others each loaded copy once, on the copy's own thread, then
 // the least busy, and wait a while for a copy being loaded; calls from several threads on one
 // copy all run; links in copies and in the own from the same threads give the same cubin and end
 // cleanly; a forked child keeps to the own, and can link when forked while others take theirs.
+// Programs: alone the own NVRTC, beside another a copy's, called on its thread, counted apart from
+// links; both compile the same cubin, on many threads at once too; a forked child keeps to the own.
 #include "driver/nvjitlink_copies.hpp"
 
 #include <gtest/gtest.h>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "compile/compiler.hpp"
+#include "driver/nvrtc.hpp"
 #include "ptx_kernels.hpp"
 
 namespace kcache::driver {
@@ -257,6 +261,146 @@ TEST_F(NvJitLinkCopiesTest, ChildrenForkedWhileOtherThreadsLeaseCanLink) {
     for (auto& thread : threads) thread.join();
     EXPECT_TRUE(forked);
     EXPECT_EQ(hung, 0) << "a child forked in round " << hung << " could not take an nvJitLink";
+}
+
+// NVRTC programs beside others take copies of NVRTC loaded into the copies' link maps
+// (driver/nvjitlink_copies.hpp): one NVRTC compiles one program at a time.
+class NvrtcCopiesTest : public NvJitLinkCopiesTest {
+protected:
+    void SetUp() override {
+        if (!nvrtc_api()) GTEST_SKIP() << "no NVRTC here";
+        NvJitLinkCopiesTest::SetUp();
+    }
+
+    static NvrtcLease program_lease() {
+        auto taken = lease_nvrtc();
+        EXPECT_TRUE(taken.ok()) << taken.error().describe();
+        return std::move(*taken);
+    }
+
+    // The cubin of kScaleSource's `scale` for sm_90, compiled by a program made now.
+    static Result<std::string> compile_scale() {
+        auto program = NvrtcProgram::create(kScaleSource, "scale.cu", {});
+        if (!program) return std::move(program).error();
+        const NvrtcCompile compiled = program->compile({"-arch=sm_90"});
+        if (compiled.status != NvrtcCompile::Status::kSucceeded) {
+            return Error(Errc::kCompileFailed, compiled.error, compiled.log);
+        }
+        return program->cubin();
+    }
+
+    static constexpr const char* kScaleSource = R"(
+extern "C" __global__ void scale(float* x, float by, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= by;
+}
+)";
+};
+
+TEST_F(NvrtcCopiesTest, AProgramAloneTakesTheProcesssOwnNvrtc) {
+    const NvrtcLease alone = program_lease();
+    EXPECT_FALSE(alone.is_copy());
+    EXPECT_EQ(&alone.api(), *nvrtc_api());
+}
+
+TEST_F(NvrtcCopiesTest, AProgramBesideAnotherTakesACopysNvrtcOnTheCopysThread) {
+    ASSERT_GE(load_copies(), 1u);
+    const NvrtcLease own = program_lease();
+    ASSERT_FALSE(own.is_copy());
+    const NvrtcLease beside = program_lease();
+    ASSERT_TRUE(beside.is_copy());
+    EXPECT_NE(&beside.api(), &own.api()) << "another NVRTC, with its own lock";
+    EXPECT_EQ(beside.api().library_path, own.api().library_path) << "the same file";
+    std::thread::id where;
+    int major = 0, minor = 0;
+    EXPECT_TRUE(beside.run([&] {
+        where = std::this_thread::get_id();
+        beside.api().nvrtcVersion(&major, &minor);
+    }));
+    EXPECT_NE(where, std::this_thread::get_id()) << "a copy's calls run on its own thread";
+    EXPECT_EQ(major, own.api().major);
+    EXPECT_EQ(minor, own.api().minor);
+    // Links count apart from programs: a link beside these programs still takes the own.
+    const NvJitLinkLease link = lease();
+    EXPECT_FALSE(link.is_copy());
+}
+
+TEST_F(NvrtcCopiesTest, ProgramsInTheOwnAndInACopyCompileTheSameCubin) {
+    ASSERT_GE(load_copies(), 1u);
+    auto alone = compile_scale();
+    ASSERT_TRUE(alone.ok()) << alone.error().describe();
+    // A program held open: the next ones take a copy.
+    auto held = NvrtcProgram::create(kScaleSource, "scale.cu", {});
+    ASSERT_TRUE(held.ok()) << held.error().describe();
+    for (int round = 0; round < 2; ++round) {
+        auto beside = compile_scale();
+        ASSERT_TRUE(beside.ok()) << beside.error().describe();
+        EXPECT_EQ(*beside, *alone) << "round " << round;
+    }
+    const NvrtcCompile compiled = held->compile({"-arch=sm_90"});
+    ASSERT_EQ(compiled.status, NvrtcCompile::Status::kSucceeded) << compiled.log;
+    auto cubin = held->cubin();
+    ASSERT_TRUE(cubin.ok()) << cubin.error().describe();
+    EXPECT_EQ(*cubin, *alone);
+}
+
+TEST_F(NvrtcCopiesTest, ProgramsAndLinksAtOnceOnManyThreadsAllMatchTheOwnsOutput) {
+    auto cubin = compile_scale();
+    ASSERT_TRUE(cubin.ok()) << cubin.error().describe();
+    auto linked = compile::link_ptx(examples::residual_add_ptx(), compile::Target{90, false});
+    ASSERT_TRUE(linked.ok()) << linked.error().describe();
+    constexpr int kThreads = 6;
+    std::vector<std::optional<Result<std::string>>> compiled(kThreads);
+    std::vector<std::optional<Result<compile::Compiled>>> links(kThreads);
+    std::vector<std::thread> threads;
+    threads.reserve(kThreads);
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            for (int n = 0; n < 2; ++n) {
+                compiled[t] = compile_scale();
+                links[t] =
+                    compile::link_ptx(examples::residual_add_ptx(), compile::Target{90, false});
+                if (!compiled[t]->ok() || !links[t]->ok()) return;
+            }
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    for (int t = 0; t < kThreads; ++t) {
+        ASSERT_TRUE(compiled[t] && compiled[t]->ok()) << t;
+        EXPECT_EQ(**compiled[t], *cubin) << t;
+        ASSERT_TRUE(links[t] && links[t]->ok()) << t;
+        EXPECT_EQ((*links[t])->cubin, linked->cubin) << t;
+    }
+}
+
+// A program's copy taken before fork() cannot run in the child: its calls fail, saying why,
+// instead of waiting for ever on a thread the child does not have; the child's own programs
+// keep to the own NVRTC and compile.
+TEST_F(NvrtcCopiesTest, AForkedChildKeepsToTheOwnNvrtc) {
+    ASSERT_GE(load_copies(), 1u);
+    auto own = NvrtcProgram::create(kScaleSource, "scale.cu", {});
+    ASSERT_TRUE(own.ok()) << own.error().describe();
+    auto in_copy = NvrtcProgram::create(kScaleSource, "scale.cu", {});
+    ASSERT_TRUE(in_copy.ok()) << in_copy.error().describe();
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        alarm(60);  // a hang fails the test instead of stalling it
+        auto taken = lease_nvrtc();
+        if (!taken.ok() || taken->is_copy()) _exit(1);
+        // The two programs of before: one in the own NVRTC compiles, the copy's says why not.
+        const NvrtcCompile in_own = own->compile({"-arch=sm_90"});
+        const NvrtcCompile copied = in_copy->compile({"-arch=sm_90"});
+        const bool one_failed = (in_own.status == NvrtcCompile::Status::kSucceeded) !=
+                                (copied.status == NvrtcCompile::Status::kSucceeded);
+        const NvrtcCompile& failed =
+            in_own.status == NvrtcCompile::Status::kSucceeded ? copied : in_own;
+        if (!one_failed || failed.error.find("fork()") == std::string::npos) _exit(2);
+        _exit(compile_scale().ok() ? 0 : 3);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
 }  // namespace
