@@ -19,9 +19,7 @@ struct NvJitLinkSession::State {
     // it cannot be (a copy taken before fork(), in the child; failed() then says so).
     template <class Call>
     auto on_lease(Call call, decltype(call()) not_run) const {
-        decltype(call()) out = not_run;
-        if (!lease.run([&] { out = call(); })) forked_away = true;
-        return out;
+        return lease.result_of(call, std::move(not_run), &forked_away);
     }
 
     // An nvJitLink call on the lease: NVJITLINK_ERROR_INTERNAL where it cannot run.

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 
 #include "driver/compiler_api.hpp"
 #include "kcache/function_ref.hpp"
@@ -49,6 +50,14 @@ public:
     // run one after another); what `work` throws is thrown here. False, `work` not called, for a
     // copy taken before fork() and called in the child, whose copies have no threads.
     [[nodiscard]] bool run(FunctionRef<void()> work) const;
+    // `call()` through run(): its result, or `not_run` where it cannot run there, which also sets
+    // `*not_ran`.
+    template <class Call>
+    auto result_of(Call call, decltype(call()) not_run, bool* not_ran) const {
+        decltype(call()) out = std::move(not_run);
+        if (!run([&] { out = call(); })) *not_ran = true;
+        return out;
+    }
 
 protected:
     CopyLease(CopyUse use, NvJitLinkCopy* copy, CopyThread* thread)

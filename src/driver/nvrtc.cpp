@@ -26,13 +26,11 @@ struct NvrtcProgram::State {
 
     const NvrtcApi& api() const { return lease.api(); }
 
-    // `call()` where the lease says its NVRTC may be called: its result, or `not_run` where it
-    // cannot be (a copy taken before fork(), in the child; failed() then says so).
+    // `call()` where the lease says its NVRTC may be called: its result, or `not_run` where
+    // it cannot be (a copy taken before fork(), in the child; failed() then says so).
     template <class Call>
     auto on_lease(Call call, decltype(call()) not_run) const {
-        decltype(call()) out = not_run;
-        if (!lease.run([&] { out = call(); })) forked_away = true;
-        return out;
+        return lease.result_of(call, std::move(not_run), &forked_away);
     }
 
     // An NVRTC call on the lease: NVRTC_ERROR_INTERNAL_ERROR where it cannot run.
