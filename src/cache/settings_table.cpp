@@ -88,9 +88,9 @@ constexpr std::array kSettings = {
                   "file budget of the disk directory, same eviction"},
     util::Setting{"compile_workers", "KCACHE_COMPILE_WORKERS", util::SettingType::kUnsigned,
                   util::SettingScope::kAnywhere, "0", "`0`",
-                  "compile CUDA C++ in this many worker processes (one process compiles at "
-                  "most 4 at once: see below), which link PTX too while idle; `0`: in this "
-                  "process"},
+                  "compile CUDA C++ in this many worker processes (one process compiles as "
+                  "many at once as it has NVRTCs, 4 by default: see below), which link PTX too "
+                  "while idle; `0`: in this process"},
     util::Setting{
         "compile_worker", "KCACHE_COMPILE_WORKER", util::SettingType::kPath,
         util::SettingScope::kNotInFile, "", "a `kcache` beside the program",
