@@ -79,6 +79,12 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target, 
 
     auto nvrtc = driver::NvrtcProgram::create(program.code, program.name, program.headers);
     if (!nvrtc) return failed(std::move(nvrtc).error(), {});
+    // Before compiling again another way: a program alive holds its NVRTC, and the next would
+    // take another (driver/nvjitlink_copies.hpp).
+    auto again = [&](CudaRecipe how) {
+        { const driver::NvrtcProgram done = std::move(*nvrtc); }
+        return compile_cuda(program, target, how);
+    };
     for (const auto& expression : program.name_expressions) {
         if (auto added = nvrtc->add_name_expression(expression); !added) {
             return failed(std::move(added).error(), {});
@@ -115,7 +121,7 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target, 
         util::log_line(util::LogLevel::kInfo,
                        "this NVRTC cannot list the headers it reads (no --fdevice-time-trace): "
                        "a header read from disk by an absolute #include is not noticed");
-        return compile_cuda(program, target, recipe);
+        return again(recipe);
     }
     if (compiled.status != driver::NvrtcCompile::Status::kSucceeded) {
         return Error(
@@ -150,7 +156,7 @@ Result<Compiled> compile_cuda(const CudaProgram& program, const Target& target, 
     if (lean) {
         auto linked = link_lto_ir(*nvrtc, program, target, out);
         if (!linked) return failed(std::move(linked).error(), out.log);
-        if (!*linked) return compile_cuda(program, target, CudaRecipe::kNvrtcCubin);
+        if (!*linked) return again(CudaRecipe::kNvrtcCubin);
         return out;
     }
     auto cubin = nvrtc->cubin();

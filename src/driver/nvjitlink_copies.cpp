@@ -18,6 +18,7 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -62,6 +63,24 @@ std::size_t copies_from_environment() {
     }
     const unsigned threads = std::thread::hardware_concurrency();
     return std::min<std::size_t>(threads > 1 ? threads - 1 : 0, kDefaultCopies);
+}
+
+// One small kernel compiled by `nvrtc`: what NVRTC loads at its first compile is then loaded.
+Result<void> compile_once(const NvrtcApi& nvrtc) {
+    nvrtcProgram program = nullptr;
+    nvrtcResult rc = nvrtc.nvrtcCreateProgram(
+        &program, "extern \"C\" __global__ void kcache_first(int* x) { *x = 1; }\n",
+        "kcache_first.cu", 0, nullptr, nullptr);
+    if (rc == NVRTC_SUCCESS) {
+        rc = nvrtc.nvrtcCompileProgram(program, 0, nullptr);
+        std::ignore = nvrtc.nvrtcDestroyProgram(&program);
+    }
+    if (rc != NVRTC_SUCCESS) {
+        return Error(Errc::kUnsupported,
+                     std::string("a first compile in a copy of NVRTC failed: ") +
+                         nvrtc.nvrtcGetErrorString(rc));
+    }
+    return ok();
 }
 
 }  // namespace
@@ -139,15 +158,17 @@ private:
     Call* call_ = nullptr;  // guarded by mutex_: the call running or next, its caller waiting
 };
 
-// A copy of nvJitLink, NVRTC beside it once a program needs it, and its threads, one for each of
-// its links and programs at once.
+// A copy of nvJitLink, NVRTC beside it once programs have wanted one, and its threads, one for
+// each of its links and programs at once.
 struct NvJitLinkCopy {
+    enum class Nvrtc { kNone, kLoading, kReady, kFailed };
+
     std::unique_ptr<NvJitLinkApi> api;  // set by the first thread before the copy is listed
     std::vector<CopyThread*> idle;      // guarded by the Copies' mutex
     // Guarded by the Copies' mutex: the links and NVRTC programs running in it (CopyUse).
     std::array<std::size_t, 2> running{};
-    std::once_flag nvrtc_once;        // NVRTC's load into this copy's link map, tried once
-    std::unique_ptr<NvrtcApi> nvrtc;  // set within nvrtc_once: null if it did not load
+    Nvrtc nvrtc_state = Nvrtc::kNone;  // guarded by the Copies' mutex
+    std::unique_ptr<NvrtcApi> nvrtc;   // set before nvrtc_state becomes kReady, then never again
 };
 
 namespace {
@@ -172,20 +193,31 @@ public:
     // kLoadPatience: the links that start together (a warm-up's first) would otherwise all share
     // the own with the first, the longest. A load that outlasts the patience is stuck (the
     // loader's lock held by this thread, in a library's constructor, say): links then wait for
-    // no load until one ends. Programs do the same, unless NVRTC could not be loaded into a copy.
+    // no load until one ends. Programs do the same, taking only copies whose NVRTC is loaded and
+    // has compiled once (which it does on a copy's thread of its own, never a program's), and
+    // waiting at most kProgramPatience; none once NVRTC could not be loaded or compile in a copy.
     Taken take(CopyUse use) {
         const auto u = static_cast<std::size_t>(use);
+        const bool program = use == CopyUse::kProgram;
         std::unique_lock lock(mutex_);
-        const bool no_copies = use == CopyUse::kProgram && nvrtc_failed_;
-        // A forked child: the copies' threads are not in it.
-        if (own_[u] == 0 || forked() || no_copies) {
+        // A forked child: the copies' threads are not in it. NVRTC's copies live beside
+        // nvJitLink's, which a process without nvJitLink has none of.
+        if (own_[u] == 0 || forked() || (program && (nvrtc_failed_ || !nvjitlink_api()))) {
             ++own_[u];
             return {};
         }
+        if (program && !nvrtc_wanted_) {
+            nvrtc_wanted_ = true;
+            for (const auto& copy : copies_) {
+                if (copy->nvrtc_state == NvJitLinkCopy::Nvrtc::kNone) start_nvrtc_load(*copy);
+            }
+        }
         if (copies_.size() + loading_ < allowed_ && !load_failed_) start_load();
         NvJitLinkCopy* fewest = least_busy_copy(u);
-        const auto deadline = std::chrono::steady_clock::now() + kLoadPatience;
-        while (fewest == nullptr && loading_ > 0 && !loads_stuck_) {
+        const auto deadline =
+            std::chrono::steady_clock::now() + (program ? kProgramPatience : kLoadPatience);
+        while (fewest == nullptr && (loading_ > 0 || (program && nvrtc_loading_ > 0)) &&
+               !loads_stuck_) {
             const std::size_t ended = loads_ended_;
             if (!loads_done_.wait_until(lock, deadline, [&] { return loads_ended_ != ended; })) {
                 loads_stuck_ = true;
@@ -210,8 +242,11 @@ public:
         if (!thread) {
             if (!thread_failed_) {
                 thread_failed_ = true;
-                util::log_line(util::LogLevel::kInfo, "nvJitLink: " + thread.error().message() +
-                                                          "; links share the loaded copies");
+                util::log_line(util::LogLevel::kInfo,
+                               program ? "NVRTC: " + thread.error().message() +
+                                             "; CUDA C++ compiles share the loaded NVRTCs"
+                                       : "nvJitLink: " + thread.error().message() +
+                                             "; links share the loaded copies");
             }
             ++own_[u];
             return {};
@@ -231,31 +266,6 @@ public:
         taken.copy->idle.push_back(taken.thread);
     }
 
-    // The NVRTC of the copy `taken` holds, loaded into its link map on the lease's thread the
-    // first time any program takes the copy; null if it cannot be loaded there (logged once;
-    // programs then take no copy).
-    const NvrtcApi* nvrtc_of(const Taken& taken) {
-        NvJitLinkCopy& copy = *taken.copy;
-        std::call_once(copy.nvrtc_once, [&] {
-            Result<std::unique_ptr<NvrtcApi>> loaded =
-                Error(Errc::kUnsupported, "a forked child cannot load NVRTC into a copy");
-            if (!forked()) taken.thread->run([&] { loaded = load_nvrtc_copy(*copy.api); });
-            if (loaded) {
-                copy.nvrtc = std::move(*loaded);
-                return;
-            }
-            std::lock_guard lock(mutex_);
-            if (!nvrtc_failed_) {
-                nvrtc_failed_ = true;
-                util::log_line(util::LogLevel::kInfo,
-                               "NVRTC: no copy beside nvJitLink's copies; CUDA C++ compiles share "
-                               "the process's NVRTC: " +
-                                   loaded.error().message());
-            }
-        });
-        return copy.nvrtc.get();
-    }
-
     bool forked() const { return ::getpid() != owner_; }
 
     std::size_t loaded() const {
@@ -265,7 +275,7 @@ public:
 
     void wait_for_loads() {
         std::unique_lock lock(mutex_);
-        loads_done_.wait(lock, [&] { return loading_ == 0; });
+        loads_done_.wait(lock, [&] { return loading_ == 0 && nvrtc_loading_ == 0; });
     }
 
     const std::size_t allowed_ = copies_from_environment();
@@ -273,6 +283,10 @@ public:
 private:
     // How long a link waits for a copy's load: a load takes 10-15 ms on an idle machine.
     static constexpr std::chrono::milliseconds kLoadPatience{100};
+    // How long a program waits for a copy's NVRTC (its load and a first compile, some 50-150 ms
+    // on the CPU machine, with nvJitLink's before it): a CUDA C++ compile takes a second or more,
+    // which a program behind another in the own NVRTC would wait.
+    static constexpr std::chrono::milliseconds kProgramPatience{500};
 
     Copies() {
         // A fork while another thread holds mutex_ would leave the child's copy of it locked for
@@ -282,11 +296,15 @@ private:
     }
 
     // Requires mutex_. The loaded copy running fewer of use `u` than the own, the fewest; else
-    // null.
+    // null. For programs, only copies whose NVRTC is ready.
     NvJitLinkCopy* least_busy_copy(std::size_t u) const {
         NvJitLinkCopy* fewest = nullptr;
         std::size_t least = own_[u];
         for (const auto& copy : copies_) {
+            if (u == static_cast<std::size_t>(CopyUse::kProgram) &&
+                copy->nvrtc_state != NvJitLinkCopy::Nvrtc::kReady) {
+                continue;
+            }
             if (copy->running[u] < least) {
                 fewest = copy.get();
                 least = copy->running[u];
@@ -310,14 +328,23 @@ private:
                 copy->api = std::move(*api);
                 copy->api->enter_thread();
             }
-            std::lock_guard lock(mutex_);
+            std::unique_lock lock(mutex_);
             --loading_;
             ++loads_ended_;
             loads_stuck_ = false;
             loads_done_.notify_all();
             if (api) {
-                copy->idle.push_back(self);
+                NvJitLinkCopy& listed = *copy;
                 copies_.push_back(std::move(copy));
+                if (!nvrtc_wanted_ || nvrtc_failed_) {
+                    listed.idle.push_back(self);
+                    return true;
+                }
+                // Programs want NVRTCs: this thread loads the copy's, then serves.
+                listed.nvrtc_state = NvJitLinkCopy::Nvrtc::kLoading;
+                ++nvrtc_loading_;
+                lock.unlock();
+                load_nvrtc_here(listed, self);
                 return true;
             }
             if (!load_failed_) {
@@ -336,16 +363,83 @@ private:
         }
     }
 
+    // Requires mutex_. A thread of `copy` that loads NVRTC into its link map, then serves.
+    void start_nvrtc_load(NvJitLinkCopy& copy) {
+        auto thread = CopyThread::start([this, &copy](CopyThread* self) {
+            copy.api->enter_thread();
+            load_nvrtc_here(copy, self);
+            return true;
+        });
+        if (thread) {
+            copy.nvrtc_state = NvJitLinkCopy::Nvrtc::kLoading;
+            ++nvrtc_loading_;
+        } else if (!thread_failed_) {
+            thread_failed_ = true;
+            util::log_line(util::LogLevel::kInfo,
+                           "NVRTC: " + thread.error().message() +
+                               "; CUDA C++ compiles share the loaded NVRTCs");
+        }
+    }
+
+    // On `self`, a thread of `copy` whose NVRTC state is kLoading: loads NVRTC into the copy's
+    // link map and compiles a kernel there once, so that what NVRTC loads at its first compile
+    // (its builtins, the CUDA driver) is loaded before any program waits on this copy; then lists
+    // `self` as idle. A failure is logged once, and programs then take no copy.
+    void load_nvrtc_here(NvJitLinkCopy& copy, CopyThread* self) {
+        std::unique_ptr<NvrtcApi> ready;
+        std::string why = "out of memory while loading NVRTC into a copy";
+        try {
+            auto loaded = load_nvrtc_copy(*copy.api);
+            if (!loaded) {
+                why = loaded.error().message();
+            } else if (auto compiled = compile_once(**loaded); !compiled) {
+                why = compiled.error().message();
+            } else {
+                ready = std::move(*loaded);
+            }
+        } catch (...) {  // NOLINT(bugprone-empty-catch): `why` says what failed
+        }
+        bool first_failure = false;
+        {
+            std::lock_guard lock(mutex_);
+            if (ready) {
+                copy.nvrtc = std::move(ready);
+                copy.nvrtc_state = NvJitLinkCopy::Nvrtc::kReady;
+            } else {
+                copy.nvrtc_state = NvJitLinkCopy::Nvrtc::kFailed;
+                first_failure = !nvrtc_failed_;
+                nvrtc_failed_ = true;
+            }
+            --nvrtc_loading_;
+            ++loads_ended_;
+            loads_stuck_ = false;
+            loads_done_.notify_all();
+            copy.idle.push_back(self);
+        }
+        // This thread serves once listed: nothing may be thrown from here on.
+        if (first_failure) {
+            try {
+                util::log_line(util::LogLevel::kInfo,
+                               "NVRTC: no copy beside nvJitLink's copies; CUDA C++ compiles share "
+                               "the process's NVRTC: " +
+                                   why);
+            } catch (...) {  // NOLINT(bugprone-empty-catch): a line unlogged
+            }
+        }
+    }
+
     mutable std::mutex mutex_;
     std::condition_variable loads_done_;  // with mutex_: a load ended
     const pid_t owner_ = ::getpid();
-    std::array<std::size_t, 2> own_{};                    // guarded by mutex_: by CopyUse
-    std::size_t loading_ = 0;                             // guarded by mutex_
-    std::size_t loads_ended_ = 0;                         // guarded by mutex_
-    bool loads_stuck_ = false;                            // guarded by mutex_: until one ends
-    bool load_failed_ = false;                            // guarded by mutex_
-    bool nvrtc_failed_ = false;                           // guarded by mutex_: logged once
-    bool thread_failed_ = false;                          // guarded by mutex_: logged once
+    std::array<std::size_t, 2> own_{};  // guarded by mutex_: by CopyUse
+    std::size_t loading_ = 0;           // guarded by mutex_
+    std::size_t loads_ended_ = 0;       // guarded by mutex_
+    bool loads_stuck_ = false;          // guarded by mutex_: until one ends
+    bool load_failed_ = false;          // guarded by mutex_
+    bool nvrtc_failed_ = false;         // guarded by mutex_: logged once
+    bool nvrtc_wanted_ = false;         // guarded by mutex_: a program found the own NVRTC busy
+    std::size_t nvrtc_loading_ = 0;     // guarded by mutex_
+    bool thread_failed_ = false;        // guarded by mutex_: logged once
     std::vector<std::unique_ptr<NvJitLinkCopy>> copies_;  // guarded by mutex_
 };
 
@@ -381,16 +475,10 @@ Result<NvJitLinkLease> lease_nvjitlink() {
 Result<NvrtcLease> lease_nvrtc() {
     const auto& own = nvrtc_api();
     if (!own) return own.error();
-    Copies& copies = Copies::instance();
-    Copies::Taken taken = copies.take(CopyUse::kProgram);
-    if (taken.copy != nullptr) {
-        if (const NvrtcApi* api = copies.nvrtc_of(taken)) {
-            return NvrtcLease(api, taken.copy, taken.thread);
-        }
-        copies.give_back(taken, CopyUse::kProgram);
-        taken = copies.take(CopyUse::kProgram);  // the own: no copy is taken for programs now
-    }
-    return NvrtcLease(*own, nullptr, nullptr);
+    const Copies::Taken taken = Copies::instance().take(CopyUse::kProgram);
+    // A copy taken is one whose NVRTC is ready: set before it was, and never again.
+    const NvrtcApi* api = taken.copy != nullptr ? taken.copy->nvrtc.get() : *own;
+    return NvrtcLease(api, taken.copy, taken.thread);
 }
 
 std::size_t nvjitlink_copies_allowed() {

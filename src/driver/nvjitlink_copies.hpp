@@ -101,9 +101,11 @@ private:
 // (the loader's static TLS is spent, say) is logged once and none is tried again; a thread that
 // cannot start is logged once, and the link shares a loaded nvJitLink.
 Result<NvJitLinkLease> lease_nvjitlink();
-// The same for an NVRTC program: kUnsupported when NVRTC cannot be loaded at all. NVRTC is loaded
-// into a copy the first time a program takes it; where that fails (logged once), programs keep to
-// the process's own NVRTC.
+// The same for an NVRTC program: kUnsupported when NVRTC cannot be loaded at all. Once a program
+// finds the own busy, NVRTC is loaded into each copy in the background, on a thread of the copy,
+// and compiles a kernel there before programs take it; a program waits for that at most 500 ms.
+// Where it fails (logged once), or nvJitLink cannot be loaded, programs keep to the process's own
+// NVRTC.
 Result<NvrtcLease> lease_nvrtc();
 
 // How many copies a process may load: KCACHE_NVJITLINK_COPIES when set (0: none; at most 15),

@@ -6,7 +6,9 @@
 // copy all run; links in copies and in the own from the same threads give the same cubin and end
 // cleanly; a forked child keeps to the own, and can link when forked while others take theirs.
 // Programs: alone the own NVRTC, beside another a copy's, called on its thread, counted apart from
-// links; both compile the same cubin, on many threads at once too; a forked child keeps to the own.
+// links; both compile the same cubin, on many threads at once too; a program under the loader's
+// lock waits for no NVRTC load for ever, nor compiles first in a copy; a forked child keeps to the
+// own.
 #include "driver/nvjitlink_copies.hpp"
 
 #include <gtest/gtest.h>
@@ -371,6 +373,76 @@ TEST_F(NvrtcCopiesTest, ProgramsAndLinksAtOnceOnManyThreadsAllMatchTheOwnsOutput
         ASSERT_TRUE(links[t] && links[t]->ok()) << t;
         EXPECT_EQ((*links[t])->cubin, linked->cubin) << t;
     }
+}
+
+// A CUDA C++ compile while this thread holds the loader's lock (dl_iterate_phdr's here; a compile
+// inside a library's constructor holds dlopen's), beside another program in the own NVRTC: no
+// NVRTC can be loaded into a copy meanwhile, so the program waits a while, then shares the own,
+// and compiles. In a process of its own, where no NVRTC copy is loaded yet. (The own has compiled
+// before: its first compile loads NVRTC's builtins, and a dlopen under dl_iterate_phdr's lock
+// while another thread loads a library waits for ever, with or without kcache.)
+TEST_F(NvrtcCopiesTest, AProgramWaitsForAStuckNvrtcLoadOnlyAWhile) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            alarm(30);  // a hang fails the test instead of stalling it
+            if (load_copies() == 0) _exit(5);
+            auto held = NvrtcProgram::create(kScaleSource, "scale.cu", {});
+            if (!held.ok()) _exit(4);
+            if (held->compile({"-arch=sm_90"}).status != NvrtcCompile::Status::kSucceeded) {
+                _exit(3);
+            }
+            struct Seen {
+                bool asked = false;
+                bool compiled = false;
+            } seen;
+            dl_iterate_phdr(
+                [](dl_phdr_info*, std::size_t, void* data) {
+                    auto* in = static_cast<Seen*>(data);
+                    if (in->asked) return 0;
+                    in->asked = true;
+                    in->compiled = compile_scale().ok();
+                    return 0;
+                },
+                &seen);
+            if (!seen.compiled) _exit(1);
+            nvjitlink_copies_wait_for_loads();
+            auto after = lease_nvrtc();
+            _exit(after.ok() && after->is_copy() ? 0 : 2);
+        },
+        ::testing::ExitedWithCode(0), "");
+}
+
+// A copy's NVRTC compiled once before any program takes it: a program's first compile in the
+// copy, under the loader's lock, loads nothing (NVRTC's builtins, the CUDA driver) and ends.
+TEST_F(NvrtcCopiesTest, AProgramsFirstCompileInACopyUnderTheLoadersLockEnds) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            alarm(30);
+            if (load_copies() == 0) _exit(5);
+            auto held = NvrtcProgram::create(kScaleSource, "scale.cu", {});
+            if (!held.ok()) _exit(4);
+            {
+                auto loads = lease_nvrtc();  // NVRTC into the copies, waited for
+                if (!loads.ok() || !loads->is_copy()) _exit(6);
+            }
+            struct Seen {
+                bool asked = false;
+                bool compiled = false;
+            } seen;
+            dl_iterate_phdr(
+                [](dl_phdr_info*, std::size_t, void* data) {
+                    auto* in = static_cast<Seen*>(data);
+                    if (in->asked) return 0;
+                    in->asked = true;
+                    in->compiled = compile_scale().ok();
+                    return 0;
+                },
+                &seen);
+            _exit(seen.compiled ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "");
 }
 
 // A program's copy taken before fork() cannot run in the child: its calls fail, saying why,
