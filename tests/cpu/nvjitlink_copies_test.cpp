@@ -291,6 +291,25 @@ protected:
         return program->cubin();
     }
 
+    // Whether compile_scale() succeeds while this thread holds the loader's lock
+    // (dl_iterate_phdr's; a compile inside a library's constructor holds dlopen's).
+    static bool compiles_under_the_loaders_lock() {
+        struct Seen {
+            bool asked = false;
+            bool compiled = false;
+        } seen;
+        dl_iterate_phdr(
+            [](dl_phdr_info*, std::size_t, void* data) {
+                auto* in = static_cast<Seen*>(data);
+                if (in->asked) return 0;
+                in->asked = true;
+                in->compiled = compile_scale().ok();
+                return 0;
+            },
+            &seen);
+        return seen.compiled;
+    }
+
     static constexpr const char* kScaleSource = R"(
 extern "C" __global__ void scale(float* x, float by, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -392,20 +411,7 @@ TEST_F(NvrtcCopiesTest, AProgramWaitsForAStuckNvrtcLoadOnlyAWhile) {
             if (held->compile({"-arch=sm_90"}).status != NvrtcCompile::Status::kSucceeded) {
                 _exit(3);
             }
-            struct Seen {
-                bool asked = false;
-                bool compiled = false;
-            } seen;
-            dl_iterate_phdr(
-                [](dl_phdr_info*, std::size_t, void* data) {
-                    auto* in = static_cast<Seen*>(data);
-                    if (in->asked) return 0;
-                    in->asked = true;
-                    in->compiled = compile_scale().ok();
-                    return 0;
-                },
-                &seen);
-            if (!seen.compiled) _exit(1);
+            if (!compiles_under_the_loaders_lock()) _exit(1);
             nvjitlink_copies_wait_for_loads();
             auto after = lease_nvrtc();
             _exit(after.ok() && after->is_copy() ? 0 : 2);
@@ -427,20 +433,7 @@ TEST_F(NvrtcCopiesTest, AProgramsFirstCompileInACopyUnderTheLoadersLockEnds) {
                 auto loads = lease_nvrtc();  // NVRTC into the copies, waited for
                 if (!loads.ok() || !loads->is_copy()) _exit(6);
             }
-            struct Seen {
-                bool asked = false;
-                bool compiled = false;
-            } seen;
-            dl_iterate_phdr(
-                [](dl_phdr_info*, std::size_t, void* data) {
-                    auto* in = static_cast<Seen*>(data);
-                    if (in->asked) return 0;
-                    in->asked = true;
-                    in->compiled = compile_scale().ok();
-                    return 0;
-                },
-                &seen);
-            _exit(seen.compiled ? 0 : 1);
+            _exit(compiles_under_the_loaders_lock() ? 0 : 1);
         },
         ::testing::ExitedWithCode(0), "");
 }
