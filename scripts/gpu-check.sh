@@ -204,6 +204,9 @@ run kernel_speed "$BIN/kcache_bench" --kernel-speed --out "$LOGS/kernel_speed.md
 # kernel's readiness in cold and warm new processes, and a warm-up of CUDA C++ kernels.
 ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
 run nvrtc_scaling "$BIN/kcache_bench" --nvrtc-scaling "${ARCH:-90}" --nvrtc-kernels 16,8 --nvrtc-threads 16 --out "$LOGS/nvrtc_scaling.md"
+# The same with one NVRTC in the process (no copies: driver/nvjitlink_copies.hpp): what the copies
+# gain CUDA C++ compiles on threads.
+run nvrtc_scaling_one env KCACHE_NVJITLINK_COPIES=0 "$BIN/kcache_bench" --nvrtc-scaling "${ARCH:-90}" --nvrtc-kernels 16,8 --nvrtc-threads 16 --out "$LOGS/nvrtc_scaling_one.md"
 run cuda_warm "$BIN/kcache_bench" --cuda "$(mktemp -d)/cuda" --cuda-warm-up 12 --out "$LOGS/cuda_warm.md"
 # Issue 17: a fresh node's warm start from Redis on loopback (the kernels launched on the GPU)
 # against its disk and against compiling; one remote read's worst case with a bad server; the
@@ -263,6 +266,7 @@ section() {
   section "## A corpus of CUDA C++ templates (CUB, CUTLASS-style), cold, warm and checked" "$LOGS/cuda_corpus.md"
   section "## Memory and scale curve (issue 19)" "$LOGS/scale.md"
   section "## CUDA C++: NVRTC inside one process" "$LOGS/nvrtc_scaling.md"
+  section "### The same with one NVRTC (KCACHE_NVJITLINK_COPIES=0)" "$LOGS/nvrtc_scaling_one.md"
   section "## CUDA C++: a kernel in new processes, and a warm-up" "$LOGS/cuda_warm.md"
   section "## The remote tier (Redis on loopback)" "$LOGS/remote.md"
   echo '```'
