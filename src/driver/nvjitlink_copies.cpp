@@ -9,6 +9,7 @@
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -196,23 +197,25 @@ public:
     // no load until one ends. Programs do the same, taking only copies whose NVRTC is loaded and
     // has compiled once (which it does on a copy's thread of its own, never a program's), and
     // waiting at most kProgramPatience; none once NVRTC could not be loaded or compile in a copy.
+    // Nothing here names a compiler library (which may take the loader's lock, that a thread
+    // holding it and waiting for mutex_ would never let go): the copies' threads load them, and a
+    // process without nvJitLink finds out there (logged once), its programs keeping to the own.
     Taken take(CopyUse use) {
         const auto u = static_cast<std::size_t>(use);
         const bool program = use == CopyUse::kProgram;
         std::unique_lock lock(mutex_);
-        // A forked child: the copies' threads are not in it. NVRTC's copies live beside
-        // nvJitLink's, which a process without nvJitLink has none of.
-        if (own_[u] == 0 || forked() || (program && (nvrtc_failed_ || !nvjitlink_api()))) {
+        // A forked child: the copies' threads are not in it.
+        if (own_[u] == 0 || forked() || (program && nvrtc_failed_)) {
             ++own_[u];
             return {};
         }
-        if (program && !nvrtc_wanted_) {
+        if (program && !nvrtc_wanted_ && !exiting_) {
             nvrtc_wanted_ = true;
             for (const auto& copy : copies_) {
                 if (copy->nvrtc_state == NvJitLinkCopy::Nvrtc::kNone) start_nvrtc_load(*copy);
             }
         }
-        if (copies_.size() + loading_ < allowed_ && !load_failed_) start_load();
+        if (copies_.size() + loading_ < allowed_ && !load_failed_ && !exiting_) start_load();
         NvJitLinkCopy* fewest = least_busy_copy(u);
         const auto deadline =
             std::chrono::steady_clock::now() + (program ? kProgramPatience : kLoadPatience);
@@ -268,6 +271,11 @@ public:
 
     bool forked() const { return ::getpid() != owner_; }
 
+    bool exiting() const {
+        std::lock_guard lock(mutex_);
+        return exiting_;
+    }
+
     std::size_t loaded() const {
         std::lock_guard lock(mutex_);
         return copies_.size();
@@ -287,12 +295,29 @@ private:
     // on the CPU machine, with nvJitLink's before it): a CUDA C++ compile takes a second or more,
     // which a program behind another in the own NVRTC would wait.
     static constexpr std::chrono::milliseconds kProgramPatience{500};
+    // How long the process's end waits for loads under way.
+    static constexpr std::chrono::milliseconds kExitPatience{5000};
 
     Copies() {
         // A fork while another thread holds mutex_ would leave the child's copy of it locked for
         // ever, and the child's first link waiting on it.
         pthread_atfork([] { instance().mutex_.lock(); }, [] { instance().mutex_.unlock(); },
                        [] { instance().mutex_.unlock(); });
+        // Loads run on threads of their own, NVRTC's first compile among them: the process's end
+        // must not finalise the libraries under one (a crash seen in a review).
+        std::atexit([] { instance().end_loads(); });
+    }
+
+    // At exit(), before the libraries are finalised: no load starts any more, a loading NVRTC
+    // skips its first compile, and the loads under way are waited for, at most kExitPatience (one
+    // stuck behind the loader's lock would wait for ever). Nothing in a forked child, whose
+    // copies' threads are not in it.
+    void end_loads() noexcept {
+        if (forked()) return;
+        std::unique_lock lock(mutex_);
+        exiting_ = true;
+        loads_done_.wait_for(lock, kExitPatience,
+                             [&] { return loading_ == 0 && nvrtc_loading_ == 0; });
     }
 
     // Requires mutex_. The loaded copy running fewer of use `u` than the own, the fewest; else
@@ -349,9 +374,11 @@ private:
             }
             if (!load_failed_) {
                 load_failed_ = true;
-                util::log_line(util::LogLevel::kInfo, "nvJitLink: no further copy (" +
-                                                          std::to_string(copies_.size()) +
-                                                          " loaded): " + api.error().message());
+                util::log_line(util::LogLevel::kInfo,
+                               "nvJitLink: no further copy (" + std::to_string(copies_.size()) +
+                                   " loaded; PTX links and CUDA C++ compiles share what is "
+                                   "loaded): " +
+                                   api.error().message());
             }
             return false;
         });
@@ -387,11 +414,14 @@ private:
     // `self` as idle. A failure is logged once, and programs then take no copy.
     void load_nvrtc_here(NvJitLinkCopy& copy, CopyThread* self) {
         std::unique_ptr<NvrtcApi> ready;
-        std::string why = "out of memory while loading NVRTC into a copy";
+        std::string why;
         try {
+            why = "out of memory while loading NVRTC into a copy";
             auto loaded = load_nvrtc_copy(*copy.api);
             if (!loaded) {
                 why = loaded.error().message();
+            } else if (exiting()) {
+                why = "the process is ending";
             } else if (auto compiled = compile_once(**loaded); !compiled) {
                 why = compiled.error().message();
             } else {
@@ -407,7 +437,7 @@ private:
                 copy.nvrtc_state = NvJitLinkCopy::Nvrtc::kReady;
             } else {
                 copy.nvrtc_state = NvJitLinkCopy::Nvrtc::kFailed;
-                first_failure = !nvrtc_failed_;
+                first_failure = !nvrtc_failed_ && !exiting_;
                 nvrtc_failed_ = true;
             }
             --nvrtc_loading_;
@@ -437,6 +467,7 @@ private:
     bool loads_stuck_ = false;          // guarded by mutex_: until one ends
     bool load_failed_ = false;          // guarded by mutex_
     bool nvrtc_failed_ = false;         // guarded by mutex_: logged once
+    bool exiting_ = false;              // guarded by mutex_: exit() has begun
     bool nvrtc_wanted_ = false;         // guarded by mutex_: a program found the own NVRTC busy
     std::size_t nvrtc_loading_ = 0;     // guarded by mutex_
     bool thread_failed_ = false;        // guarded by mutex_: logged once

@@ -104,8 +104,8 @@ Result<NvJitLinkLease> lease_nvjitlink();
 // The same for an NVRTC program: kUnsupported when NVRTC cannot be loaded at all. Once a program
 // finds the own busy, NVRTC is loaded into each copy in the background, on a thread of the copy,
 // and compiles a kernel there before programs take it; a program waits for that at most 500 ms.
-// Where it fails (logged once), or nvJitLink cannot be loaded, programs keep to the process's own
-// NVRTC.
+// Where that fails, or no copy of nvJitLink can be loaded (each logged once), programs keep to
+// the process's own NVRTC.
 Result<NvrtcLease> lease_nvrtc();
 
 // How many copies a process may load: KCACHE_NVJITLINK_COPIES when set (0: none; at most 15),

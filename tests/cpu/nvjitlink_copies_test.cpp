@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <thread>
@@ -429,13 +431,37 @@ TEST_F(NvrtcCopiesTest, AProgramsFirstCompileInACopyUnderTheLoadersLockEnds) {
             if (load_copies() == 0) _exit(5);
             auto held = NvrtcProgram::create(kScaleSource, "scale.cu", {});
             if (!held.ok()) _exit(4);
+            (void)lease_nvrtc();  // starts NVRTC's loads into the copies
+            nvjitlink_copies_wait_for_loads();
             {
-                auto loads = lease_nvrtc();  // NVRTC into the copies, waited for
-                if (!loads.ok() || !loads->is_copy()) _exit(6);
+                auto loaded = lease_nvrtc();
+                if (!loaded.ok() || !loaded->is_copy()) _exit(6);
             }
             _exit(compiles_under_the_loaders_lock() ? 0 : 1);
         },
         ::testing::ExitedWithCode(0), "");
+}
+
+// A process that ends while NVRTC loads into its copies in the background (and compiles once
+// there): its end waits for the loads rather than finalising the libraries under them (a crash
+// in a few of 20 runs before). Several processes of their own, each ending through exit().
+TEST_F(NvrtcCopiesTest, AProcessEndingWhileNvrtcLoadsIntoCopiesEndsCleanly) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    for (int round = 0; round < 3; ++round) {
+        EXPECT_EXIT(
+            {
+                alarm(30);
+                if (load_copies() == 0) _exit(5);
+                auto held = NvrtcProgram::create(kScaleSource, "scale.cu", {});
+                if (!held.ok()) _exit(4);
+                std::thread beside([] { (void)lease_nvrtc(); });  // starts the loads
+                beside.detach();
+                std::this_thread::sleep_for(std::chrono::milliseconds(5 + 10 * round));
+                std::exit(0);
+            },
+            ::testing::ExitedWithCode(0), "")
+            << "round " << round;
+    }
 }
 
 // A program's copy taken before fork() cannot run in the child: its calls fail, saying why,
