@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -357,6 +358,23 @@ Result<std::unique_ptr<NvrtcApi>> load_nvrtc_copy(const NvJitLinkApi& copy) {
     auto opened = open_identified(kNvrtc, identity, copy.link_map);
     if (!opened) return opened.error();
     return resolve_nvrtc(*opened, identity->path);
+}
+
+Result<void> compile_once(const NvrtcApi& nvrtc) {
+    nvrtcProgram program = nullptr;
+    nvrtcResult rc = nvrtc.nvrtcCreateProgram(
+        &program, "extern \"C\" __global__ void kcache_first(int* x) { *x = 1; }\n",
+        "kcache_first.cu", 0, nullptr, nullptr);
+    if (rc == NVRTC_SUCCESS) {
+        rc = nvrtc.nvrtcCompileProgram(program, 0, nullptr);
+        std::ignore = nvrtc.nvrtcDestroyProgram(&program);
+    }
+    if (rc != NVRTC_SUCCESS) {
+        return Error(Errc::kUnsupported,
+                     std::string("a first compile in a copy of NVRTC failed: ") +
+                         nvrtc.nvrtcGetErrorString(rc));
+    }
+    return ok();
 }
 
 }  // namespace kcache::driver

@@ -81,5 +81,8 @@ Result<std::unique_ptr<NvJitLinkApi>> load_nvjitlink_copy();
 // a copy of it is called as the nvJitLink beside it is, on that copy's threads (its C library
 // is theirs). kUnsupported when the loader refuses.
 Result<std::unique_ptr<NvrtcApi>> load_nvrtc_copy(const NvJitLinkApi& copy);
+// One small kernel compiled by `nvrtc`, on the thread that may call it: what NVRTC loads at its
+// first compile (its builtins, the CUDA driver) is loaded afterwards. kUnsupported if it fails.
+Result<void> compile_once(const NvrtcApi& nvrtc);
 
 }  // namespace kcache::driver

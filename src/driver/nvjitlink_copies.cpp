@@ -10,19 +10,16 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "driver/copy_thread.hpp"
 #include "util/env.hpp"
 #include "util/log.hpp"
 
@@ -66,98 +63,7 @@ std::size_t copies_from_environment() {
     return std::min<std::size_t>(threads > 1 ? threads - 1 : 0, kDefaultCopies);
 }
 
-// One small kernel compiled by `nvrtc`: what NVRTC loads at its first compile is then loaded.
-Result<void> compile_once(const NvrtcApi& nvrtc) {
-    nvrtcProgram program = nullptr;
-    nvrtcResult rc = nvrtc.nvrtcCreateProgram(
-        &program, "extern \"C\" __global__ void kcache_first(int* x) { *x = 1; }\n",
-        "kcache_first.cu", 0, nullptr, nullptr);
-    if (rc == NVRTC_SUCCESS) {
-        rc = nvrtc.nvrtcCompileProgram(program, 0, nullptr);
-        std::ignore = nvrtc.nvrtcDestroyProgram(&program);
-    }
-    if (rc != NVRTC_SUCCESS) {
-        return Error(Errc::kUnsupported,
-                     std::string("a first compile in a copy of NVRTC failed: ") +
-                         nvrtc.nvrtcGetErrorString(rc));
-    }
-    return ok();
-}
-
 }  // namespace
-
-// A thread that runs a copy's calls, one at a time, and nothing else. It never ends (nor does
-// the copy, which cannot be unloaded): at its end the first C library would free the copy's
-// thread-specific data (its slots are in the thread's descriptor, which is the first C library's)
-// into its own heap. A copy's constructors set some up on the thread that loads it, so a copy's
-// first thread is the one that loads it.
-class CopyThread {
-public:
-    // Starts the thread, which runs `first(thread)` (the copy's load, or entering a loaded copy)
-    // and then serves calls if it returned true, else waits for ever (whatever the copy ran
-    // there is not the first C library's to clean up). Does not wait for `first`: a caller inside
-    // the loader (a library's constructor) would wait for ever on a load that needs the loader.
-    static Result<CopyThread*> start(std::function<bool(CopyThread*)> first) {
-        auto* thread = new CopyThread();  // lives as long as its thread: for ever
-        try {
-            std::thread(&CopyThread::serve, thread, std::move(first)).detach();
-        } catch (const std::system_error& e) {
-            delete thread;
-            return Error(
-                Errc::kUnsupported,
-                std::string("a thread for a copy of nvJitLink did not start: ") + e.what());
-        }
-        return thread;
-    }
-
-    // Runs `work` on this thread while the caller waits, after the calls posted before it; what
-    // it throws is thrown here.
-    void run(FunctionRef<void()> work) {
-        Call call{&work, nullptr, false};
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return call_ == nullptr; });
-        call_ = &call;
-        changed_.notify_all();
-        changed_.wait(lock, [&] { return call.done; });
-        if (call.thrown) std::rethrow_exception(call.thrown);
-    }
-
-private:
-    struct Call {
-        FunctionRef<void()>* work;
-        std::exception_ptr thrown;
-        bool done = false;
-    };
-
-    CopyThread() = default;
-
-    [[noreturn]] void serve(const std::function<bool(CopyThread*)>& first) {
-        bool serving = false;
-        try {
-            serving = first(this);
-        } catch (...) {  // NOLINT(bugprone-empty-catch): `first` says what failed; no serving
-        }
-        std::unique_lock lock(mutex_);
-        for (;;) {
-            changed_.wait(lock, [&] { return serving && call_ != nullptr; });
-            Call* call = call_;
-            lock.unlock();
-            try {
-                (*call->work)();
-            } catch (...) {
-                call->thrown = std::current_exception();
-            }
-            lock.lock();
-            call->done = true;
-            call_ = nullptr;
-            changed_.notify_all();
-        }
-    }
-
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    Call* call_ = nullptr;  // guarded by mutex_: the call running or next, its caller waiting
-};
 
 // A copy of nvJitLink, NVRTC beside it once programs have wanted one, and its threads, one for
 // each of its links and programs at once.
