@@ -57,10 +57,11 @@ run() {  # run NAME CMD...: log to $LOGS/NAME.txt, record pass/fail
   local name=$1; shift
   if [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
   echo "== $name: $*"
+  local start=$SECONDS
   "$@" > "$LOGS/$name.txt" 2>&1
   local rc=$?
   tail -n 40 "$LOGS/$name.txt"
-  echo "- $name: exit $rc" >> "$OUT/summary.md"
+  echo "- $name: exit $rc ($((SECONDS - start)) s)" >> "$OUT/summary.md"
   [ $rc -eq 0 ] || status=1
 }
 
