@@ -74,6 +74,10 @@ std::string run_warm_start(const std::string& directory, std::string& note);
 // driver's JIT of the same PTX.
 std::string run_kernel_speed(std::string& note);
 
+// Needs a GPU: the driver's cost per module loaded and unloaded (in three orders) as one context
+// holds `counts` modules; no kcache code timed.
+std::string run_module_churn(const std::vector<int>& counts, std::string& note);
+
 // No GPU needed: `light_count` and `heavy_count` distinct CUDA C++ kernels compiled by NVRTC on 1
 // thread and on `threads` threads of this process.
 std::string run_nvrtc_scaling(int arch, int light_count, int heavy_count, int threads,

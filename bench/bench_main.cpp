@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     bool smoke = false;
     bool force_fake = false;
     bool kernel_speed = false;
+    std::vector<int> churn_counts;
     bool launch_bench = true;
     std::string tiers_directory;
     std::string cuda_directory;
@@ -122,6 +123,8 @@ int main(int argc, char** argv) {
             remote_directory = next();
         } else if (!std::strcmp(argv[i], "--kernel-speed")) {
             kernel_speed = true;
+        } else if (!std::strcmp(argv[i], "--module-churn")) {
+            churn_counts = parse_list(next());
         } else if (!std::strcmp(argv[i], "--ptx-new-process")) {
             ptx_directory = next();
         } else if (!std::strcmp(argv[i], "--rounds")) {
@@ -160,7 +163,7 @@ int main(int argc, char** argv) {
                          "[--corpus DIR [--rounds N] [--corpus-prebuild ARCH [--threads N]]] "
                          "[--scale DIR [--scale-max N] [--scale-entries N] [--scale-kcache CLI] "
                          "[--rounds N]] [--scale-fill DIR N] "
-                         "[--kernel-speed] [--cuda DIR] "
+                         "[--kernel-speed] [--module-churn 1000,10000] [--cuda DIR] "
                          "[--cuda-warm-up N] "
                          "[--nvrtc-scaling ARCH] "
                          "[--nvrtc-kernels LIGHT,HEAVY] [--nvrtc-threads N] [--ms N] "
@@ -228,6 +231,11 @@ int main(int argc, char** argv) {
     if (!remote_directory.empty()) {  // the remote tier alone
         std::string note;
         std::string table = bench::run_remote_tier(remote_directory, rounds, note);
+        return finish(table, note);
+    }
+    if (!churn_counts.empty()) {  // the driver's cost per module, by modules held
+        std::string note;
+        std::string table = bench::run_module_churn(churn_counts, note);
         return finish(table, note);
     }
     if (!ptx_directory.empty() || kernel_speed) {  // PTX measurements alone

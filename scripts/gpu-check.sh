@@ -198,6 +198,9 @@ run cuda_corpus on_corpus cuda-corpus.tar.xz . --corpus --rounds "${CORPUS_ROUND
 # (bench/results/*-cpu-scale.md); filling 100,000 entries here would spend device time on the disk.
 # SCALE_ROUNDS: the warm children's rounds (3 by default; 10,000 kernels take about a minute each).
 run scale "$BIN/kcache_bench" --scale "$(mktemp -d)/scale" --scale-entries 0 --scale-kcache "$BIN/kcache" --rounds "${SCALE_ROUNDS:-3}" --out "$LOGS/scale.md"
+# The driver's cost per module as a context holds 1,000 to 10,000 of them, loads and unloads by
+# the order of the unloads (a cache's end unloads every module it holds).
+run module_churn "$BIN/kcache_bench" --module-churn 1000,10000 --out "$LOGS/module_churn.md"
 # Whether kcache's cubins (nvJitLink: PTX compiled as relocatable code, then linked) run as fast as
 # the driver's JIT of the same PTX (a whole program).
 run kernel_speed "$BIN/kcache_bench" --kernel-speed --out "$LOGS/kernel_speed.md"
@@ -266,6 +269,7 @@ section() {
   echo
   section "## A corpus of CUDA C++ templates (CUB, CUTLASS-style), cold, warm and checked" "$LOGS/cuda_corpus.md"
   section "## Memory and scale curve (issue 19)" "$LOGS/scale.md"
+  section "## The driver's cost per module, by modules held and order of unloads" "$LOGS/module_churn.md"
   section "## CUDA C++: NVRTC inside one process" "$LOGS/nvrtc_scaling.md"
   section "### The same with one NVRTC (KCACHE_NVJITLINK_COPIES=0)" "$LOGS/nvrtc_scaling_one.md"
   section "## CUDA C++: a kernel in new processes, and a warm-up" "$LOGS/cuda_warm.md"
