@@ -97,15 +97,16 @@ public:
     // library, the own or a copy's, runs the fewest. A link that finds the own busy starts a
     // copy's load in the background while fewer are loaded than allowed, and where every loaded
     // nvJitLink is as busy as the own and a load is under way, waits for it, at most
-    // kLoadPatience: the links that start together (a warm-up's first) would otherwise all share
-    // the own with the first, the longest. A load that outlasts the patience is stuck (the
-    // loader's lock held by this thread, in a library's constructor, say): links then wait for
-    // no load until one ends. Programs do the same, taking only copies whose NVRTC is loaded and
-    // has compiled once (which it does on a copy's thread of its own, never a program's), and
-    // waiting at most kProgramPatience; none once NVRTC could not be loaded or compile in a copy.
-    // Nothing here names a compiler library (which may take the loader's lock, that a thread
-    // holding it and waiting for mutex_ would never let go): the copies' threads load them, and a
-    // process without nvJitLink finds out there (logged once), its programs keeping to the own.
+    // kLoadPatience, or until the own is let go: the links that start together (a warm-up's
+    // first) would otherwise all share the own with the first, the longest. A load that outlasts
+    // the patience is stuck (the loader's lock held by this thread, in a library's constructor,
+    // say): links then wait for no load until one ends. Programs do the same, taking only copies
+    // whose NVRTC is loaded and has compiled once (which it does on a copy's thread of its own,
+    // never a program's), and waiting at most kProgramPatience; none once NVRTC could not be loaded
+    // or compile in a copy. Nothing here names a compiler library (which may take the loader's
+    // lock, that a thread holding it and waiting for mutex_ would never let go): the copies'
+    // threads load them, and a process without nvJitLink finds out there (logged once), its
+    // programs keeping to the own.
     Taken take(CopyUse use) {
         const auto u = static_cast<std::size_t>(use);
         const bool program = use == CopyUse::kProgram;
@@ -125,10 +126,13 @@ public:
         NvJitLinkCopy* fewest = least_busy_copy(u);
         const auto deadline =
             std::chrono::steady_clock::now() + (program ? kProgramPatience : kLoadPatience);
-        while (fewest == nullptr && (loading_ > 0 || (program && nvrtc_loading_ > 0)) &&
-               !loads_stuck_) {
+        // Until a load ends or the own is let go (its link or program may be short); once the
+        // own is free, least_busy_copy() finds no copy less busy, and the own is taken.
+        while (fewest == nullptr && own_[u] != 0 &&
+               (loading_ > 0 || (program && nvrtc_loading_ > 0)) && !loads_stuck_) {
             const std::size_t ended = loads_ended_;
-            if (!loads_done_.wait_until(lock, deadline, [&] { return loads_ended_ != ended; })) {
+            if (!changed_.wait_until(lock, deadline,
+                                     [&] { return loads_ended_ != ended || own_[u] == 0; })) {
                 loads_stuck_ = true;
             }
             fewest = least_busy_copy(u);
@@ -168,7 +172,7 @@ public:
         const auto u = static_cast<std::size_t>(use);
         std::lock_guard lock(mutex_);
         if (taken.copy == nullptr) {
-            --own_[u];
+            if (--own_[u] == 0) changed_.notify_all();  // one waiting for a load may take it
             return;
         }
         --taken.copy->running[u];
@@ -189,7 +193,7 @@ public:
 
     void wait_for_loads() {
         std::unique_lock lock(mutex_);
-        loads_done_.wait(lock, [&] { return loading_ == 0 && nvrtc_loading_ == 0; });
+        changed_.wait(lock, [&] { return loading_ == 0 && nvrtc_loading_ == 0; });
     }
 
     const std::size_t allowed_ = copies_from_environment();
@@ -222,8 +226,8 @@ private:
         if (forked()) return;
         std::unique_lock lock(mutex_);
         exiting_ = true;
-        loads_done_.wait_for(lock, kExitPatience,
-                             [&] { return loading_ == 0 && nvrtc_loading_ == 0; });
+        changed_.wait_for(lock, kExitPatience,
+                          [&] { return loading_ == 0 && nvrtc_loading_ == 0; });
     }
 
     // Requires mutex_. The loaded copy running fewer of use `u` than the own, the fewest; else
@@ -263,7 +267,7 @@ private:
             --loading_;
             ++loads_ended_;
             loads_stuck_ = false;
-            loads_done_.notify_all();
+            changed_.notify_all();
             if (api) {
                 NvJitLinkCopy& listed = *copy;
                 copies_.push_back(std::move(copy));
@@ -349,7 +353,7 @@ private:
             --nvrtc_loading_;
             ++loads_ended_;
             loads_stuck_ = false;
-            loads_done_.notify_all();
+            changed_.notify_all();
             copy.idle.push_back(self);
         }
         // This thread serves once listed: nothing may be thrown from here on.
@@ -365,7 +369,7 @@ private:
     }
 
     mutable std::mutex mutex_;
-    std::condition_variable loads_done_;  // with mutex_: a load ended
+    std::condition_variable changed_;  // with mutex_: a load ended, or the own was let go
     const pid_t owner_ = ::getpid();
     std::array<std::size_t, 2> own_{};  // guarded by mutex_: by CopyUse
     std::size_t loading_ = 0;           // guarded by mutex_

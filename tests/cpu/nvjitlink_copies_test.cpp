@@ -57,6 +57,48 @@ protected:
         }
         return nvjitlink_copies_loaded();
     }
+
+    // Under the loader's lock (dl_iterate_phdr's), where no copy can load: another thread asks
+    // `take` for a lease beside `held` (the own) and waits for a load that cannot end; `held` is
+    // let go `after` that. The milliseconds from the release to the other thread's lease, which
+    // must be the own; -1 if it was a copy or none.
+    template <class Lease, class Take>
+    static double ms_to_the_own_once_let_go(std::optional<Lease> held, Take take,
+                                            std::chrono::milliseconds after) {
+        struct State {
+            std::optional<Lease>* held;
+            Take* take;
+            std::chrono::milliseconds after;
+            bool asked = false;
+            double ms = -1;
+        } state{&held, &take, after};
+        dl_iterate_phdr(
+            [](dl_phdr_info*, std::size_t, void* data) {
+                auto* in = static_cast<State*>(data);
+                if (in->asked) return 0;
+                in->asked = true;
+                std::atomic<bool> waiting{false};
+                bool own = false;
+                std::chrono::steady_clock::time_point leased;
+                std::thread beside([&] {
+                    waiting = true;
+                    auto lease = (*in->take)();
+                    leased = std::chrono::steady_clock::now();
+                    own = lease.ok() && !lease->is_copy();
+                });
+                while (!waiting) std::this_thread::yield();
+                std::this_thread::sleep_for(in->after);
+                const auto let_go = std::chrono::steady_clock::now();
+                in->held->reset();
+                beside.join();
+                if (own) {
+                    in->ms = std::chrono::duration<double, std::milli>(leased - let_go).count();
+                }
+                return 0;
+            },
+            &state);
+        return state.ms;
+    }
 };
 
 TEST_F(NvJitLinkCopiesTest, ALinkAloneTakesTheProcesssOwn) {
@@ -138,6 +180,25 @@ TEST_F(NvJitLinkCopiesTest, ALinkWaitsForAStuckLoadOnlyAWhile) {
             nvjitlink_copies_wait_for_loads();
             auto after = lease_nvjitlink();
             _exit(nvjitlink_copies_loaded() == 1 && after.ok() && after->is_copy() ? 0 : 2);
+        },
+        ::testing::ExitedWithCode(0), "");
+}
+
+// A link waiting for a copy's load takes the own as soon as the own is let go, not once its
+// patience (100 ms) ends: the own's link may be short. Under the loader's lock, where the load
+// cannot end; the own let go 20 ms into the wait.
+TEST_F(NvJitLinkCopiesTest, ALinkWaitingForALoadTakesTheOwnOnceItIsLetGo) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            alarm(20);
+            if (nvjitlink_copies_loaded() != 0) _exit(3);
+            auto own = lease_nvjitlink();
+            if (!own.ok() || own->is_copy()) _exit(4);
+            const double ms = ms_to_the_own_once_let_go<NvJitLinkLease>(
+                std::move(*own), [] { return lease_nvjitlink(); }, std::chrono::milliseconds(20));
+            if (ms < 0) _exit(1);
+            _exit(ms < 60 ? 0 : 2);
         },
         ::testing::ExitedWithCode(0), "");
 }
@@ -417,6 +478,27 @@ TEST_F(NvrtcCopiesTest, AProgramWaitsForAStuckNvrtcLoadOnlyAWhile) {
             nvjitlink_copies_wait_for_loads();
             auto after = lease_nvrtc();
             _exit(after.ok() && after->is_copy() ? 0 : 2);
+        },
+        ::testing::ExitedWithCode(0), "");
+}
+
+// A program waiting for a copy's NVRTC takes the own NVRTC as soon as the own is let go, not once
+// its patience (500 ms) ends: a short compile would otherwise wait for NVRTC's loads into the
+// copies (16 light kernels on 16 threads of an H100 ran 1.31x one thread with copies, 1.77x
+// without). Under the loader's lock, where NVRTC cannot load into a copy; the own let go 50 ms
+// into the wait.
+TEST_F(NvrtcCopiesTest, AProgramWaitingForACopysNvrtcTakesTheOwnOnceItIsLetGo) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            alarm(30);
+            if (load_copies() == 0) _exit(5);
+            auto own = lease_nvrtc();
+            if (!own.ok() || own->is_copy()) _exit(4);
+            const double ms = ms_to_the_own_once_let_go<NvrtcLease>(
+                std::move(*own), [] { return lease_nvrtc(); }, std::chrono::milliseconds(50));
+            if (ms < 0) _exit(1);
+            _exit(ms < 250 ? 0 : 2);
         },
         ::testing::ExitedWithCode(0), "");
 }
