@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/bench.hpp"
+#include "bench/open_gpu.hpp"
 #include "compile/compiler.hpp"
 #include "driver/cuda_api.hpp"
 #include "driver/device_memory.hpp"
@@ -73,18 +74,10 @@ struct Module {
 }  // namespace
 
 std::string run_kernel_speed(std::string& note) {
-    const auto& api = driver::cuda_api();
-    if (!api) {
-        note = api.error().message();
-        return {};
-    }
-    const driver::CudaApi& cu = **api;
-    auto context = driver::PrimaryContext::open(0);
-    if (!context || !context->make_current()) {
-        note = "no CUDA context";
-        return {};
-    }
-    const int arch = context->info().arch;
+    std::optional<OpenGpu> gpu = open_gpu(note);
+    if (!gpu) return {};
+    const driver::CudaApi& cu = gpu->cu;
+    const int arch = gpu->context.info().arch;
     constexpr std::uint32_t kElements = 1u << 24;
     constexpr std::uint32_t kRows = 1u << 15;
     const std::vector<Case> cases = {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench/bench.hpp"
+#include "bench/open_gpu.hpp"
 #include "compile/compiler.hpp"
 #include "driver/cuda_api.hpp"
 #include "driver/device_memory.hpp"
@@ -102,19 +103,11 @@ std::optional<Churn> churn(const driver::CudaApi& cu, const std::string& cubin, 
 }  // namespace
 
 std::string run_module_churn(const std::vector<int>& counts, std::string& note) {
-    const auto& api = driver::cuda_api();
-    if (!api) {
-        note = api.error().message();
-        return {};
-    }
-    const driver::CudaApi& cu = **api;
-    auto context = driver::PrimaryContext::open(0);
-    if (!context || !context->make_current()) {
-        note = "no CUDA context";
-        return {};
-    }
+    std::optional<OpenGpu> gpu = open_gpu(note);
+    if (!gpu) return {};
+    const driver::CudaApi& cu = gpu->cu;
     auto compiled =
-        compile::link_ptx(examples::residual_add_ptx(), compile::Target{context->info().arch});
+        compile::link_ptx(examples::residual_add_ptx(), compile::Target{gpu->context.info().arch});
     if (!compiled) {
         note = compiled.error().message();
         return {};
@@ -125,7 +118,7 @@ std::string run_module_churn(const std::vector<int>& counts, std::string& note) 
            "every module unloaded; microseconds per module, each row a context of its own.\n\n"
            "| modules | unloaded | load | load, the last tenth | unload | unload, the first "
            "tenth | unload, the last tenth |\n|---:|---|---:|---:|---:|---:|---:|\n",
-           context->info().name.c_str(), compiled->cubin.size());
+           gpu->context.info().name.c_str(), compiled->cubin.size());
     for (const int count : counts) {
         for (const Order order :
              {Order::kLoaded, Order::kReversed, Order::kShuffled, Order::kContextEnd}) {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "bench/bench.hpp"
+#include "bench/open_gpu.hpp"
 #include "compile/compiler.hpp"
 #include "driver/compiler_api.hpp"
 #include "driver/cuda_api.hpp"
@@ -82,26 +83,18 @@ double driver_jit_ms(const driver::CudaApi& cu, const driver::PrimaryContext& co
 }  // namespace
 
 std::string run_warm_start(const std::string& directory, std::string& note) {
-    const auto& api = driver::cuda_api();
-    if (!api) {
-        note = api.error().message();
-        return {};
-    }
-    const driver::CudaApi& cu = **api;
-    auto context = driver::PrimaryContext::open(0);
-    if (!context) {
-        note = context.error().message();
-        return {};
-    }
-    const int arch = context->info().arch;
+    std::optional<OpenGpu> gpu = open_gpu(note);
+    if (!gpu) return {};
+    const driver::CudaApi& cu = gpu->cu;
+    const int arch = gpu->context.info().arch;
     const auto ptx = ptx_kernel_set();
     const std::vector<WarmUpItem> items = ptx_warm_up_items(ptx);
 
     bool ok = true;
     // Cold: run the driver first, so that kcache cannot profit from anything it cached
     // (gpu-check runs this with CUDA_CACHE_DISABLE=1, so the driver caches nothing either).
-    const double jit_1 = driver_jit_ms(cu, *context, ptx, 1, ok);
-    const double jit_16 = driver_jit_ms(cu, *context, ptx, 16, ok);
+    const double jit_1 = driver_jit_ms(cu, gpu->context, ptx, 1, ok);
+    const double jit_16 = driver_jit_ms(cu, gpu->context, ptx, 16, ok);
     std::filesystem::remove_all(directory);
     // The driver loaded its JIT compiler during its first run above; load nvJitLink likewise, so
     // that neither side's timing includes a library load from a cold page cache (60 ms measured).
