@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copies of nvJitLink for links that run at once, and of NVRTC for programs that do
-// (driver/nvjitlink_copies.hpp). Links: a link alone takes
-// the process's own, links beside others each loaded copy once, on the copy's own thread, then
-// the least busy, and wait a while for a copy being loaded; calls from several threads on one
-// copy all run; links in copies and in the own from the same threads give the same cubin and end
-// cleanly; a forked child keeps to the own, and can link when forked while others take theirs.
+// (driver/nvjitlink_copies.hpp). Links: a link alone takes the process's own, links beside
+// others each loaded copy once, on the copy's own thread, then the least busy, and wait a while
+// for a copy being loaded, or until the own is let go; calls from several threads on one copy all
+// run; links in copies and in the own from the same threads give the same cubin and end cleanly;
+// a forked child keeps to the own, and can link when forked while others take theirs.
 // Programs: alone the own NVRTC, beside another a copy's, called on its thread, counted apart from
 // links; both compile the same cubin, on many threads at once too; a program under the loader's
-// lock waits for no NVRTC load for ever, nor compiles first in a copy; a forked child keeps to the
-// own.
+// lock waits for no NVRTC load for ever, nor compiles first in a copy, and takes the own once it is
+// let go; a forked child keeps to the own.
 #include "driver/nvjitlink_copies.hpp"
 
 #include <gtest/gtest.h>
