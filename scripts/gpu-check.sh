@@ -148,6 +148,10 @@ fi
 # on 16 threads and in 16 processes; what the order costs; a durable store against an unsynced one;
 # kcache's own share of a warm start (over the fake driver: bundles loaded or one module a key).
 run compile_scaling on_corpus triton-corpus.tar.xz kernels --compile-scaling --workers "$(nproc)" --out "$LOGS/compile_scaling.md"
+# The same with its cache directories on tmpfs (TMPDIR=/dev/shm): what this host's disk adds to
+# kernel() one after another, whose durable writes go behind it (an fsync waits for the journal,
+# which the next compile's lock file may wait for too).
+run compile_scaling_tmpfs env TMPDIR=/dev/shm bash -c "$(declare -f on_corpus); BIN=$BIN on_corpus triton-corpus.tar.xz kernels --compile-scaling --workers $(nproc) --out $LOGS/compile_scaling_tmpfs.md"
 # The same with no copies of nvJitLink, then with 15 (driver/nvjitlink_copies.hpp; 3 by
 # default): what the copies gain 16 threads of one process.
 compile_scaling_copies() {
@@ -261,6 +265,7 @@ section() {
       "$LOGS/corpus_before.md" "$LOGS/corpus_again.md"
   fi
   section "## The corpus through nvJitLink alone: threads, processes, order, store" "$LOGS/compile_scaling.md"
+  section "### The same with the cache directories on tmpfs" "$LOGS/compile_scaling_tmpfs.md"
   section "### The same with no copies of nvJitLink, and with 15" "$LOGS/compile_scaling_copies.txt"
   section "### The same, glibc's malloc keeping its memory (GLIBC_TUNABLES)" "$LOGS/compile_scaling_kept.md"
   echo "## ptxas on the corpus: whole program or relocatable, split compile or not"
