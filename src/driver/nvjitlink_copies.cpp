@@ -97,15 +97,15 @@ public:
     // library, the own or a copy's, runs the fewest. A link that finds the own busy starts a
     // copy's load in the background while fewer are loaded than allowed, and where every loaded
     // nvJitLink is as busy as the own and a load is under way, waits for it, at most
-    // kLoadPatience, or until the own is let go: the links that start together (a warm-up's
-    // first) would otherwise all share the own with the first, the longest. A load that outlasts
-    // the patience is stuck (the loader's lock held by this thread, in a library's constructor,
-    // say): links then wait for no load until one ends. Programs do the same, taking only copies
-    // whose NVRTC is loaded and has compiled once (which it does on a copy's thread of its own,
-    // never a program's), and waiting at most kProgramPatience; none once NVRTC could not be loaded
-    // or compile in a copy. Nothing here names a compiler library (which may take the loader's
-    // lock, that a thread holding it and waiting for mutex_ would never let go): the copies'
-    // threads load them, and a process without nvJitLink finds out there (logged once), its
+    // kLoadPatience, or until the own or a copy is let go: the links that start together (a
+    // warm-up's first) would otherwise all share the own with the first, the longest. A load that
+    // outlasts the patience is stuck (the loader's lock held by this thread, in a library's
+    // constructor, say): links then wait for no load until one ends. Programs do the same, taking
+    // only copies whose NVRTC is loaded and has compiled once (which it does on a copy's thread of
+    // its own, never a program's), and waiting at most kProgramPatience; none once NVRTC could not
+    // be loaded or compile in a copy. Nothing here names a compiler library (which may take the
+    // loader's lock, that a thread holding it and waiting for mutex_ would never let go): the
+    // copies' threads load them, and a process without nvJitLink finds out there (logged once), its
     // programs keeping to the own.
     Taken take(CopyUse use) {
         const auto u = static_cast<std::size_t>(use);
@@ -126,13 +126,14 @@ public:
         NvJitLinkCopy* fewest = least_busy_copy(u);
         const auto deadline =
             std::chrono::steady_clock::now() + (program ? kProgramPatience : kLoadPatience);
-        // Until a load ends or the own is let go (its link or program may be short); once the
-        // own is free, least_busy_copy() finds no copy less busy, and the own is taken.
+        // Until a load ends, or the own or a copy is let go (its link or program may be short):
+        // then the copy less busy than the own is taken, or the own where none is.
         while (fewest == nullptr && own_[u] != 0 &&
                (loading_ > 0 || (program && nvrtc_loading_ > 0)) && !loads_stuck_) {
             const std::size_t ended = loads_ended_;
-            if (!changed_.wait_until(lock, deadline,
-                                     [&] { return loads_ended_ != ended || own_[u] == 0; })) {
+            if (!changed_.wait_until(lock, deadline, [&] {
+                    return loads_ended_ != ended || own_[u] == 0 || least_busy_copy(u) != nullptr;
+                })) {
                 loads_stuck_ = true;
             }
             fewest = least_busy_copy(u);
@@ -168,15 +169,19 @@ public:
         return {fewest, *thread};
     }
 
+    // Wakes those waiting for a load where the own, or a copy, became free enough to take. Not in
+    // a forked child: its copy of changed_ may hold the parent's waiters, which it does not have.
     void give_back(const Taken& taken, CopyUse use) {
         const auto u = static_cast<std::size_t>(use);
         std::lock_guard lock(mutex_);
+        bool takeable = false;
         if (taken.copy == nullptr) {
-            if (--own_[u] == 0) changed_.notify_all();  // one waiting for a load may take it
-            return;
+            takeable = --own_[u] == 0;
+        } else {
+            takeable = --taken.copy->running[u] < own_[u];
+            taken.copy->idle.push_back(taken.thread);
         }
-        --taken.copy->running[u];
-        taken.copy->idle.push_back(taken.thread);
+        if (takeable && !forked()) changed_.notify_all();
     }
 
     bool forked() const { return ::getpid() != owner_; }

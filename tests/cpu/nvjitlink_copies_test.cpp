@@ -2,9 +2,9 @@
 // Copies of nvJitLink for links that run at once, and of NVRTC for programs that do
 // (driver/nvjitlink_copies.hpp). Links: a link alone takes the process's own, links beside
 // others each loaded copy once, on the copy's own thread, then the least busy, and wait a while
-// for a copy being loaded, or until the own is let go; calls from several threads on one copy all
-// run; links in copies and in the own from the same threads give the same cubin and end cleanly;
-// a forked child keeps to the own, and can link when forked while others take theirs.
+// for a copy being loaded, or until the own or a copy is let go; calls from several threads on one
+// copy all run; links in copies and in the own from the same threads give the same cubin and end
+// cleanly; a forked child keeps to the own, and can link when forked while others take theirs.
 // Programs: alone the own NVRTC, beside another a copy's, called on its thread, counted apart from
 // links; both compile the same cubin, on many threads at once too; a program under the loader's
 // lock waits for no NVRTC load for ever, nor compiles first in a copy, and takes the own once it is
@@ -30,6 +30,32 @@
 
 namespace kcache::driver {
 namespace {
+
+// KCACHE_NVJITLINK_COPIES for the death tests' children (each a new process that reads it once)
+// while it lives. Under the loader's lock, a program's take() with two copies or more can start a
+// second NVRTC load, whose thread waits for glibc's TLS lock that the first copy's dlmopen holds
+// while it waits for the loader's lock: a cycle of the test's making (a library's constructor
+// holds no TLS lock).
+class ScopedCopies {
+public:
+    explicit ScopedCopies(const char* copies) {
+        if (const char* before = std::getenv(kName)) before_ = before;
+        setenv(kName, copies, 1);
+    }
+    ~ScopedCopies() {
+        if (before_) {
+            setenv(kName, before_->c_str(), 1);
+        } else {
+            unsetenv(kName);
+        }
+    }
+    ScopedCopies(const ScopedCopies&) = delete;
+    ScopedCopies& operator=(const ScopedCopies&) = delete;
+
+private:
+    static constexpr const char* kName = "KCACHE_NVJITLINK_COPIES";
+    std::optional<std::string> before_;
+};
 
 class NvJitLinkCopiesTest : public ::testing::Test {
 protected:
@@ -58,46 +84,55 @@ protected:
         return nvjitlink_copies_loaded();
     }
 
+    // What a waiting thread got, and when: milliseconds from the release to its lease (-1: no
+    // lease), and whether it was a copy.
+    struct Got {
+        double ms = -1;
+        bool copy = false;
+    };
+
     // Under the loader's lock (dl_iterate_phdr's), where no copy can load: another thread asks
-    // `take` for a lease beside `held` (the own) and waits for a load that cannot end; `held` is
-    // let go `after` that. The milliseconds from the release to the other thread's lease, which
-    // must be the own; -1 if it was a copy or none.
+    // `take` for a lease beside `held` (the own, or a copy as busy as the own) and waits for a
+    // load that cannot end; `held` is let go `after` that.
     template <class Lease, class Take>
-    static double ms_to_the_own_once_let_go(std::optional<Lease> held, Take take,
-                                            std::chrono::milliseconds after) {
+    static Got lease_once_let_go(std::optional<Lease> held, Take take,
+                                 std::chrono::milliseconds after) {
         struct State {
             std::optional<Lease>* held;
             Take* take;
             std::chrono::milliseconds after;
             bool asked = false;
-            double ms = -1;
-        } state{&held, &take, after};
+            Got got;
+        } state{&held, &take, after, false, {}};
         dl_iterate_phdr(
             [](dl_phdr_info*, std::size_t, void* data) {
                 auto* in = static_cast<State*>(data);
                 if (in->asked) return 0;
                 in->asked = true;
                 std::atomic<bool> waiting{false};
-                bool own = false;
+                bool leased_one = false;
+                bool copy = false;
                 std::chrono::steady_clock::time_point leased;
                 std::thread beside([&] {
                     waiting = true;
                     auto lease = (*in->take)();
                     leased = std::chrono::steady_clock::now();
-                    own = lease.ok() && !lease->is_copy();
+                    leased_one = lease.ok();
+                    copy = leased_one && lease->is_copy();
                 });
                 while (!waiting) std::this_thread::yield();
                 std::this_thread::sleep_for(in->after);
                 const auto let_go = std::chrono::steady_clock::now();
                 in->held->reset();
                 beside.join();
-                if (own) {
-                    in->ms = std::chrono::duration<double, std::milli>(leased - let_go).count();
+                if (leased_one) {
+                    in->got.ms = std::chrono::duration<double, std::milli>(leased - let_go).count();
+                    in->got.copy = copy;
                 }
                 return 0;
             },
             &state);
-        return state.ms;
+        return state.got;
     }
 };
 
@@ -189,16 +224,42 @@ TEST_F(NvJitLinkCopiesTest, ALinkWaitsForAStuckLoadOnlyAWhile) {
 // cannot end; the own let go 20 ms into the wait.
 TEST_F(NvJitLinkCopiesTest, ALinkWaitingForALoadTakesTheOwnOnceItIsLetGo) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
+    const ScopedCopies one("1");
     EXPECT_EXIT(
         {
             alarm(20);
             if (nvjitlink_copies_loaded() != 0) _exit(3);
             auto own = lease_nvjitlink();
             if (!own.ok() || own->is_copy()) _exit(4);
-            const double ms = ms_to_the_own_once_let_go<NvJitLinkLease>(
+            const Got got = lease_once_let_go<NvJitLinkLease>(
                 std::move(*own), [] { return lease_nvjitlink(); }, std::chrono::milliseconds(20));
-            if (ms < 0) _exit(1);
-            _exit(ms < 60 ? 0 : 2);
+            if (got.ms < 0 || got.copy) _exit(1);
+            _exit(got.ms < 60 ? 0 : 2);
+        },
+        ::testing::ExitedWithCode(0), "");
+}
+
+// The same where a copy as busy as the own is let go: the waiting link takes that copy then, not
+// once its patience ends. Two copies allowed: one loaded and held, the other's load stuck.
+TEST_F(NvJitLinkCopiesTest, ALinkWaitingForALoadTakesACopyOnceItIsLetGo) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    const ScopedCopies two("2");
+    EXPECT_EXIT(
+        {
+            alarm(20);
+            if (nvjitlink_copies_allowed() != 2 || nvjitlink_copies_loaded() != 0) _exit(3);
+            auto own = lease_nvjitlink();
+            if (!own.ok() || own->is_copy()) _exit(4);
+            std::optional<NvJitLinkLease> copy;
+            if (auto beside = lease_nvjitlink(); beside.ok() && beside->is_copy()) {
+                copy.emplace(std::move(*beside));
+            }
+            if (!copy) _exit(5);
+            nvjitlink_copies_wait_for_loads();
+            const Got got = lease_once_let_go<NvJitLinkLease>(
+                std::move(copy), [] { return lease_nvjitlink(); }, std::chrono::milliseconds(20));
+            if (got.ms < 0 || !got.copy) _exit(1);
+            _exit(got.ms < 60 ? 0 : 2);
         },
         ::testing::ExitedWithCode(0), "");
 }
@@ -465,6 +526,7 @@ TEST_F(NvrtcCopiesTest, ProgramsAndLinksAtOnceOnManyThreadsAllMatchTheOwnsOutput
 // while another thread loads a library waits for ever, with or without kcache.)
 TEST_F(NvrtcCopiesTest, AProgramWaitsForAStuckNvrtcLoadOnlyAWhile) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
+    const ScopedCopies one("1");
     EXPECT_EXIT(
         {
             alarm(30);  // a hang fails the test instead of stalling it
@@ -489,16 +551,17 @@ TEST_F(NvrtcCopiesTest, AProgramWaitsForAStuckNvrtcLoadOnlyAWhile) {
 // into the wait.
 TEST_F(NvrtcCopiesTest, AProgramWaitingForACopysNvrtcTakesTheOwnOnceItIsLetGo) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
+    const ScopedCopies one("1");
     EXPECT_EXIT(
         {
             alarm(30);
             if (load_copies() == 0) _exit(5);
             auto own = lease_nvrtc();
             if (!own.ok() || own->is_copy()) _exit(4);
-            const double ms = ms_to_the_own_once_let_go<NvrtcLease>(
+            const Got got = lease_once_let_go<NvrtcLease>(
                 std::move(*own), [] { return lease_nvrtc(); }, std::chrono::milliseconds(50));
-            if (ms < 0) _exit(1);
-            _exit(ms < 250 ? 0 : 2);
+            if (got.ms < 0 || got.copy) _exit(1);
+            _exit(got.ms < 250 ? 0 : 2);
         },
         ::testing::ExitedWithCode(0), "");
 }
