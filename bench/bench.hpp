@@ -74,8 +74,9 @@ std::string run_warm_start(const std::string& directory, std::string& note);
 // driver's JIT of the same PTX.
 std::string run_kernel_speed(std::string& note);
 
-// Needs a GPU: the driver's cost per module loaded and unloaded (in three orders) as one context
-// holds `counts` modules; no kcache code timed.
+// Needs a GPU: the driver's cost per module as one context holds `counts` modules (one cubin or
+// one each, kernels looked up or not), and per unload by order or at the context's end; no kcache
+// code timed.
 std::string run_module_churn(const std::vector<int>& counts, std::string& note);
 
 // No GPU needed: `light_count` and `heavy_count` distinct CUDA C++ kernels compiled by NVRTC on 1

@@ -16,10 +16,6 @@ std::optional<OpenGpu> open_gpu(std::string& note) {
         note = context.error().message();
         return std::nullopt;
     }
-    if (auto current = context->make_current(); !current) {
-        note = current.error().message();
-        return std::nullopt;
-    }
     return OpenGpu{**api, std::move(*context)};
 }
 

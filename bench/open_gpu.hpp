@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The driver and device 0's primary context, current on the calling thread: what a benchmark that
-// calls the driver itself opens first.
+// The driver and device 0's primary context, current on the calling thread (PrimaryContext::open
+// makes it so): what a benchmark that calls the driver itself opens first.
 #pragma once
 
 #include <optional>

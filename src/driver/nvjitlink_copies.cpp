@@ -4,9 +4,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -14,56 +12,14 @@
 #include <mutex>
 #include <new>
 #include <string>
-#include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "driver/copies_allowed.hpp"
 #include "driver/copy_thread.hpp"
-#include "util/env.hpp"
 #include "util/log.hpp"
 
 namespace kcache::driver {
-namespace {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
-// glibc sets static TLS aside for the C libraries of 3 link maps beyond the first (its tunable
-// glibc.rtld.nns, 4 by default); each copy takes one's share. More copies would spend what it
-// keeps for the application's own dlopen of libraries with initial-exec TLS, which would then
-// fail to load.
-constexpr std::size_t kDefaultCopies = 3;
-constexpr std::size_t kMostCopies = 15;
-
-std::size_t copies_from_environment() {
-    if (kSanitized) return 0;
-    if (auto named = util::env_string("KCACHE_NVJITLINK_COPIES")) {
-        std::size_t count = 0;
-        const std::string_view text = *named;
-        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
-        if (error == std::errc() && end == text.data() + text.size()) {
-            return std::min(count, kMostCopies);
-        }
-        util::warn_once("KCACHE_NVJITLINK_COPIES", "KCACHE_NVJITLINK_COPIES=" + *named +
-                                                       " is not a count; no copies of nvJitLink "
-                                                       "are loaded");
-        return 0;
-    }
-    const unsigned threads = std::thread::hardware_concurrency();
-    return std::min<std::size_t>(threads > 1 ? threads - 1 : 0, kDefaultCopies);
-}
-
-}  // namespace
 
 // A copy of nvJitLink, NVRTC beside it once programs have wanted one, and its threads, one for
 // each of its links and programs at once.
@@ -154,14 +110,7 @@ public:
             return true;
         });
         if (!thread) {
-            if (!thread_failed_) {
-                thread_failed_ = true;
-                util::log_line(util::LogLevel::kInfo,
-                               program ? "NVRTC: " + thread.error().message() +
-                                             "; CUDA C++ compiles share the loaded NVRTCs"
-                                       : "nvJitLink: " + thread.error().message() +
-                                             "; links share the loaded copies");
-            }
+            thread_not_started(use, thread.error());
             ++own_[u];
             return {};
         }
@@ -201,7 +150,7 @@ public:
         changed_.wait(lock, [&] { return loading_ == 0 && nvrtc_loading_ == 0; });
     }
 
-    const std::size_t allowed_ = copies_from_environment();
+    const std::size_t allowed_ = copies_allowed_here();
 
 private:
     // How long a link waits for a copy's load: a load takes 10-15 ms on an idle machine.
@@ -270,9 +219,7 @@ private:
             }
             std::unique_lock lock(mutex_);
             --loading_;
-            ++loads_ended_;
-            loads_stuck_ = false;
-            changed_.notify_all();
+            load_ended();
             if (api) {
                 NvJitLinkCopy& listed = *copy;
                 copies_.push_back(std::move(copy));
@@ -299,9 +246,8 @@ private:
         });
         if (thread) {
             ++loading_;
-        } else if (!thread_failed_) {
-            thread_failed_ = true;
-            util::log_line(util::LogLevel::kInfo, "nvJitLink: " + thread.error().message());
+        } else {
+            thread_not_started(CopyUse::kLink, thread.error());
         }
     }
 
@@ -315,12 +261,28 @@ private:
         if (thread) {
             copy.nvrtc_state = NvJitLinkCopy::Nvrtc::kLoading;
             ++nvrtc_loading_;
-        } else if (!thread_failed_) {
-            thread_failed_ = true;
-            util::log_line(util::LogLevel::kInfo,
-                           "NVRTC: " + thread.error().message() +
-                               "; CUDA C++ compiles share the loaded NVRTCs");
+        } else {
+            thread_not_started(CopyUse::kProgram, thread.error());
         }
+    }
+
+    // Requires mutex_. A load (of a copy, or of NVRTC into one) ended: those waiting look again.
+    void load_ended() {
+        ++loads_ended_;
+        loads_stuck_ = false;
+        changed_.notify_all();
+    }
+
+    // Requires mutex_. A copy's thread did not start (logged once): what `use` runs shares the
+    // libraries loaded.
+    void thread_not_started(CopyUse use, const Error& error) {
+        if (thread_failed_) return;
+        thread_failed_ = true;
+        util::log_line(
+            util::LogLevel::kInfo,
+            use == CopyUse::kProgram
+                ? "NVRTC: " + error.message() + "; CUDA C++ compiles share the loaded NVRTCs"
+                : "nvJitLink: " + error.message() + "; links share the loaded copies");
     }
 
     // On `self`, a thread of `copy` whose NVRTC state is kLoading: loads NVRTC into the copy's
@@ -356,9 +318,7 @@ private:
                 nvrtc_failed_ = true;
             }
             --nvrtc_loading_;
-            ++loads_ended_;
-            loads_stuck_ = false;
-            changed_.notify_all();
+            load_ended();
             copy.idle.push_back(self);
         }
         // This thread serves once listed: nothing may be thrown from here on.
@@ -374,7 +334,7 @@ private:
     }
 
     mutable std::mutex mutex_;
-    std::condition_variable changed_;  // with mutex_: a load ended, or the own was let go
+    std::condition_variable changed_;  // with mutex_: a load ended, or the own or a copy let go
     const pid_t owner_ = ::getpid();
     std::array<std::size_t, 2> own_{};  // guarded by mutex_: by CopyUse
     std::size_t loading_ = 0;           // guarded by mutex_

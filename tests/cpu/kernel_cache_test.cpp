@@ -17,6 +17,7 @@
 #include "kcache/kcache.hpp"
 #include "test_support.hpp"
 #include "testing/fake_driver.hpp"
+#include "testing/scoped_env.hpp"
 #include "util/epoch.hpp"
 #include "util/fingerprint.hpp"
 
@@ -39,31 +40,7 @@ protected:
     KernelCache cache{test::fake_options(fake)};
 };
 
-// Sets an environment variable for one test and puts the previous value back.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* previous = std::getenv(name)) previous_ = previous;
-        if (value != nullptr) {
-            ::setenv(name, value, 1);
-        } else {
-            ::unsetenv(name);
-        }
-    }
-    ~ScopedEnv() {
-        if (previous_) {
-            ::setenv(name_, previous_->c_str(), 1);
-        } else {
-            ::unsetenv(name_);
-        }
-    }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    const char* name_;
-    std::optional<std::string> previous_;
-};
+using test::ScopedEnv;
 
 // --- hits and misses -----------------------------------------------------------------------
 

@@ -27,6 +27,7 @@
 #include "compile/compiler.hpp"
 #include "driver/nvrtc.hpp"
 #include "ptx_kernels.hpp"
+#include "testing/scoped_env.hpp"
 
 namespace kcache::driver {
 namespace {
@@ -36,26 +37,9 @@ namespace {
 // second NVRTC load, whose thread waits for glibc's TLS lock that the first copy's dlmopen holds
 // while it waits for the loader's lock: a cycle of the test's making (a library's constructor
 // holds no TLS lock).
-class ScopedCopies {
-public:
-    explicit ScopedCopies(const char* copies) {
-        if (const char* before = std::getenv(kName)) before_ = before;
-        setenv(kName, copies, 1);
-    }
-    ~ScopedCopies() {
-        if (before_) {
-            setenv(kName, before_->c_str(), 1);
-        } else {
-            unsetenv(kName);
-        }
-    }
-    ScopedCopies(const ScopedCopies&) = delete;
-    ScopedCopies& operator=(const ScopedCopies&) = delete;
-
-private:
-    static constexpr const char* kName = "KCACHE_NVJITLINK_COPIES";
-    std::optional<std::string> before_;
-};
+test::ScopedEnv copies_allowed(const char* copies) {
+    return {"KCACHE_NVJITLINK_COPIES", copies};
+}
 
 class NvJitLinkCopiesTest : public ::testing::Test {
 protected:
@@ -224,7 +208,7 @@ TEST_F(NvJitLinkCopiesTest, ALinkWaitsForAStuckLoadOnlyAWhile) {
 // cannot end; the own let go 20 ms into the wait.
 TEST_F(NvJitLinkCopiesTest, ALinkWaitingForALoadTakesTheOwnOnceItIsLetGo) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    const ScopedCopies one("1");
+    const test::ScopedEnv one = copies_allowed("1");
     EXPECT_EXIT(
         {
             alarm(20);
@@ -243,7 +227,7 @@ TEST_F(NvJitLinkCopiesTest, ALinkWaitingForALoadTakesTheOwnOnceItIsLetGo) {
 // once its patience ends. Two copies allowed: one loaded and held, the other's load stuck.
 TEST_F(NvJitLinkCopiesTest, ALinkWaitingForALoadTakesACopyOnceItIsLetGo) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    const ScopedCopies two("2");
+    const test::ScopedEnv two = copies_allowed("2");
     EXPECT_EXIT(
         {
             alarm(20);
@@ -526,7 +510,7 @@ TEST_F(NvrtcCopiesTest, ProgramsAndLinksAtOnceOnManyThreadsAllMatchTheOwnsOutput
 // while another thread loads a library waits for ever, with or without kcache.)
 TEST_F(NvrtcCopiesTest, AProgramWaitsForAStuckNvrtcLoadOnlyAWhile) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    const ScopedCopies one("1");
+    const test::ScopedEnv one = copies_allowed("1");
     EXPECT_EXIT(
         {
             alarm(30);  // a hang fails the test instead of stalling it
@@ -551,7 +535,7 @@ TEST_F(NvrtcCopiesTest, AProgramWaitsForAStuckNvrtcLoadOnlyAWhile) {
 // into the wait.
 TEST_F(NvrtcCopiesTest, AProgramWaitingForACopysNvrtcTakesTheOwnOnceItIsLetGo) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    const ScopedCopies one("1");
+    const test::ScopedEnv one = copies_allowed("1");
     EXPECT_EXIT(
         {
             alarm(30);
