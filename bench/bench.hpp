@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "compile/compiler.hpp"
 #include "driver/driver.hpp"
 #include "kcache/kernel_cache.hpp"
 
@@ -286,6 +287,12 @@ int run_corpus_cold_child(const std::string& mode, const std::string& corpus,
 // store against an unsynced one. Works below `directory`.
 std::string run_compile_scaling(const std::string& corpus, const std::string& directory,
                                 int workers, std::string& note);
+// The target a PTX module names (".target sm_90a": arch 90, arch-specific).
+compile::Target ptx_target(const std::string& ptx);
+// Issue 19, on a GPU: a directory of PTX through the driver's JIT (cuModuleLoadData), the
+// driver's linker to a cubin (cuLink*) and nvJitLink, one after another and on `workers` threads
+// of one process, side by side; the medians of `rounds`.
+std::string run_driver_jit(const std::string& corpus, int workers, int rounds, std::string& note);
 // Issue 19: the memory and scale curve, below `directory` (see bench/scale.cpp). No GPU needed:
 // without one the kernels load into the fake driver. A cap of 0 leaves that part out.
 struct ScaleOptions {

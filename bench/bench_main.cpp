@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     std::string remote_directory;
     std::string corpus_directory;
     std::string scaling_directory;
+    std::string driver_jit_directory;
     std::string fake_warm_spec;
     int workers = static_cast<int>(std::thread::hardware_concurrency());
     int corpus_prebuild_arch = 0;
@@ -111,6 +112,8 @@ int main(int argc, char** argv) {
             corpus_directory = next();
         } else if (!std::strcmp(argv[i], "--compile-scaling")) {
             scaling_directory = next();
+        } else if (!std::strcmp(argv[i], "--driver-jit")) {
+            driver_jit_directory = next();
         } else if (!std::strcmp(argv[i], "--workers")) {
             workers = std::max(1, std::atoi(next()));
         } else if (!std::strcmp(argv[i], "--corpus-prebuild")) {
@@ -159,6 +162,7 @@ int main(int argc, char** argv) {
                          "usage: kcache_bench [--smoke] [--fake] [--no-launch] [--tiers DIR] "
                          "[--ptx-new-process DIR [--rounds N]] [--remote DIR [--rounds N]] "
                          "[--compile-scaling PTX_DIR [--workers N]] "
+                         "[--driver-jit PTX_DIR [--workers N] [--rounds N]] "
                          "[--fake-warm-start SPEC [--workers N] [--rounds N]] "
                          "[--corpus DIR [--rounds N] [--corpus-prebuild ARCH [--threads N]]] "
                          "[--scale DIR [--scale-max N] [--scale-entries N] [--scale-kcache CLI] "
@@ -196,6 +200,12 @@ int main(int argc, char** argv) {
         std::string note;
         std::string table = bench::run_compile_scaling(
             scaling_directory, work_directory("kcache-scaling-"), workers, note);
+        return finish(table, note);
+    }
+    if (!driver_jit_directory.empty()) {  // the driver's JIT as kcache's compiler, on a GPU
+        std::string note;
+        std::string table = bench::run_driver_jit(driver_jit_directory, workers,
+                                                  rounds_given ? std::max(1, rounds) : 3, note);
         return finish(table, note);
     }
     if (!fake_warm_spec.empty()) {  // kcache's own share of a warm start; no GPU needed

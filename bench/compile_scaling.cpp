@@ -24,9 +24,8 @@
 #include "util/open_directory.hpp"
 
 namespace kcache::bench {
-namespace {
 
-compile::Target target_of(const std::string& ptx) {
+compile::Target ptx_target(const std::string& ptx) {
     // ".target sm_90a": the exact target the generator wrote.
     compile::Target target;
     const std::size_t at = ptx.find(".target sm_");
@@ -41,10 +40,12 @@ compile::Target target_of(const std::string& ptx) {
     return target;
 }
 
+namespace {
+
 // Milliseconds of one compile, or a negative number if it failed.
 double compile_one(const std::string& ptx) {
     const auto start = std::chrono::steady_clock::now();
-    auto compiled = compile::link_ptx(ptx, target_of(ptx));
+    auto compiled = compile::link_ptx(ptx, ptx_target(ptx));
     return compiled ? ms_since(start) : -1.0;
 }
 
@@ -239,7 +240,7 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
     const auto serial_start = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < count; ++i) {
         const auto start = std::chrono::steady_clock::now();
-        auto compiled = compile::link_ptx(set.ptx[i], target_of(set.ptx[i]));
+        auto compiled = compile::link_ptx(set.ptx[i], ptx_target(set.ptx[i]));
         own[i] = ms_since(start);
         if (!compiled) {
             note = "kernel " + set.keys[i] + " did not compile: " + compiled.error().message();

@@ -169,6 +169,9 @@ run compile_scaling_copies compile_scaling_copies
 # compiles of one process slow each other through the kernel's memory map (page faults, unmaps).
 run compile_scaling_kept env GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824 \
   bash -c "$(declare -f on_corpus); BIN=$BIN on_corpus triton-corpus.tar.xz kernels --compile-scaling --workers $(nproc) --out $LOGS/compile_scaling_kept.md"
+# Whether the driver's own JIT could compile kcache's PTX: cuModuleLoadData of the PTX, the
+# driver's linker to a cubin (cuLink*) and nvJitLink, one after another and on 16 threads.
+run driver_jit on_corpus triton-corpus.tar.xz kernels --driver-jit --workers "$(nproc)" --rounds "${DRIVER_JIT_ROUNDS:-3}" --out "$LOGS/driver_jit.md"
 # What ptxas itself costs on the corpus, one kernel at a time (no GPU involved): a whole program
 # (as the driver's JIT compiles) against relocatable code (as nvJitLink compiles before its link),
 # each with and without --split-compile (ptxas's optimisations on all cores).
@@ -268,6 +271,7 @@ section() {
   section "### The same with the cache directories on tmpfs" "$LOGS/compile_scaling_tmpfs.md"
   section "### The same with no copies of nvJitLink, and with 15" "$LOGS/compile_scaling_copies.txt"
   section "### The same, glibc's malloc keeping its memory (GLIBC_TUNABLES)" "$LOGS/compile_scaling_kept.md"
+  section "## The corpus through the driver's JIT, its linker and nvJitLink" "$LOGS/driver_jit.md"
   echo "## ptxas on the corpus: whole program or relocatable, split compile or not"
   echo
   grep -E '^\|' "$LOGS/ptxas_modes.txt" 2>/dev/null
