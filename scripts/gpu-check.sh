@@ -87,6 +87,16 @@ run bench "$BIN/kcache_bench" --out "$OUT/bench.md"
 # The hit path again over the fake driver, which answers current_arch() without a driver call:
 # the difference to the table above is what cuCtxGetCurrent costs per lookup.
 run bench_fake "$BIN/kcache_bench" --fake --out "$LOGS/bench_fake.md"
+# The hit path's 2 threads on chosen CPUs (taskset): whether a pair's ratio to one thread depends on
+# where the pair runs (the host's siblings), kcache and the control sharing nothing alike.
+hit_pinned() {
+  local cpus
+  for cpus in 0,1 0,2 0,4 0,8 0,15 0-15; do
+    echo "### taskset -c $cpus"
+    taskset -c "$cpus" "$BIN/kcache_bench" --fake --no-launch --threads 1,2 | sed -n '/^| threads/,/^$/p'
+  done
+}
+run hit_pinned hit_pinned
 # The control for the epoch pins: readers fence themselves instead of relying on membarrier.
 run bench_fences env KCACHE_EPOCH_FENCES=1 "$BIN/kcache_bench" --no-launch --out "$LOGS/bench_fences.md"
 # Issue 3: 64 PTX kernels cold (driver JIT with its ComputeCache off, against kcache's parallel
@@ -258,6 +268,7 @@ section() {
   echo "## Hit path over the fake driver on this host (no driver call per lookup)"
   echo
   sed -n '/^| threads/,$p' "$LOGS/bench_fake.md" 2>/dev/null
+  section "### The hit path on 2 threads pinned to chosen CPUs" "$LOGS/hit_pinned.txt"
   echo
   section "## Cold and warm start of 64 distinct PTX kernels" "$LOGS/warm_start.md" \
     "$LOGS/ptx_new_process.md" "$LOGS/kernel_speed.md"
