@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // The driver's own cost per module as one context holds more of them: N modules loaded
 // (cuModuleLoadData) into a context of its own, each one small cubin again or each a cubin of its
-// own (the same kernel under another name), its kernel looked up (cuModuleGetFunction) or not;
-// then every module unloaded (cuModuleUnload) in the order they were loaded, in the reverse order
-// or shuffled, or none unloaded and the context destroyed with them (cuCtxDestroy). How a load's
-// cost grows with the modules loaded before it, what in it grows, and whether the order a cache's
-// end unloads in matters. No kcache code is timed.
+// own (the same kernel under another name; or softmax_rows at N row lengths, under one name or N),
+// its kernel looked up (cuModuleGetFunction) or not; then every module unloaded (cuModuleUnload) in
+// the order they were loaded, in the reverse order or shuffled, or none unloaded and the context
+// destroyed with them (cuCtxDestroy). How a load's cost grows with the modules loaded before it,
+// what in it grows, and whether the order a cache's end unloads in matters. No kcache code is
+// timed.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -26,6 +28,9 @@
 
 namespace kcache::bench {
 namespace {
+
+// The scale curve's first row length (bench/scale.cpp): the same kernels.
+constexpr int kFirstCols = 1000;
 
 enum class Order { kLoaded, kReversed, kShuffled, kContextEnd };
 
@@ -117,15 +122,9 @@ std::optional<Churn> churn(const driver::CudaApi& cu, const Fill& fill, int coun
     return result;
 }
 
-// `count` cubins of residual_add, each entry renamed residual_add_<i>, linked on every core.
-std::optional<std::vector<std::string>> distinct_cubins(const std::string& ptx, int count,
-                                                        const compile::Target& target,
-                                                        std::vector<std::string>& names) {
-    names.clear();
-    for (int i = 0; i < count; ++i) names.push_back("residual_add_" + std::to_string(i));
-    const std::string entry = ".entry residual_add(";
-    const std::size_t at = ptx.find(entry);
-    if (at == std::string::npos) return std::nullopt;
+// `count` cubins, the i-th linked from `ptx_of(i)`, on every core.
+std::optional<std::vector<std::string>> link_each(int count, const compile::Target& target,
+                                                  const std::function<std::string(int)>& ptx_of) {
     std::vector<std::string> cubins(static_cast<std::size_t>(count));
     std::atomic<int> next{0};
     std::atomic<bool> ok{true};
@@ -133,14 +132,11 @@ std::optional<std::vector<std::string>> distinct_cubins(const std::string& ptx, 
     for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t) {
         pool.emplace_back([&] {
             for (int i = next++; i < count && ok; i = next++) {
-                const auto n = static_cast<std::size_t>(i);
-                std::string renamed = ptx;
-                renamed.replace(at, entry.size(), ".entry " + names[n] + "(");
-                auto compiled = compile::link_ptx(renamed, target);
+                auto compiled = compile::link_ptx(ptx_of(i), target);
                 if (!compiled) {
                     ok = false;
                 } else {
-                    cubins[n] = std::move(compiled->cubin);
+                    cubins[static_cast<std::size_t>(i)] = std::move(compiled->cubin);
                 }
             }
         });
@@ -148,6 +144,13 @@ std::optional<std::vector<std::string>> distinct_cubins(const std::string& ptx, 
     for (auto& thread : pool) thread.join();
     if (!ok) return std::nullopt;
     return cubins;
+}
+
+std::vector<std::string> numbered(const std::string& name, int count) {
+    std::vector<std::string> names;
+    names.reserve(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) names.push_back(name + "_" + std::to_string(i));
+    return names;
 }
 
 }  // namespace
@@ -165,20 +168,40 @@ std::string run_module_churn(const std::vector<int>& counts, std::string& note) 
     }
     const std::vector<std::string> one_cubin = {compiled->cubin};
     const std::vector<std::string> one_name = {"residual_add"};
+    const std::vector<std::string> softmax_one = {"softmax_rows"};
     std::string text;
     append(text,
            "Device: %s. N modules loaded into one context, then every module unloaded; "
            "microseconds per module, each row a context of its own. `one cubin`: residual_add's "
            "(%zu bytes) N times; `a cubin each`: residual_add under N names, each linked apart; "
-           "`+ lookup`: cuModuleGetFunction after each load.\n\n"
+           "`softmax_rows`: the scale curve's kernel at N row lengths, its entry named alike or "
+           "apart; `+ lookup`: cuModuleGetFunction after each load.\n\n"
            "| modules | loaded | unloaded | load | load, the last tenth | unload | unload, the "
            "first tenth | unload, the last tenth |\n|---:|---|---|---:|---:|---:|---:|---:|\n",
            gpu->context.info().name.c_str(), compiled->cubin.size());
     for (const int count : counts) {
         const int n = std::max(count, 1);
-        std::vector<std::string> names;
-        const auto distinct = distinct_cubins(ptx, n, target, names);
-        if (!distinct) {
+        // residual_add under N names; softmax_rows at N row lengths (as the scale curve's
+        // kernels), under its one name and under N.
+        const std::vector<std::string> names = numbered("residual_add", n);
+        const std::size_t entry = ptx.find(".entry residual_add(");
+        if (entry == std::string::npos) {
+            note = "residual_add's PTX has no entry";
+            return text;
+        }
+        const auto distinct = link_each(n, target, [&](int i) {
+            std::string renamed = ptx;
+            renamed.replace(entry + 7, 12, names[static_cast<std::size_t>(i)]);
+            return renamed;
+        });
+        const std::vector<std::string> softmax_names = numbered("softmax_rows", n);
+        const auto softmax_one_name =
+            link_each(n, target, [](int i) { return examples::softmax_rows_ptx(kFirstCols + i); });
+        const auto softmax_renamed = link_each(n, target, [&](int i) {
+            return examples::softmax_rows_ptx(kFirstCols + i,
+                                              softmax_names[static_cast<std::size_t>(i)]);
+        });
+        if (!distinct || !softmax_one_name || !softmax_renamed) {
             note = "the distinct cubins did not link";
             return text;
         }
@@ -197,6 +220,12 @@ std::string run_module_churn(const std::vector<int>& counts, std::string& note) 
             {"a cubin each + lookup", {&*distinct, &names, true}, Order::kLoaded},
             {"a cubin each + lookup", {&*distinct, &names, true}, Order::kReversed},
             {"a cubin each + lookup", {&*distinct, &names, true}, Order::kContextEnd},
+            {"softmax_rows, a cubin each, one name + lookup",
+             {&*softmax_one_name, &softmax_one, true},
+             Order::kLoaded},
+            {"softmax_rows, a cubin each, renamed + lookup",
+             {&*softmax_renamed, &softmax_names, true},
+             Order::kLoaded},
         };
         for (const Row& row : rows) {
             const auto run = churn(cu, row.fill, n, row.order);
