@@ -7,8 +7,8 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -28,15 +28,16 @@ public:
     // and then serves calls if it returned true, else waits for ever (whatever the copy ran
     // there is not the first C library's to clean up). Does not wait for `first`: a caller inside
     // the loader (a library's constructor) would wait for ever on a load that needs the loader.
-    static Result<CopyThread*> start(std::function<bool(CopyThread*)> first) {
-        auto* thread = new CopyThread();  // lives as long as its thread: for ever
+    // Throws nothing (a `first` small enough for std::function to hold in place allocates
+    // nothing): the copies undo what they marked as starting when a start fails.
+    static Result<CopyThread*> start(std::function<bool(CopyThread*)> first) noexcept {
+        auto* thread = new (std::nothrow) CopyThread();  // lives as long as its thread: for ever
+        if (thread == nullptr) return not_started("out of memory");
         try {
             std::thread(&CopyThread::serve, thread, std::move(first)).detach();
-        } catch (const std::system_error& e) {
+        } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc
             delete thread;
-            return Error(
-                Errc::kUnsupported,
-                std::string("a thread for a copy of nvJitLink did not start: ") + e.what());
+            return not_started(e.what());
         }
         return thread;
     }
@@ -61,6 +62,15 @@ private:
     };
 
     CopyThread() = default;
+
+    static Error not_started(const char* why) noexcept {
+        try {
+            return Error(Errc::kUnsupported,
+                         std::string("a thread for a copy of nvJitLink did not start: ") + why);
+        } catch (...) {  // the message did not fit in memory: a short one does (in place)
+            return Error(Errc::kUnsupported, "out of memory");
+        }
+    }
 
     [[noreturn]] void serve(const std::function<bool(CopyThread*)>& first) {
         bool serving = false;

@@ -8,10 +8,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -62,7 +65,7 @@ public:
     // be loaded or compile in a copy. Nothing here names a compiler library (which may take the
     // loader's lock, that a thread holding it and waiting for mutex_ would never let go): the
     // copies' threads load them, and a process without nvJitLink finds out there (logged once), its
-    // programs keeping to the own.
+    // programs keeping to the own. Nor does it start a thread with mutex_ held (without_lock).
     Taken take(CopyUse use) {
         const auto u = static_cast<std::size_t>(use);
         const bool program = use == CopyUse::kProgram;
@@ -72,13 +75,7 @@ public:
             ++own_[u];
             return {};
         }
-        if (program && !nvrtc_wanted_ && !exiting_) {
-            nvrtc_wanted_ = true;
-            for (const auto& copy : copies_) {
-                if (copy->nvrtc_state == NvJitLinkCopy::Nvrtc::kNone) start_nvrtc_load(*copy);
-            }
-        }
-        if (copies_.size() + loading_ < allowed_ && !load_failed_ && !exiting_) start_load();
+        start_loads(lock, program);
         NvJitLinkCopy* fewest = least_busy_copy(u);
         const auto deadline =
             std::chrono::steady_clock::now() + (program ? kProgramPatience : kLoadPatience);
@@ -98,23 +95,26 @@ public:
             ++own_[u];
             return {};
         }
+        ++fewest->running[u];  // before mutex_ is let go below: no other take() counts it free
         if (!fewest->idle.empty()) {
-            ++fewest->running[u];
             CopyThread* thread = fewest->idle.back();
             fewest->idle.pop_back();
             return {fewest, thread};
         }
         // Started here, not waited for: the link's first call waits until it serves.
-        auto thread = CopyThread::start([api = fewest->api.get()](CopyThread*) {
-            api->enter_thread();
-            return true;
+        auto thread = without_lock(lock, [api = fewest->api.get()]() noexcept {
+            return CopyThread::start([api](CopyThread*) {
+                api->enter_thread();
+                return true;
+            });
         });
         if (!thread) {
             thread_not_started(use, thread.error());
+            --fewest->running[u];
             ++own_[u];
+            changed_.notify_all();  // the copy may be free enough for a waiter again
             return {};
         }
-        ++fewest->running[u];
         return {fewest, *thread};
     }
 
@@ -202,9 +202,95 @@ private:
         return fewest;
     }
 
-    // Requires mutex_. A thread that loads a copy, then lists it with itself as its idle thread.
-    void start_load() {
-        auto thread = CopyThread::start([this](CopyThread* self) {
+    // Requires mutex_, through `lock`, which it lets go while threads start (without_lock) and
+    // holds again on return. Starts the loads that a take() beside the busy own asks for: NVRTC's
+    // into every copy at the first program's, and a copy's while fewer are loaded than allowed.
+    // Each is marked before mutex_ is let go (an NVRTC kLoading, counted in nvrtc_loading_; a
+    // copy's in loading_), so that no other take() starts it again and those waiting for loads
+    // (exit() among them) wait for it, and unmarked where its thread did not start.
+    void start_loads(std::unique_lock<std::mutex>& lock, bool program) {
+        std::vector<NvJitLinkCopy*> nvrtc;
+        if (program && !nvrtc_wanted_ && !exiting_) {
+            nvrtc.reserve(copies_.size());  // before any mark: a throw here leaves none
+            nvrtc_wanted_ = true;
+            for (const auto& copy : copies_) {
+                if (copy->nvrtc_state != NvJitLinkCopy::Nvrtc::kNone) continue;
+                copy->nvrtc_state = NvJitLinkCopy::Nvrtc::kLoading;
+                ++nvrtc_loading_;
+                nvrtc.push_back(copy.get());
+            }
+        }
+        const bool load = copies_.size() + loading_ < allowed_ && !load_failed_ && !exiting_;
+        if (load) ++loading_;
+        if (nvrtc.empty() && !load) return;
+        std::size_t nvrtc_started = 0;
+        std::optional<Error> nvrtc_not_started;  // why; the NVRTCs' starts end at the first
+        std::optional<Error> load_not_started;
+        without_lock(lock, [&]() noexcept {
+            for (; nvrtc_started < nvrtc.size(); ++nvrtc_started) {
+                auto started = CopyThread::start(nvrtc_loader(*nvrtc[nvrtc_started]));
+                if (!started) {
+                    nvrtc_not_started = std::move(started).error();
+                    break;
+                }
+            }
+            if (!load) return;
+            if (auto started = CopyThread::start(copy_loader()); !started) {
+                load_not_started = std::move(started).error();
+            }
+        });
+        if (nvrtc_not_started) {
+            thread_not_started(CopyUse::kProgram, *nvrtc_not_started);
+            for (std::size_t n = nvrtc_started; n < nvrtc.size(); ++n) {
+                nvrtc[n]->nvrtc_state = NvJitLinkCopy::Nvrtc::kNone;  // as if never wanted
+                --nvrtc_loading_;
+            }
+            load_ended();
+        }
+        if (load_not_started) {
+            thread_not_started(CopyUse::kLink, *load_not_started);
+            --loading_;
+            load_ended();
+        }
+    }
+
+    // Requires mutex_, through `lock`. Runs `starts`, which starts copies' threads and throws
+    // nothing, with mutex_ let go, and returns what it returns. pthread_create waits for glibc's
+    // TLS lock (dl_load_tls_lock), which a dlmopen holds while it waits for the lock that
+    // dl_iterate_phdr holds; a thread in a dl_iterate_phdr callback that waits for mutex_ (a
+    // program let go there) would close the cycle if a start held mutex_. Counted in starting_
+    // meanwhile, which the loads wait out before they begin (wait_for_starts): the threads started
+    // together are all started before any of them enters the loader, else the first's dlmopen,
+    // stuck behind a dl_iterate_phdr of the thread starting them (or of one waiting for it),
+    // would hold the TLS lock that the next start waits for. A start that begins while a load is
+    // already inside the loader may still wait for that load: the loads of a later take().
+    template <class Starts>
+    std::invoke_result_t<Starts> without_lock(std::unique_lock<std::mutex>& lock, Starts starts) {
+        struct Relock {
+            Copies& copies;
+            std::unique_lock<std::mutex>& lock;
+            ~Relock() {
+                lock.lock();
+                if (--copies.starting_ == 0) copies.changed_.notify_all();  // the loads go
+            }
+        };
+        ++starting_;
+        lock.unlock();
+        const Relock relock{*this, lock};
+        return starts();
+    }
+
+    // On a load's thread, before it loads anything: returns once no copy's thread is starting.
+    void wait_for_starts() {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return starting_ == 0; });
+    }
+
+    // For a thread that loads a copy, then lists it with itself as its idle thread: counted in
+    // loading_.
+    std::function<bool(CopyThread*)> copy_loader() {
+        return [this](CopyThread* self) {
+            wait_for_starts();
             std::unique_ptr<NvJitLinkCopy> copy;
             Result<std::unique_ptr<NvJitLinkApi>> api =
                 Error(Errc::kUnsupported, "out of memory while loading a copy of nvJitLink");
@@ -243,27 +329,18 @@ private:
                                    api.error().message());
             }
             return false;
-        });
-        if (thread) {
-            ++loading_;
-        } else {
-            thread_not_started(CopyUse::kLink, thread.error());
-        }
+        };
     }
 
-    // Requires mutex_. A thread of `copy` that loads NVRTC into its link map, then serves.
-    void start_nvrtc_load(NvJitLinkCopy& copy) {
-        auto thread = CopyThread::start([this, &copy](CopyThread* self) {
+    // For a thread of `copy`, whose NVRTC state is kLoading, that loads NVRTC into its link map,
+    // then serves.
+    std::function<bool(CopyThread*)> nvrtc_loader(NvJitLinkCopy& copy) {
+        return [this, &copy](CopyThread* self) {
+            wait_for_starts();
             copy.api->enter_thread();
             load_nvrtc_here(copy, self);
             return true;
-        });
-        if (thread) {
-            copy.nvrtc_state = NvJitLinkCopy::Nvrtc::kLoading;
-            ++nvrtc_loading_;
-        } else {
-            thread_not_started(CopyUse::kProgram, thread.error());
-        }
+        };
     }
 
     // Requires mutex_. A load (of a copy, or of NVRTC into one) ended: those waiting look again.
@@ -345,6 +422,7 @@ private:
     bool exiting_ = false;              // guarded by mutex_: exit() has begun
     bool nvrtc_wanted_ = false;         // guarded by mutex_: a program found the own NVRTC busy
     std::size_t nvrtc_loading_ = 0;     // guarded by mutex_
+    std::size_t starting_ = 0;          // guarded by mutex_: takes starting threads (without_lock)
     bool thread_failed_ = false;        // guarded by mutex_: logged once
     std::vector<std::unique_ptr<NvJitLinkCopy>> copies_;  // guarded by mutex_
 };

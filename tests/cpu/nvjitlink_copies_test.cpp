@@ -33,10 +33,11 @@ namespace kcache::driver {
 namespace {
 
 // KCACHE_NVJITLINK_COPIES for the death tests' children (each a new process that reads it once)
-// while it lives. Under the loader's lock, a program's take() with two copies or more can start a
-// second NVRTC load, whose thread waits for glibc's TLS lock that the first copy's dlmopen holds
-// while it waits for the loader's lock: a cycle of the test's making (a library's constructor
-// holds no TLS lock).
+// while it lives. The tests under the loader's lock allow 3 copies, whatever this machine's
+// default: a program's take() then starts NVRTC's loads into several copies at once, and each
+// thread must start with the copies' lock let go and before any of those loads waits in dlmopen
+// for the loader's lock, holding glibc's TLS lock that starting a thread waits for (runs of the
+// two programs' tests hung when threads started under the copies' lock).
 test::ScopedEnv copies_allowed(const char* copies) {
     return {"KCACHE_NVJITLINK_COPIES", copies};
 }
@@ -208,7 +209,7 @@ TEST_F(NvJitLinkCopiesTest, ALinkWaitsForAStuckLoadOnlyAWhile) {
 // cannot end; the own let go 20 ms into the wait.
 TEST_F(NvJitLinkCopiesTest, ALinkWaitingForALoadTakesTheOwnOnceItIsLetGo) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    const test::ScopedEnv one = copies_allowed("1");
+    const test::ScopedEnv three = copies_allowed("3");
     EXPECT_EXIT(
         {
             alarm(20);
@@ -510,7 +511,7 @@ TEST_F(NvrtcCopiesTest, ProgramsAndLinksAtOnceOnManyThreadsAllMatchTheOwnsOutput
 // while another thread loads a library waits for ever, with or without kcache.)
 TEST_F(NvrtcCopiesTest, AProgramWaitsForAStuckNvrtcLoadOnlyAWhile) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    const test::ScopedEnv one = copies_allowed("1");
+    const test::ScopedEnv three = copies_allowed("3");
     EXPECT_EXIT(
         {
             alarm(30);  // a hang fails the test instead of stalling it
@@ -535,7 +536,7 @@ TEST_F(NvrtcCopiesTest, AProgramWaitsForAStuckNvrtcLoadOnlyAWhile) {
 // into the wait.
 TEST_F(NvrtcCopiesTest, AProgramWaitingForACopysNvrtcTakesTheOwnOnceItIsLetGo) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    const test::ScopedEnv one = copies_allowed("1");
+    const test::ScopedEnv three = copies_allowed("3");
     EXPECT_EXIT(
         {
             alarm(30);
