@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "build/lowered_names.hpp"
 #include "kcache/provenance.hpp"
@@ -23,6 +24,10 @@ struct BuiltArtifact {
     Provenance provenance = Provenance::kDriverJit;
     std::uint64_t compile_ns = 0;  // a host compile's; 0 for a tier hit
     LoweredNames names;
+    // What the names its code defines end in, where its PTX was renamed before its link
+    // (build/unique_names.hpp; the module still asks for a name unrenamed when the suffixed one
+    // is not there); empty for every other artifact.
+    std::string name_suffix;
     // The artifact from a tier or a compile, verified, whose cubin the loader hands the driver in
     // place (no copy).
     std::shared_ptr<const store::VerifiedArtifact> artifact;

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <utility>
 
+#include "build/unique_names.hpp"
 #include "util/log.hpp"
 #include "util/try.hpp"
 
@@ -46,13 +47,16 @@ Result<compile::Compiled> compile_cuda(const Source& source, const compile::Targ
 
 // On a compile worker that is started and idle, else here: a worker's start costs more than a
 // PTX link gains outside this process (docs/performance.md), so PTX never starts one or waits.
-Result<compile::Compiled> link_ptx(const Source& source, const compile::Target& target,
+// Its own names renamed first where the plan says so and its text allows.
+Result<compile::Compiled> link_ptx(const Source& source, const BuildPlan& plan,
                                    compile::WorkerPool* workers) {
+    std::optional<std::string> renamed;
+    if (plan.unique_names) renamed = with_unique_names(source.bytes, *plan.unique_names);
+    const std::string& ptx = renamed ? *renamed : source.bytes;
     if (workers != nullptr && workers->usable_here()) {
-        if (auto linked = workers->link_ptx_if_idle(source.bytes, target))
-            return std::move(*linked);
+        if (auto linked = workers->link_ptx_if_idle(ptx, plan.target)) return std::move(*linked);
     }
-    return compile::link_ptx(source.bytes, target);
+    return compile::link_ptx(ptx, plan.target);
 }
 
 }  // namespace
@@ -62,7 +66,7 @@ Result<std::optional<compile::Compiled>> compile_planned(const Source& source,
                                                          compile::WorkerPool* workers) {
     Result<compile::Compiled> compiled = source.kind == SourceKind::kCuda
                                              ? compile_cuda(source, plan.target, workers)
-                                             : link_ptx(source, plan.target, workers);
+                                             : link_ptx(source, plan, workers);
     if (!compiled && source.kind == SourceKind::kPtx &&
         compiled.error().code() == Errc::kUnsupported) {
         util::warn_once("nvjitlink", "nvJitLink unusable (" + compiled.error().message() +

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "build/fingerprints.hpp"
+#include "build/unique_names.hpp"
 #include "compile/arch.hpp"
 #include "compile/options.hpp"
 #include "util/log.hpp"
@@ -97,6 +98,12 @@ Result<std::optional<BuildPlan>> plan_build(int arch, const Source& source, bool
 
     plan.source_bytes = util::bytes_hash(source.bytes);
     const util::Fingerprint hash = source_hash(source, plan.source_bytes);
+    if (source.kind == SourceKind::kPtx) {
+        plan.unique_names = unique_names_number(hash);
+        toolchain.append("; module-scope names end in ")
+            .append(kUniqueNameMarker)
+            .append("<48 bits of the source hash>");
+    }
     plan.key.arch = plan.target.name();
     plan.key.source_kind = source_kind_name(source.kind);
     plan.key.source_hash = hash.hex();

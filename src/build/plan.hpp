@@ -18,6 +18,9 @@ struct BuildPlan {
     util::Fingerprint fingerprint;   // the artifact's (build/fingerprints.hpp)
     store::KeyMaterial key;          // without the caller's key and kernel names
     util::Fingerprint source_bytes;  // util::bytes_hash of the source's bytes
+    // PTX: the number its own names end in once renamed (build/unique_names.hpp); none for CUDA
+    // C++, whose names NVRTC makes.
+    std::optional<std::size_t> unique_names;
 };
 
 // nullopt: nothing to compile on the host (a binary, or PTX left to the driver's JIT: no

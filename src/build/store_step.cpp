@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "build/tier_lookup.hpp"
+#include "build/unique_names.hpp"
 #include "compile/ptx_params.hpp"
 #include "store/key_index.hpp"
 #include "util/log.hpp"
@@ -38,6 +39,7 @@ BuiltArtifact store_compiled(store::ArtifactStore* tiers, std::string_view calle
     built.provenance = Provenance::kCompiled;
     built.source_bytes = plan.source_bytes;
     built.names.assign(compiled.lowered_names.begin(), compiled.lowered_names.end());
+    if (plan.unique_names) built.name_suffix = unique_names_suffix(*plan.unique_names);
 
     store::Artifact artifact;
     artifact.kind = store::PayloadKind::kCubin;

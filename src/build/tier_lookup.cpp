@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "build/unique_names.hpp"
 #include "util/log.hpp"
 
 namespace kcache::build {
@@ -79,6 +80,7 @@ std::optional<BuiltArtifact> find_in_tiers(store::ArtifactStore& tiers, std::str
                        : found->tier == store::Tier::kRemote ? Provenance::kRemoteTier
                                                              : Provenance::kMemoryTier;
     built.names = std::move(*names);
+    if (plan.unique_names) built.name_suffix = unique_names_suffix(*plan.unique_names);
     // No copy of the payload: the loader loads it in place from the artifact, which the memory
     // tier and the loaded module share.
     built.artifact = std::move(found->entry);

@@ -43,6 +43,11 @@ void LoadedModule::share(std::shared_ptr<const SharedCode> code, std::string suf
     code_suffix_ = std::move(suffix);
 }
 
+void LoadedModule::names_end_in(std::string suffix) {
+    code_suffix_ = std::move(suffix);
+    suffix_may_be_missing_ = true;
+}
+
 std::string LoadedModule::in_code(std::string_view symbol) const {
     std::string named(symbol);
     named += code_suffix_;
@@ -51,6 +56,9 @@ std::string LoadedModule::in_code(std::string_view symbol) const {
 
 Result<DeviceGlobal> LoadedModule::global(const std::string& name) const {
     auto found = driver_->module_global(module_, in_code(name));
+    if (!found && suffix_may_be_missing_ && found.error().code() == Errc::kInvalidArgument) {
+        found = driver_->module_global(module_, name);
+    }
     if (!found && shared_code_ != nullptr && found.error().code() == Errc::kInvalidArgument) {
         // Named as the caller names it, not as the bundle's code does.
         return Error(Errc::kInvalidArgument,
@@ -200,6 +208,9 @@ Result<const ResolvedKernel*> LoadedModule::resolve(std::string_view name) {
         if (expression == name) driver_name = lowered;
     }
     auto id = driver_->get_kernel(module_, in_code(driver_name));
+    if (!id && suffix_may_be_missing_ && id.error().code() == Errc::kKernelNotFound) {
+        id = driver_->get_kernel(module_, driver_name);
+    }
     if (!id) {
         Error error = std::move(id).error();
         if (shared_code_ != nullptr && error.code() == Errc::kKernelNotFound) {

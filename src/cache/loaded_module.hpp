@@ -92,6 +92,10 @@ public:
     // members, where its own kernels and variables are named with `suffix` added
     // (build::bundled_symbol): it finds no other member's.
     void share(std::shared_ptr<const SharedCode> code, std::string suffix);
+    // A module linked alone from PTX whose names were renamed (build/unique_names.hpp), before it
+    // is published: its code names each of its symbols with `suffix` added, or, where its PTX
+    // could not be renamed, as the caller does.
+    void names_end_in(std::string suffix);
     LoadedModule(const LoadedModule&) = delete;
     LoadedModule& operator=(const LoadedModule&) = delete;
 
@@ -235,6 +239,7 @@ private:
     // A bundle member's: the code it shares (dropped when it unloads), and what of it is its own.
     std::shared_ptr<const SharedCode> shared_code_;
     std::string code_suffix_;
+    bool suffix_may_be_missing_ = false;  // names_end_in: the code may name a symbol without it
 
     std::mutex resolve_mutex_;  // serialises resolve(); readers use kernels_ without it
     std::atomic<const ResolvedKernel*> kernels_{nullptr};  // push-front list, release/acquire

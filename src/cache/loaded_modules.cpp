@@ -293,6 +293,7 @@ Result<ModuleHandle> LoadedModules::load_and_publish(std::string_view key, int a
     auto* entry = new LoadedModule(std::string(key), arch, hash, source_digest, built->artifact,
                                    loaded, driver_, module_counters_, std::move(built->names),
                                    std::move(param_sizes));
+    if (!built->name_suffix.empty()) entry->names_end_in(std::move(built->name_suffix));
     // Our reference is taken before the module is published, so eviction cannot unload it under
     // the caller. It is the module's home reference: hits by key allocate the striped counters.
     entry->add_ref(LoadedModule::kHomeStripe);

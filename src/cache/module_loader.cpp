@@ -104,6 +104,7 @@ Result<LoadedCode> load_module(driver::Driver& driver,
         KCACHE_LOG(kInfo, "compiled artifact for " + std::string(key) + " did not load (" +
                               module.error().message() + "); handing the PTX to the driver");
         built.provenance = Provenance::kDriverJit;
+        built.name_suffix.clear();  // the source's own names
         artifact.reset();
         module = driver.load_module(source);
     }
@@ -111,9 +112,14 @@ Result<LoadedCode> load_module(driver::Driver& driver,
     std::uint64_t compile_ns = built.compile_ns;
     // Loading PTX is the driver's JIT: that is compile time too.
     if (built.provenance == Provenance::kDriverJit) compile_ns += util::elapsed_since(start);
-    return LoadedCode{
-        loaded,   built.provenance,      compile_ns, std::move(built.names), built.source_bytes,
-        artifact, std::move(param_sizes)};
+    return LoadedCode{loaded,
+                      built.provenance,
+                      compile_ns,
+                      std::move(built.names),
+                      std::move(built.name_suffix),
+                      built.source_bytes,
+                      artifact,
+                      std::move(param_sizes)};
 }
 
 }  // namespace kcache::cache

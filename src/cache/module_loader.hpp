@@ -20,6 +20,7 @@ struct LoadedCode {
     Provenance provenance = Provenance::kDriverJit;
     std::uint64_t compile_ns = 0;  // the host compile's, or the driver's JIT; 0 for a tier hit
     build::LoweredNames names;
+    std::string name_suffix;                          // as in build::BuiltArtifact, if it loaded
     std::optional<util::Fingerprint> source_bytes{};  // as in build::BuiltArtifact
     std::optional<util::Fingerprint> artifact{};      // the artifact's fingerprint, if one loaded
     // A PTX source's kernels' parameter sizes as its artifact recorded them at compile time;

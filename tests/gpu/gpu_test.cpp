@@ -1105,6 +1105,51 @@ TEST_F(GpuTest, AProgrammaticDependentLaunchWaitsWhereItSaysAndGetsTheRightResul
     expect_close(*out.download_floats(), want, 1e-6);
 }
 
+// Two PTX modules that name their kernel and their variable alike, as generators do for other
+// shapes: each is linked with names of its own (build/unique_names.hpp), and each is asked for,
+// launched and written by the names its PTX gives, without meeting the other's.
+std::string adds_a_global_ptx(const char* increment) {
+    return std::string(
+               ".version 7.8\n.target sm_70\n.address_size 64\n\n"
+               ".visible .global .align 4 .f32 offset;\n\n"
+               ".visible .entry add_offset(.param .u64 out, .param .u32 n)\n{\n"
+               "    .reg .pred %p<2>;\n    .reg .b32 %r<3>;\n    .reg .f32 %f<3>;\n"
+               "    .reg .b64 %rd<4>;\n"
+               "    ld.param.u64 %rd1, [out];\n    ld.param.u32 %r1, [n];\n"
+               "    mov.u32 %r2, %tid.x;\n    setp.ge.u32 %p1, %r2, %r1;\n"
+               "    @%p1 bra DONE;\n    ld.global.f32 %f1, [offset];\n"
+               "    add.f32 %f2, %f1, ") +
+           increment +
+           ";\n    cvta.to.global.u64 %rd2, %rd1;\n    mul.wide.u32 %rd3, %r2, 4;\n"
+           "    add.s64 %rd2, %rd2, %rd3;\n    st.global.f32 [%rd2], %f2;\nDONE:\n    ret;\n}\n";
+}
+
+TEST_F(GpuTest, TwoPtxModulesThatNameTheirKernelAndVariableAlikeEachRunTheirOwn) {
+    if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << driver::nvjitlink_api().error().describe();
+    KernelCache cache;
+    const std::string one = adds_a_global_ptx("0f3F800000");  // + 1
+    const std::string two = adds_a_global_ptx("0f40000000");  // + 2
+    auto first = cache.kernel(
+        "add_offset:one", [&] { return Source::ptx(one); }, "add_offset");
+    auto second = cache.kernel(
+        "add_offset:two", [&] { return Source::ptx(two); }, "add_offset");
+    ASSERT_TRUE(first.ok()) << first.error().describe();
+    ASSERT_TRUE(second.ok()) << second.error().describe();
+    const auto run = [&](KernelHandle& kernel, float offset, float want) {
+        auto global = kernel.module().global("offset");
+        ASSERT_TRUE(global.ok()) << global.error().describe();
+        ASSERT_TRUE(write_global(*global, {offset}).ok());
+        const std::uint32_t n = 32;
+        auto out = poisoned(n);
+        ASSERT_TRUE(kernel.launch_with(linear(n), out.address(), n).ok());
+        ASSERT_TRUE(context_->synchronize().ok());
+        expect_close(*out.download_floats(), std::vector<float>(n, want), 0);
+    };
+    run(*first, 10.0f, 11.0f);
+    run(*second, 20.0f, 22.0f);
+    run(*first, 30.0f, 31.0f);  // its own variable, not the other's
+}
+
 TEST_F(GpuTest, NvJitLinkCubinOfPtxLoadsAndMatchesCpuReference) {
     if (!driver::nvjitlink_api().ok()) GTEST_SKIP() << driver::nvjitlink_api().error().describe();
     auto linked = compile::link_ptx(examples::gelu_ptx(), compile::Target{context_->info().arch});

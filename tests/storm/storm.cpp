@@ -59,6 +59,8 @@
 #include <tuple>
 #include <vector>
 
+#include "build/plan.hpp"
+#include "build/unique_names.hpp"
 #include "compile/compiler.hpp"
 #include "kcache/kcache.hpp"
 #include "ptx_kernels.hpp"
@@ -321,11 +323,18 @@ void report_progress(int id, char what) {
     std::ignore = ::write(kProgressFd, record, sizeof record);  // a driver gone is no matter
 }
 
-// Every kernel's cubin, compiled here with no cache in between; empty when a compile failed.
+// Every kernel's cubin, compiled here with no cache in between, its names made unique as the
+// plan says (build/unique_names.hpp); empty when a compile failed.
 std::vector<std::string> reference_cubins() {
     std::vector<std::string> reference;
     for (int k = 0; k < kKernels; ++k) {
-        auto compiled = compile::link_ptx(kernel_spec(k).ptx, compile::Target{kArch, false});
+        const std::string& ptx = kernel_spec(k).ptx;
+        auto plan = build::plan_build(kArch, Source::ptx(ptx), true);
+        std::optional<std::string> renamed;
+        if (plan && *plan && (*plan)->unique_names) {
+            renamed = build::with_unique_names(ptx, *(*plan)->unique_names);
+        }
+        auto compiled = compile::link_ptx(renamed ? *renamed : ptx, compile::Target{kArch, false});
         if (!compiled) {
             std::fprintf(stderr, "reference compile of %s: %s\n", kernel_spec(k).key.c_str(),
                          compiled.error().describe().c_str());

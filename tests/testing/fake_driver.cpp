@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "build/unique_names.hpp"
 #include "util/try.hpp"
 
 namespace kcache::fakes {
@@ -272,6 +273,15 @@ int FakeDriver::kept_images() const {
     return kept;
 }
 
+std::vector<std::string> FakeDriver::kernel_names() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> names;
+    for (const FakeLibrary* library : live_) {
+        for (const auto& kernel : library->kernels) names.push_back(kernel->name);
+    }
+    return names;
+}
+
 std::vector<Result<std::string>> FakeDriver::load_again() {
     std::vector<ImageSource> sources;
     {
@@ -439,8 +449,17 @@ LaunchConfig FakeDriver::last_launch() const {
 
 int FakeDriver::launches_of(const std::string& kernel_name) const {
     std::lock_guard lock(mutex_);
-    auto it = launch_counts_.find(kernel_name);
-    return it == launch_counts_.end() ? 0 : it->second;
+    int launches = 0;
+    for (const auto& [name, count] : launch_counts_) {
+        // A module linked alone from PTX names its kernels with a suffix (build/unique_names.hpp).
+        if (name == kernel_name ||
+            (name.starts_with(kernel_name) &&
+             name.compare(kernel_name.size(), build::kUniqueNameMarker.size(),
+                          build::kUniqueNameMarker) == 0)) {
+            launches += count;
+        }
+    }
+    return launches;
 }
 
 }  // namespace kcache::fakes

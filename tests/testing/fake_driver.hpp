@@ -97,10 +97,13 @@ public:
     int param_queries() const { return param_queries_.load(); }    // kernel_params() calls
     int in_place_loads() const { return in_place_loads_.load(); }  // load_binary() calls
     int kept_images() const;  // live libraries that hold their image's bytes
+    std::vector<std::string> kernel_names()
+        const;                // the live libraries' kernels, as their code names them
     int kept_owners() const;  // distinct owners of those bytes (shared ones count once)
     // Asks every live library loaded with a way back for its bytes again, as a second context
     // would: the bytes each got back, or why it could not.
     std::vector<Result<std::string>> load_again();
+    // Launches of the kernel the caller names `kernel_name`, its code's unique suffix or not.
     int launches_of(const std::string& kernel_name) const;
     // What was set on a kernel (by the id a handle's native_kernel() gives); the last launch.
     std::optional<int> attribute_of(KernelId kernel, KernelAttribute attribute) const;
