@@ -45,7 +45,6 @@ void LoadedModule::share(std::shared_ptr<const SharedCode> code, std::string suf
 
 void LoadedModule::names_end_in(std::string suffix) {
     code_suffix_ = std::move(suffix);
-    suffix_may_be_missing_ = true;
 }
 
 std::string LoadedModule::in_code(std::string_view symbol) const {
@@ -56,7 +55,7 @@ std::string LoadedModule::in_code(std::string_view symbol) const {
 
 Result<DeviceGlobal> LoadedModule::global(const std::string& name) const {
     auto found = driver_->module_global(module_, in_code(name));
-    if (!found && suffix_may_be_missing_ && found.error().code() == Errc::kInvalidArgument) {
+    if (!found && suffix_may_be_missing() && found.error().code() == Errc::kInvalidArgument) {
         found = driver_->module_global(module_, name);
     }
     if (!found && shared_code_ != nullptr && found.error().code() == Errc::kInvalidArgument) {
@@ -208,7 +207,7 @@ Result<const ResolvedKernel*> LoadedModule::resolve(std::string_view name) {
         if (expression == name) driver_name = lowered;
     }
     auto id = driver_->get_kernel(module_, in_code(driver_name));
-    if (!id && suffix_may_be_missing_ && id.error().code() == Errc::kKernelNotFound) {
+    if (!id && suffix_may_be_missing() && id.error().code() == Errc::kKernelNotFound) {
         id = driver_->get_kernel(module_, driver_name);
     }
     if (!id) {

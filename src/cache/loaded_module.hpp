@@ -215,6 +215,9 @@ private:
     static bool dead(std::int64_t count) noexcept { return count >= kDead / 2; }
     // What its code names `symbol`: itself, but in a bundle member's.
     std::string in_code(std::string_view symbol) const;
+    // Set by names_end_in (a suffix, and no bundle's code): the code may name a symbol without
+    // its suffix, where the PTX could not be renamed.
+    bool suffix_may_be_missing() const { return shared_code_ == nullptr && !code_suffix_.empty(); }
     RefStripes* block() const noexcept { return stripes_.load(std::memory_order_acquire); }
     std::uint32_t try_acquire_slow(std::uint32_t stripe) noexcept;
     void release_home() noexcept;
@@ -239,7 +242,6 @@ private:
     // A bundle member's: the code it shares (dropped when it unloads), and what of it is its own.
     std::shared_ptr<const SharedCode> shared_code_;
     std::string code_suffix_;
-    bool suffix_may_be_missing_ = false;  // names_end_in: the code may name a symbol without it
 
     std::mutex resolve_mutex_;  // serialises resolve(); readers use kernels_ without it
     std::atomic<const ResolvedKernel*> kernels_{nullptr};  // push-front list, release/acquire
