@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Issue 19: kcache on a corpus of real generated kernels (a directory of PTX files, such as the
-// Triton corpus's kernels/). Cold: the driver's JIT against kcache one kernel at a time and
-// warm_up on 16 threads, each in a new process with the driver's ComputeCache off (nvJitLink
-// consults it too). Warm: new processes against the floor and the warm ComputeCache, the table
-// of run_ptx_new_process_set. A CUDA C++ corpus (scripts/make-cuda-corpus.py, its kernels.tsv)
-// has no driver JIT to compare with: kcache one by one against warm_up, cold and in warm new
-// processes, then a sample checked on the GPU. Every kernel must load through kcache, or the run
-// fails.
+// Triton corpus's kernels/). Cold: the driver's JIT against nvJitLink alone, kcache one kernel at
+// a time and warm_up on 16 threads, each in a new process with the driver's ComputeCache off
+// (nvJitLink consults it too). Warm: new processes against the floor and the warm ComputeCache, the
+// table of run_ptx_new_process_set. A CUDA C++ corpus (scripts/make-cuda-corpus.py, its
+// kernels.tsv) has no driver JIT to compare with: kcache one by one against warm_up, cold and in
+// warm new processes, then a sample checked on the GPU. Every kernel must load through kcache, or
+// the run fails.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -17,6 +17,8 @@
 
 #include "bench/bench.hpp"
 #include "bench/child_process.hpp"
+#include "compile/compiler.hpp"
+#include "driver/cuda_api.hpp"
 #include "driver/device_memory.hpp"
 #include "kcache/kernel_cache.hpp"
 
@@ -153,6 +155,45 @@ std::string run_cuda_corpus(const KernelSet& set, const std::string& device,
     return text + checked;
 }
 
+// The "nvjitlink" child: no kcache, only nvJitLink and the driver's load of each cubin, one after
+// another, as kcache's one by one would be without its own work (planning, names of their own,
+// the disk tier). nvJitLink loads at the first link, as kcache's does.
+std::optional<ColdRun> bare_nvjitlink_run(const KernelSet& set) {
+    const auto& cu = driver::cuda_api();
+    if (!cu) return std::nullopt;
+    ColdRun run;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < set.count(); ++i) {
+        const auto kernel_start = std::chrono::steady_clock::now();
+        const std::string& ptx = set.ptx[static_cast<std::size_t>(i)];
+        auto compiled = compile::link_ptx(ptx, ptx_target(ptx));
+        CUmodule module = nullptr;
+        CUfunction function = nullptr;
+        const bool loaded =
+            compiled && (*cu)->cuModuleLoadData(&module, compiled->cubin.data()) == CUDA_SUCCESS &&
+            (*cu)->cuModuleGetFunction(&function, module, set.name(i).c_str()) == CUDA_SUCCESS;
+        const double ms = ms_since(kernel_start);
+        if (!loaded) {
+            std::fprintf(stderr, "%s: not linked or loaded\n", set.key(i).c_str());
+            continue;
+        }
+        ++run.loaded;
+        ++run.compiles;
+        run.sum_ms += ms;
+        if (ms > run.max_ms) {
+            run.max_ms = ms;
+            run.max_index = i;
+        }
+    }
+    run.total_ms = ms_since(start);
+    return run;
+}
+
+void print_cold_run(const ColdRun& run) {
+    std::printf("%.3f %.3f %.3f %d %d %d %.3f\n", run.total_ms, run.sum_ms, run.max_ms,
+                run.max_index, run.loaded, run.compiles, run.compile_ms);
+}
+
 }  // namespace
 
 std::string run_corpus_prebuild(const std::string& corpus, const std::string& directory, int arch,
@@ -240,6 +281,12 @@ int run_corpus_cold_child(const std::string& mode, const std::string& corpus,
     if (!read) return 4;
     KernelSet& set = *read;
     const int count = set.count();
+    if (mode == "nvjitlink") {
+        auto bare = bare_nvjitlink_run(set);
+        if (!bare) return 3;
+        print_cold_run(*bare);
+        return 0;
+    }
     ColdRun run;
     CacheOptions options;
     options.disk_directory = directory;
@@ -278,8 +325,7 @@ int run_corpus_cold_child(const std::string& mode, const std::string& corpus,
     run.total_ms = ms_since(start);
     run.compiles = static_cast<int>(cache.stats().compiles);
     run.compile_ms = static_cast<double>(cache.stats().compile_ns) / 1e6;
-    std::printf("%.3f %.3f %.3f %d %d %d %.3f\n", run.total_ms, run.sum_ms, run.max_ms,
-                run.max_index, run.loaded, run.compiles, run.compile_ms);
+    print_cold_run(run);
     return 0;
 }
 
@@ -302,22 +348,25 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
     if (!set.cuda.empty()) return run_cuda_corpus(set, device, corpus, directory, rounds, note);
 
     // Cold, each side a new process, which pays for loading its compiler library as a real first
-    // run does; rounds of the three in turns (the driver first in the first round, so that
-    // nothing it does could profit kcache), since one cold run on a shared host varies by tens of
-    // percent (docs/performance.md).
+    // run does; rounds of the four in turns (the driver first in the first round, so that nothing
+    // it does could profit kcache), since one cold run on a shared host varies by tens of percent
+    // (docs/performance.md). nvJitLink alone beside them says what of one at a time is kcache's.
     const int cold_rounds = std::max(rounds, 1) >= 3 ? 3 : 1;
     std::vector<double> jit_times;
-    std::vector<ColdRun> ones, alls;
-    std::vector<double> one_ratios, all_ratios;
+    std::vector<ColdRun> bares, ones, alls;
+    std::vector<double> bare_ratios, one_ratios, all_ratios, own_ratios;
     for (int round = 0; round < cold_rounds; ++round) {
         std::optional<ChildRun> jit;
-        std::optional<ColdRun> one, all;
-        for (int k = 0; k < 3; ++k) {
-            switch ((round + k) % 3) {
+        std::optional<ColdRun> bare, one, all;
+        for (int k = 0; k < 4; ++k) {
+            switch ((round + k) % 4) {
                 case 0:
                     jit = run_ptx_child("compute", directory + "/jit", corpus, kCacheOff);
                     break;
                 case 1:
+                    bare = cold_child("nvjitlink", corpus, directory + "/cold-nvjitlink");
+                    break;
+                case 2:
                     one = cold_child("one", corpus, directory + "/cold-one");
                     break;
                 default:
@@ -329,14 +378,17 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
             note = "the driver's JIT child failed (a kernel did not load?)";
             return {};
         }
-        if (!one || !all) {
-            note = "a kcache cold child failed";
+        if (!bare || !one || !all) {
+            note = "a cold child failed (nvJitLink alone, or kcache's)";
             return {};
         }
         // Paired within the round: the host's drift between rounds cancels.
+        bare_ratios.push_back(jit->total_ms / bare->total_ms);
         one_ratios.push_back(jit->total_ms / one->total_ms);
         all_ratios.push_back(jit->total_ms / all->total_ms);
+        own_ratios.push_back(one->total_ms / bare->total_ms);
         jit_times.push_back(jit->total_ms);
+        bares.push_back(*bare);
         ones.push_back(*one);
         alls.push_back(*all);
     }
@@ -346,13 +398,21 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
                   [](const ColdRun& a, const ColdRun& b) { return a.total_ms < b.total_ms; });
         return runs[runs.size() / 2];
     };
+    const ColdRun bare = median_run(bares);
     const ColdRun one = median_run(ones);
     const ColdRun all = median_run(alls);
     std::string text;
     append(text, "Device: %s. %d PTX kernels from %s.\n\n", device.c_str(), count, corpus.c_str());
+    for (const ColdRun& run : bares) append_loaded(text, "nvJitLink alone", run, count, note);
     for (const ColdRun& run : ones) append_loaded(text, "one by one", run, count, note);
     for (const ColdRun& run : alls) append_loaded(text, "warm_up", run, count, note);
     const double jit_ms = median(jit_times);
+    const auto ratios = [](const std::vector<double>& r) {
+        char cell[64];
+        std::snprintf(cell, sizeof cell, "%.2fx | %.2fx - %.2fx", median(r),
+                      *std::min_element(r.begin(), r.end()), *std::max_element(r.begin(), r.end()));
+        return std::string(cell);
+    };
     append(text,
            "\n| %d kernels, cold, each side a new process, CUDA_CACHE_DISABLE=1 (%d rounds, the "
            "order turning) | total ms, median | per kernel ms | driver JIT / this, median of the "
@@ -360,15 +420,16 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
            "|---|---:|---:|---:|---|\n"
            "| (a) driver JIT: cuModuleLoadData of the PTX + cuModuleGetFunction, 1 thread | %.1f "
            "| %.2f | 1.0x | |\n"
+           "| (a2) nvJitLink alone, no kcache: link + cuModuleLoadData + cuModuleGetFunction, 1 "
+           "thread | %.1f | %.2f | %s |\n"
            "| (b) kcache, kernel() for one after another, 1 thread (nvJitLink + store + load) | "
-           "%.1f | %.2f | %.2fx | %.2fx - %.2fx |\n"
-           "| (c) kcache warm_up, %u threads | %.1f | %.2f | %.2fx | %.2fx - %.2fx |\n\n",
-           count, cold_rounds, jit_ms, jit_ms / count, one.total_ms, one.total_ms / count,
-           median(one_ratios), *std::min_element(one_ratios.begin(), one_ratios.end()),
-           *std::max_element(one_ratios.begin(), one_ratios.end()), kWarmUpThreads, all.total_ms,
-           all.total_ms / count, median(all_ratios),
-           *std::min_element(all_ratios.begin(), all_ratios.end()),
-           *std::max_element(all_ratios.begin(), all_ratios.end()));
+           "%.1f | %.2f | %s |\n"
+           "| (c) kcache warm_up, %u threads | %.1f | %.2f | %s |\n\n"
+           "- one at a time, kcache's own share: (b) / (a2), median of the rounds' ratios %s\n\n",
+           count, cold_rounds, jit_ms, jit_ms / count, bare.total_ms, bare.total_ms / count,
+           ratios(bare_ratios).c_str(), one.total_ms, one.total_ms / count,
+           ratios(one_ratios).c_str(), kWarmUpThreads, all.total_ms, all.total_ms / count,
+           ratios(all_ratios).c_str(), ratios(own_ratios).c_str());
     append_cold_detail(text, set, one, all);
 
     // Warm: new processes, rounds in turns; the warm kcache mode fails unless all come from disk.
