@@ -159,7 +159,10 @@ std::optional<Parallel> on_processes(const KernelSet& set, const std::vector<std
     return run;
 }
 
-// Milliseconds per entry of writing `entries` atomically into a fresh directory.
+// Milliseconds per entry of writing `entries` atomically into a fresh directory, left for
+// run_compile_scaling to remove at its end: ext4 allocates inodes slowly right after many were
+// freed (it skips those deleted moments ago), which would charge the next row for this one's
+// clean-up.
 double store_ms(const std::vector<std::string>& entries, const std::string& directory,
                 util::Durability durability) {
     std::filesystem::remove_all(directory);
@@ -176,9 +179,7 @@ double store_ms(const std::vector<std::string>& entries, const std::string& dire
             return -1.0;
         }
     }
-    const double ms = ms_since(start) / static_cast<double>(entries.size());
-    std::filesystem::remove_all(directory);
-    return ms;
+    return ms_since(start) / static_cast<double>(entries.size());
 }
 
 // kcache on an empty disk tier over the fake driver: milliseconds of the whole run, and whether
@@ -215,7 +216,6 @@ KcacheRun kcache_cold(KernelSet set, const std::string& directory, int workers, 
         run.all_compiled =
             all_ok && cache.stats().compiles == static_cast<std::uint64_t>(set.count());
     }  // the queued disk writes end here, off the clock as they are off the caller's path
-    if (!directory.empty()) std::filesystem::remove_all(directory);
     return run;
 }
 
@@ -226,6 +226,14 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
     // Where a driver is installed nvJitLink consults its ComputeCache: every compile after the
     // first of a kernel would be a hit there.
     setenv("CUDA_CACHE_DISABLE", "1", 1);
+    // Every row's folder stays until the end (see store_ms), then goes, whatever the way out.
+    struct RemovedAtTheEnd {
+        const std::string& directory;
+        ~RemovedAtTheEnd() {
+            std::error_code ignored;
+            std::filesystem::remove_all(directory, ignored);
+        }
+    } const removed_at_the_end{directory};
     std::optional<KernelSet> read = kernel_set(corpus, note);
     if (!read) return {};
     const KernelSet& set = *read;
@@ -276,6 +284,9 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
     // behind the caller.
     const KcacheRun one_in_memory = kcache_cold(set, "", workers, false);
     const KcacheRun all = kcache_cold(set, directory + "/warm-up", workers, true);
+    const double synced = store_ms(cubins, directory + "/synced", util::Durability::kSynced);
+    const double unsynced = store_ms(cubins, directory + "/unsynced", util::Durability::kUnsynced);
+    // Last: it removes its folder at its end.
     constexpr int kWarmRounds = 5;
     const std::optional<FakeWarmStart> warm =
         fake_warm_start(corpus, directory + "/warm", workers, kWarmRounds, note);
@@ -284,8 +295,6 @@ std::string run_compile_scaling(const std::string& corpus, const std::string& di
         return {};
     }
     if (!warm) return {};
-    const double synced = store_ms(cubins, directory + "/synced", util::Durability::kSynced);
-    const double unsynced = store_ms(cubins, directory + "/unsynced", util::Durability::kUnsynced);
 
     std::string text;
     append(text,

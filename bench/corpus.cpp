@@ -358,19 +358,25 @@ std::string run_corpus(const std::string& corpus, const std::string& directory, 
     for (int round = 0; round < cold_rounds; ++round) {
         std::optional<ChildRun> jit;
         std::optional<ColdRun> bare, one, all;
+        // A folder of its own for each child, all removed at the end: ext4 allocates inodes
+        // slowly right after many were freed (it skips those deleted moments ago), which would
+        // charge kcache's files for the previous round's clean-up.
+        const auto folder = [&](const char* name) {
+            return directory + "/" + name + "-" + std::to_string(round);
+        };
         for (int k = 0; k < 4; ++k) {
             switch ((round + k) % 4) {
                 case 0:
                     jit = run_ptx_child("compute", directory + "/jit", corpus, kCacheOff);
                     break;
                 case 1:
-                    bare = cold_child("nvjitlink", corpus, directory + "/cold-nvjitlink");
+                    bare = cold_child("nvjitlink", corpus, folder("cold-nvjitlink"));
                     break;
                 case 2:
-                    one = cold_child("one", corpus, directory + "/cold-one");
+                    one = cold_child("one", corpus, folder("cold-one"));
                     break;
                 default:
-                    all = cold_child("warm-up", corpus, directory + "/cold-warm-up");
+                    all = cold_child("warm-up", corpus, folder("cold-warm-up"));
                     break;
             }
         }
