@@ -171,8 +171,10 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
         }
         row.cold = *cold;
         row.disk = disk_usage(directory);
+        // Each size's folders stay until run_scale's end: ext4 allocates inodes slowly right after
+        // many were freed (it skips those deleted moments ago), which would charge the next cold
+        // child for this size's clean-up.
         auto keys = kernel_child("cold-keys", directory + "-keys", count);
-        std::filesystem::remove_all(directory + "-keys");
         if (!keys) {
             note = "the key-by-key cold child of " + std::to_string(count) + " kernels failed";
             return {};
@@ -216,7 +218,6 @@ std::string kernel_curve(const std::string& work, int max_kernels, int rounds, s
                        std::to_string(run->compiles);
             }
         }
-        std::filesystem::remove_all(directory);
         rows.push_back(std::move(row));
     }
 
