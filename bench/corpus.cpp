@@ -155,30 +155,18 @@ std::string run_cuda_corpus(const KernelSet& set, const std::string& device,
     return text + checked;
 }
 
-// The "nvjitlink" child: no kcache, only nvJitLink and the driver's load of each cubin, one after
-// another, as kcache's one by one would be without its own work (planning, names of their own,
-// the disk tier). nvJitLink loads at the first link, as kcache's does.
-std::optional<ColdRun> bare_nvjitlink_run(const KernelSet& set) {
-    const auto& cu = driver::cuda_api();
-    if (!cu) return std::nullopt;
+// Each of `count` kernels through `load` (false: not loaded, and it said why on standard error),
+// one after another, each timed alone: their sum, the slowest, the whole.
+template <class Load>
+ColdRun one_after_another(int count, Load load) {
     ColdRun run;
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < set.count(); ++i) {
+    for (int i = 0; i < count; ++i) {
         const auto kernel_start = std::chrono::steady_clock::now();
-        const std::string& ptx = set.ptx[static_cast<std::size_t>(i)];
-        auto compiled = compile::link_ptx(ptx, ptx_target(ptx));
-        CUmodule module = nullptr;
-        CUfunction function = nullptr;
-        const bool loaded =
-            compiled && (*cu)->cuModuleLoadData(&module, compiled->cubin.data()) == CUDA_SUCCESS &&
-            (*cu)->cuModuleGetFunction(&function, module, set.name(i).c_str()) == CUDA_SUCCESS;
+        const bool loaded = load(i);
         const double ms = ms_since(kernel_start);
-        if (!loaded) {
-            std::fprintf(stderr, "%s: not linked or loaded\n", set.key(i).c_str());
-            continue;
-        }
+        if (!loaded) continue;
         ++run.loaded;
-        ++run.compiles;
         run.sum_ms += ms;
         if (ms > run.max_ms) {
             run.max_ms = ms;
@@ -186,6 +174,27 @@ std::optional<ColdRun> bare_nvjitlink_run(const KernelSet& set) {
         }
     }
     run.total_ms = ms_since(start);
+    return run;
+}
+
+// The "nvjitlink" child: no kcache, only nvJitLink and the driver's load of each cubin, one after
+// another, as kcache's one by one would be without its own work (planning, names of their own,
+// the disk tier). nvJitLink loads at the first link, as kcache's does.
+std::optional<ColdRun> bare_nvjitlink_run(const KernelSet& set) {
+    const auto& cu = driver::cuda_api();
+    if (!cu) return std::nullopt;
+    ColdRun run = one_after_another(set.count(), [&](int i) {
+        const std::string& ptx = set.ptx[static_cast<std::size_t>(i)];
+        auto compiled = compile::link_ptx(ptx, ptx_target(ptx));
+        CUmodule module = nullptr;
+        CUfunction function = nullptr;
+        const bool loaded =
+            compiled && (*cu)->cuModuleLoadData(&module, compiled->cubin.data()) == CUDA_SUCCESS &&
+            (*cu)->cuModuleGetFunction(&function, module, set.name(i).c_str()) == CUDA_SUCCESS;
+        if (!loaded) std::fprintf(stderr, "%s: not linked or loaded\n", set.key(i).c_str());
+        return loaded;
+    });
+    run.compiles = run.loaded;
     return run;
 }
 
@@ -287,31 +296,21 @@ int run_corpus_cold_child(const std::string& mode, const std::string& corpus,
         print_cold_run(*bare);
         return 0;
     }
-    ColdRun run;
     CacheOptions options;
     options.disk_directory = directory;
     // Compile worker processes (a `kcache` beside this program), started by the warm-up itself:
     // their start is on the clock.
     if (mode == "warm-up-workers") options.compile_workers = kWarmUpThreads;
     KernelCache cache(options);
-    const auto start = std::chrono::steady_clock::now();
+    ColdRun run;
     if (mode == "one") {
-        for (int i = 0; i < count; ++i) {
-            const auto kernel_start = std::chrono::steady_clock::now();
+        run = one_after_another(count, [&](int i) {
             auto kernel = cache.kernel(set.key(i), set.handing_over(i), set.name(i));
-            const double ms = ms_since(kernel_start);
-            if (!kernel) {
-                std::fprintf(stderr, "%s\n", kernel.error().describe().c_str());
-                continue;
-            }
-            ++run.loaded;
-            run.sum_ms += ms;
-            if (ms > run.max_ms) {
-                run.max_ms = ms;
-                run.max_index = i;
-            }
-        }
+            if (!kernel) std::fprintf(stderr, "%s\n", kernel.error().describe().c_str());
+            return kernel.ok();
+        });
     } else if (mode == "warm-up" || mode == "warm-up-workers") {
+        const auto start = std::chrono::steady_clock::now();
         for (const auto& result : cache.warm_up(set.handed_over_items(), kWarmUpThreads)) {
             if (result) {
                 ++run.loaded;
@@ -319,10 +318,10 @@ int run_corpus_cold_child(const std::string& mode, const std::string& corpus,
                 std::fprintf(stderr, "%s\n", result.error().describe().c_str());
             }
         }
+        run.total_ms = ms_since(start);
     } else {
         return 2;
     }
-    run.total_ms = ms_since(start);
     run.compiles = static_cast<int>(cache.stats().compiles);
     run.compile_ms = static_cast<double>(cache.stats().compile_ns) / 1e6;
     print_cold_run(run);
