@@ -323,13 +323,13 @@ Result<Artifact> decode(std::string_view bytes) {
 }
 
 VerifiedArtifact::~VerifiedArtifact() {
-    util::give_spare_buffer(std::move(bytes_));
+    if (!bytes_.mapped()) util::give_spare_buffer(std::move(bytes_).take_text());
 }
 
-Result<std::shared_ptr<const VerifiedArtifact>> VerifiedArtifact::decode(std::string bytes) {
+Result<std::shared_ptr<const VerifiedArtifact>> VerifiedArtifact::decode(util::FileBytes bytes) {
     auto entry = std::make_shared<VerifiedArtifact>(Private());
     entry->bytes_ = std::move(bytes);
-    auto layout = check(entry->bytes_);
+    auto layout = check(entry->bytes_.view());
     if (!layout) return layout.error();
     entry->kind_ = layout->kind;
     entry->key_ = layout->key;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kcache/result.hpp"
+#include "util/file_bytes.hpp"
 
 namespace kcache::store {
 
@@ -82,14 +83,18 @@ class VerifiedArtifact {
     };
 
 public:
-    // The checks of decode(); `bytes` (a file's, moved in) become the entry's own.
-    static Result<std::shared_ptr<const VerifiedArtifact>> decode(std::string bytes);
+    // The checks of decode(); `bytes` (a file's, moved in, read or mapped) become the entry's own.
+    static Result<std::shared_ptr<const VerifiedArtifact>> decode(util::FileBytes bytes);
+    static Result<std::shared_ptr<const VerifiedArtifact>> decode(std::string bytes) {
+        return decode(util::FileBytes(std::move(bytes)));
+    }
     // An entry made in this process (a compile's), encoded raw and decoded like one read back.
     static std::shared_ptr<const VerifiedArtifact> of(const Artifact& entry);
 
     // Public for make_shared; only decode() can name a Private.
     explicit VerifiedArtifact(Private) {}
-    // Hands its bytes to this thread's spare buffer (util/spare_buffer.hpp) for the next read.
+    // Hands its bytes, when read rather than mapped, to this thread's spare buffer
+    // (util/spare_buffer.hpp) for the next read.
     ~VerifiedArtifact();
     VerifiedArtifact(const VerifiedArtifact&) = delete;
     VerifiedArtifact& operator=(const VerifiedArtifact&) = delete;
@@ -98,15 +103,15 @@ public:
     const KeyMaterialView& key() const noexcept { return key_; }
     std::string_view payload() const noexcept { return payload_; }  // uncompressed
     // The entry's bytes as read (or encoded): what a tier that copies it writes.
-    std::string_view encoded() const noexcept { return bytes_; }
+    std::string_view encoded() const noexcept { return bytes_.view(); }
     // Its payload and key material text: what the memory tier's budget counts (as it did for a
     // Artifact; a zstd entry's compressed bytes, also kept, are not counted).
     std::size_t cost() const noexcept { return payload_.size() + key_text_bytes_; }
     Artifact owned() const;
 
 private:
-    std::string bytes_;     // the encoded entry, which the views point into
-    std::string inflated_;  // a zstd payload, decompressed; empty for a raw one
+    util::FileBytes bytes_;  // the encoded entry, which the views point into
+    std::string inflated_;   // a zstd payload, decompressed; empty for a raw one
     PayloadKind kind_ = PayloadKind::kCubin;
     KeyMaterialView key_;
     std::string_view payload_;  // into bytes_ (raw) or inflated_ (zstd)

@@ -24,6 +24,10 @@ namespace kcache::store {
 // The most kcache reads of one entry: far above any real cubin or fatbin (tens of MiB), far
 // below what would exhaust memory when a huge file or a device is planted at an entry's name.
 inline constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{256} << 20;
+// An entry at least this large is mapped rather than read, where Files::read_bytes allows: a
+// bundle's is mostly fresh pages to fault in and zero, then a copy; below this a read into the
+// thread's spare buffer costs less than a mapping's setup and removal (docs/performance.md).
+inline constexpr std::uint64_t kMapEntryFrom = std::uint64_t{128} << 10;
 // The most it reads of kcache.conf, a statistics shard or a key-index record.
 inline constexpr std::uint64_t kMaxSmallFileBytes = std::uint64_t{1} << 20;
 

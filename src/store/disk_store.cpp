@@ -84,9 +84,9 @@ std::shared_ptr<const VerifiedArtifact> DiskStore::get(const util::Fingerprint& 
     util::Files& files = directory_->files();
     // Reading refreshes the recency stamp that eviction goes by, when it is older than the
     // granularity LRU needs: a hot entry is then stamped once in a while, not on every hit.
-    auto bytes = files.read(held, relative, kMaxEntryBytes,
-                            directory_->read_only() ? util::kNeverStamp : kStampGranularity,
-                            directory_->writers());
+    auto bytes = files.read_bytes(held, relative, kMaxEntryBytes,
+                                  directory_->read_only() ? util::kNeverStamp : kStampGranularity,
+                                  directory_->writers(), kMapEntryFrom);
     if (!bytes && bytes.error().code() != Errc::kCorruptEntry) {
         errors_.fetch_add(1, std::memory_order_relaxed);
         util::warn_once("disk-read:" + directory_->path(),

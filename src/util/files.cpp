@@ -5,7 +5,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -134,13 +136,24 @@ public:
                                             std::uint64_t max_bytes,
                                             std::chrono::seconds stamp_after,
                                             const Writers* writers) override {
+        auto bytes = read_bytes(base, relative, max_bytes, stamp_after, writers, 0);
+        if (!bytes) return bytes.error();
+        if (!*bytes) return std::optional<std::string>();
+        return std::optional<std::string>(std::move(**bytes).take_text());
+    }
+
+    Result<std::optional<FileBytes>> read_bytes(const OpenDirectory& base,
+                                                std::string_view relative, std::uint64_t max_bytes,
+                                                std::chrono::seconds stamp_after,
+                                                const Writers* writers,
+                                                std::uint64_t map_from) override {
         if (!is_relative_below(relative)) return invalid_relative(relative);
         // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
         UniqueFd fd =
             open_beneath(base.fd(), std::string(relative), O_RDONLY | O_NONBLOCK | O_NOCTTY);
         if (!fd) {
             const int saved = errno;  // before path_of allocates
-            if (saved == ENOENT) return std::optional<std::string>();
+            if (saved == ENOENT) return std::optional<FileBytes>();
             if (saved == ELOOP) {
                 return Error(Errc::kCorruptEntry, base.path_of(relative) +
                                                       " is or passes through a symbolic link, "
@@ -148,7 +161,8 @@ public:
             }
             return walk_error("open", base.path_of(relative), saved);
         }
-        return read_open_file(std::move(fd), base, relative, max_bytes, stamp_after, writers);
+        return read_open_file(std::move(fd), base, relative, max_bytes, stamp_after, writers,
+                              map_from);
     }
 
     Result<void> write_atomic(const OpenDirectory& base, std::string_view relative,
@@ -318,13 +332,11 @@ public:
     }
 
 private:
-    // Reads an opened file whole and closes it, stamping it as read() does. Checks its type and
-    // size before allocating anything.
-    static Result<std::optional<std::string>> read_open_file(UniqueFd fd, const OpenDirectory& base,
-                                                             std::string_view relative,
-                                                             std::uint64_t max_bytes,
-                                                             std::chrono::seconds stamp_after,
-                                                             const Writers* writers) {
+    // Reads (or maps, see read_bytes) an opened file whole and closes it, stamping it as read()
+    // does. Checks its type and size before allocating anything.
+    static Result<std::optional<FileBytes>> read_open_file(
+        UniqueFd fd, const OpenDirectory& base, std::string_view relative, std::uint64_t max_bytes,
+        std::chrono::seconds stamp_after, const Writers* writers, std::uint64_t map_from) {
         struct stat info {};
         if (fstat(fd.get(), &info) != 0) {
             const int saved = errno;
@@ -354,6 +366,20 @@ private:
                                                   std::to_string(max_bytes) +
                                                   " such a file may; not read");
         }
+        const auto stamp = [&] {
+            if (stamp_after.count() >= 0 &&
+                std::chrono::system_clock::now() - modified_time(info) > stamp_after) {
+                const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+                (void)futimens(fd.get(), times);  // ignored on purpose: see Files::read
+            }
+        };
+        if (map_from > 0 && size >= map_from && may_map(fd.get(), info)) {
+            auto mapped =
+                FileBytes::map(fd.get(), static_cast<std::size_t>(size), base.path_of(relative));
+            if (!mapped) return mapped.error();
+            stamp();
+            return std::optional<FileBytes>(std::move(*mapped));
+        }
         // One read of the size fstat gave, into a string allocated once: files here are
         // replaced by rename, never grown in place. A short read (a file cut meanwhile) loops
         // until that size or EOF. Into this thread's spare buffer when it has one (see
@@ -379,16 +405,42 @@ private:
             done += static_cast<std::size_t>(n);
         }
         out.resize(done);
-        if (stamp_after.count() >= 0 &&
-            std::chrono::system_clock::now() - modified_time(info) > stamp_after) {
-            const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-            (void)futimens(fd.get(), times);  // ignored on purpose: see Files::read
+        stamp();
+        return std::optional<FileBytes>(FileBytes(std::move(out)));
+    }
+
+    // Whether a file may be mapped (Files::read_bytes): this user's, writable by no one else, on
+    // a file system of this machine's own.
+    static bool may_map(int fd, const struct stat& info) {
+        constexpr unsigned long kZfsMagic = 0x2fc12fc1;  // not in <linux/magic.h>
+        if (info.st_uid != geteuid() || (info.st_mode & (S_IWGRP | S_IWOTH)) != 0) return false;
+        struct statfs where {};
+        if (fstatfs(fd, &where) != 0) return false;
+        switch (static_cast<unsigned long>(where.f_type)) {
+            case EXT4_SUPER_MAGIC:  // ext2, ext3 and ext4 alike
+            case XFS_SUPER_MAGIC:
+            case BTRFS_SUPER_MAGIC:
+            case TMPFS_MAGIC:
+            case OVERLAYFS_SUPER_MAGIC:
+            case F2FS_SUPER_MAGIC:
+            case kZfsMagic:
+                return true;
+            default:
+                return false;  // NFS, SMB, FUSE and whatever else: read
         }
-        return std::optional<std::string>(std::move(out));
     }
 };
 
 }  // namespace
+
+Result<std::optional<FileBytes>> Files::read_bytes(
+    const OpenDirectory& base, std::string_view relative, std::uint64_t max_bytes,
+    std::chrono::seconds stamp_after, const Writers* writers, std::uint64_t /*map_from*/) {
+    auto text = read(base, relative, max_bytes, stamp_after, writers);
+    if (!text) return text.error();
+    if (!*text) return std::optional<FileBytes>();
+    return std::optional<FileBytes>(FileBytes(std::move(**text)));
+}
 
 Files& real_files() {
     static RealFiles files;

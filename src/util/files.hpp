@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kcache/result.hpp"
+#include "util/file_bytes.hpp"
 #include "util/open_directory.hpp"
 
 namespace kcache::util {
@@ -72,6 +73,16 @@ public:
                                                     std::uint64_t max_bytes,
                                                     std::chrono::seconds stamp_after,
                                                     const Writers* writers = nullptr) = 0;
+    // read(), but a file of at least `map_from` bytes may come mapped rather than copied
+    // (FileBytes): one owned by this process's user, writable by no one else, on a local file
+    // system. A mapped file cut short under the mapping would kill the process (SIGBUS) when the
+    // bytes past its new end were read; kcache replaces its files, never cuts them, and only
+    // their owner or root could, while a network file system may drop the pages of a file
+    // another machine removed. The checks and errors are read()'s. This default reads: a Files
+    // that only overrides read() never maps.
+    virtual Result<std::optional<FileBytes>> read_bytes(
+        const OpenDirectory& base, std::string_view relative, std::uint64_t max_bytes,
+        std::chrono::seconds stamp_after, const Writers* writers, std::uint64_t map_from);
     // Atomic replace: writes a uniquely named temporary (`<name>.tmp.<host>.<pid>.<random>`) in
     // the same folder, fsyncs it (kSynced) and renames it over `relative`. Readers see the old
     // file or the new one, never a part. The temporary is removed on any failure.

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "test_support.hpp"
 #include "util/file_lock.hpp"
@@ -198,6 +200,73 @@ TEST(DiskStore, TruncatedEntryIsAMissAndIsRemoved) {
     fs::resize_file(store->path_of(kPrint), 100);
     EXPECT_EQ(store->get(kPrint), nullptr);
     EXPECT_EQ(store->stats().corrupt, 1u);
+}
+
+// The real file system, noting what each read_bytes() gave: mapped or read.
+class MappingSpy final : public test::ForwardingFiles {
+public:
+    int mapped = 0, read = 0;
+    Result<std::optional<util::FileBytes>> read_bytes(const util::OpenDirectory& base,
+                                                      std::string_view relative,
+                                                      std::uint64_t max_bytes,
+                                                      std::chrono::seconds stamp_after,
+                                                      const util::Writers* writers,
+                                                      std::uint64_t map_from) override {
+        auto bytes = util::real_files().read_bytes(base, relative, max_bytes, stamp_after, writers,
+                                                   map_from);
+        if (bytes && *bytes) ++((*bytes)->mapped() ? mapped : read);
+        return bytes;
+    }
+};
+
+TEST(DiskStore, ALargeEntryIsMappedAndServesLikeARead) {
+    TempDir dir;
+    MappingSpy files;
+    auto store = open_store(dir.path() + "/cache", &files);
+    const Artifact large = sample(std::string(kMapEntryFrom + 4096, 'c'));
+    const util::Fingerprint small_print{1, 2};
+    ASSERT_TRUE(store->put(kPrint, large).ok());
+    ASSERT_TRUE(store->put(small_print, sample()).ok());
+    auto got = store->get(kPrint);
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(got->owned(), large);
+    auto small = store->get(small_print);
+    ASSERT_NE(small, nullptr);
+    EXPECT_EQ(small->owned(), sample());
+    if (!test::maps_files_on(dir.path())) GTEST_SKIP() << "not a local file system kcache maps";
+    EXPECT_EQ(files.mapped, 1);
+    EXPECT_EQ(files.read, 1);  // the small entry
+    // The entry replaced or removed while it is held: what was found stays as it was.
+    ASSERT_TRUE(store->put(kPrint, sample(std::string(kMapEntryFrom + 4096, 'd'))).ok());
+    fs::remove(store->path_of(kPrint));
+    EXPECT_EQ(got->owned(), large);
+}
+
+TEST(DiskStore, ALargeCorruptOrCutEntryIsAMissAndIsRemoved) {
+    TempDir dir;
+    MappingSpy files;
+    auto store = open_store(dir.path(), &files);
+    const Artifact large = sample(std::string(kMapEntryFrom * 2, 'e'));
+    ASSERT_TRUE(store->put(kPrint, large).ok());
+    const std::string path = store->path_of(kPrint);
+    auto bytes = util::read_named_file(path, std::uint64_t{1} << 30);
+    ASSERT_TRUE(bytes.ok() && bytes->has_value());
+    std::string damaged = **bytes;
+    damaged[damaged.size() / 2] ^= 0x20;
+    ASSERT_TRUE(test::replace_file(path, damaged));
+    EXPECT_EQ(store->get(kPrint), nullptr);
+    EXPECT_EQ(store->stats().corrupt, 1u);
+    EXPECT_FALSE(fs::exists(path));
+
+    ASSERT_TRUE(store->put(kPrint, large).ok());
+    fs::resize_file(path, kMapEntryFrom + 100);  // cut, still large enough to be mapped
+    EXPECT_EQ(store->get(kPrint), nullptr);
+    EXPECT_EQ(store->stats().corrupt, 2u);
+    EXPECT_FALSE(fs::exists(path));
+    ASSERT_TRUE(store->put(kPrint, large).ok());
+    auto good = store->get(kPrint);
+    ASSERT_NE(good, nullptr);
+    EXPECT_EQ(good->owned(), large);
 }
 
 TEST(DiskStore, FullDiskIsACountedErrorAndLeavesNothingBehind) {

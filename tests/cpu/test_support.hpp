@@ -3,8 +3,10 @@
 // examples/, and launch arguments that match the example kernels' parameter lists.
 #pragma once
 
+#include <linux/magic.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +156,15 @@ inline std::string read_file(const std::string& path) {
 
 inline void write_file(const std::string& path, const std::string& bytes) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Whether `path` is on a file system whose large files kcache maps (util::Files::read_bytes);
+// ext4 and tmpfs cover the test machines.
+inline bool maps_files_on(const std::string& path) {
+    struct statfs where {};
+    return statfs(path.c_str(), &where) == 0 &&
+           (where.f_type == EXT4_SUPER_MAGIC || where.f_type == TMPFS_MAGIC ||
+            where.f_type == XFS_SUPER_MAGIC || where.f_type == BTRFS_SUPER_MAGIC);
 }
 
 // Replaces a file as kcache's writers do (a temporary renamed over it), making its folders.
