@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     std::string fake_warm_spec;
     int workers = static_cast<int>(std::thread::hardware_concurrency());
     int corpus_prebuild_arch = 0;
+    bool corpus_warm = false;
     std::string scale_directory;
     bench::ScaleOptions scale;
     int rounds = 7;
@@ -110,6 +111,8 @@ int main(int argc, char** argv) {
             scale.kcache = next();
         } else if (!std::strcmp(argv[i], "--corpus")) {
             corpus_directory = next();
+        } else if (!std::strcmp(argv[i], "--corpus-warm")) {
+            corpus_warm = true;
         } else if (!std::strcmp(argv[i], "--compile-scaling")) {
             scaling_directory = next();
         } else if (!std::strcmp(argv[i], "--driver-jit")) {
@@ -164,7 +167,8 @@ int main(int argc, char** argv) {
                          "[--compile-scaling PTX_DIR [--workers N]] "
                          "[--driver-jit PTX_DIR [--workers N] [--rounds N]] "
                          "[--fake-warm-start SPEC [--workers N] [--rounds N]] "
-                         "[--corpus DIR [--rounds N] [--corpus-prebuild ARCH [--threads N]]] "
+                         "[--corpus DIR [--rounds N] [--corpus-warm | --corpus-prebuild ARCH "
+                         "[--threads N]]] "
                          "[--scale DIR [--scale-max N] [--scale-entries N] [--scale-kcache CLI] "
                          "[--rounds N]] [--scale-fill DIR N] "
                          "[--kernel-speed] [--module-churn 1000,10000] [--cuda DIR] "
@@ -230,12 +234,18 @@ int main(int argc, char** argv) {
         std::string note;
         const std::string work = work_directory("kcache-corpus-");
         // --corpus-prebuild: no GPU, the compile alone (threads: the largest of --threads).
-        std::string table =
-            corpus_prebuild_arch != 0
-                ? bench::run_corpus_prebuild(
-                      corpus_directory, work, corpus_prebuild_arch,
-                      *std::max_element(hit.threads.begin(), hit.threads.end()), note)
-                : bench::run_corpus(corpus_directory, work, rounds, note);
+        // --corpus-warm: its warm new processes alone (run_corpus's last table).
+        std::string table;
+        if (corpus_prebuild_arch != 0) {
+            table = bench::run_corpus_prebuild(
+                corpus_directory, work, corpus_prebuild_arch,
+                *std::max_element(hit.threads.begin(), hit.threads.end()), note);
+        } else if (corpus_warm) {
+            table = bench::run_ptx_new_process_set(work, corpus_directory, rounds, note);
+            std::filesystem::remove_all(work);
+        } else {
+            table = bench::run_corpus(corpus_directory, work, rounds, note);
+        }
         return finish(table, note);
     }
     if (!remote_directory.empty()) {  // the remote tier alone
