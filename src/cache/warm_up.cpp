@@ -319,7 +319,8 @@ std::vector<Result<KernelHandle>> KernelCache::warm_up(
             }
         }
     };
-    grow();
+    // One item (the one a bundle left, say): the caller would only wait for a worker's start.
+    if (firsts.size() > 1) grow();
     if (pool.empty()) {  // made here, before any load: nobody would empty a bounded queue
         ready.unbound();
         make_all();

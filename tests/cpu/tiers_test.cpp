@@ -553,6 +553,37 @@ TEST_F(WarmUpTest, CompilesEveryKernelAndLoadsThem) {
     EXPECT_EQ(thread_stats().hits, 1u);
 }
 
+// One item to make (a warm-up of one key, or the one a bundle left): a worker would only cost
+// the caller its start, so the caller makes it.
+TEST_F(WarmUpTest, ASingleItemIsMadeOnTheCallingThread) {
+    KernelCache cache(key_by_key());
+    const std::thread::id caller = std::this_thread::get_id();
+    std::thread::id made_on;
+    std::vector<WarmUpItem> items = {{"softmax:7",
+                                      [&]() -> Result<Source> {
+                                          made_on = std::this_thread::get_id();
+                                          return Source::ptx(examples::softmax_rows_ptx(7));
+                                      },
+                                      "softmax_rows"}};
+    auto results = cache.warm_up(items, 4);
+    ASSERT_EQ(results.size(), 1u);
+    ASSERT_TRUE(results[0].ok()) << results[0].error().describe();
+    EXPECT_EQ(made_on, caller);
+    // Two items: a worker makes them while the caller loads.
+    std::vector<std::thread::id> two(2);
+    items.clear();
+    for (int cols : {8, 9}) {
+        items.push_back({"softmax:" + std::to_string(cols),
+                         [&two, cols]() -> Result<Source> {
+                             two[static_cast<std::size_t>(cols - 8)] = std::this_thread::get_id();
+                             return Source::ptx(examples::softmax_rows_ptx(cols));
+                         },
+                         "softmax_rows"});
+    }
+    for (const auto& result : cache.warm_up(items, 4)) ASSERT_TRUE(result.ok());
+    EXPECT_NE(two[0], caller);
+}
+
 // The largest compile is a warm-up's critical path: what no tier has is compiled largest source
 // first, after every tier hit was handed over, whatever the items' order; each generator still
 // runs once.
