@@ -38,6 +38,18 @@ void BundleBuilder::add(Job job) {
     work_.notify_one();
 }
 
+void BundleBuilder::start_idle() {
+    std::lock_guard lock(mutex_);
+    if (stopping_ || !threads_.empty()) return;
+    try {
+        threads_.emplace_back([this] { work(); });
+        ++started_;
+    } catch (const std::system_error& e) {  // add() tries again
+        util::log_line(util::LogLevel::kInfo,
+                       std::string("bundles: a linking thread did not start: ") + e.what());
+    }
+}
+
 void BundleBuilder::grow(std::size_t most) {
     // A thread more while there are fewer than jobs waiting: each job is long.
     while (threads_.size() < most && threads_.size() - running_ < queue_.size()) {

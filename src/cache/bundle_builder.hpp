@@ -68,6 +68,10 @@ public:
     // Queued, unless this process queued the same bundle before (one that did not link is not
     // tried again) or stop() came.
     void add(Job job);
+    // One thread, waiting for jobs, where none has started: called from a thread other than the
+    // one that will add them (a warm-up's planner, beside the loads), so that add() on the
+    // caller's path finds it idle and starts none.
+    void start_idle();
     // Until every job queued so far is done, their delays skipped.
     void drain();
     // Jobs not started are dropped; those running end first. At a process's exit (static

@@ -85,6 +85,9 @@ WarmUpBundles::WarmUpBundles(LoadedModules& modules, const std::vector<WarmUpIte
         try {
             planner = std::thread([&] {
                 try {
+                    // The bundles loaded will queue their members' entries (queue_missing): the
+                    // thread that takes them starts here, not on the caller's path after the loads.
+                    if (tiers_shared()) modules_.bundles().start_idle();
                     plan_all(1, kPlanPatienceBesideLoads);
                 } catch (...) {
                     planning_failed = std::current_exception();

@@ -713,6 +713,23 @@ TEST_F(BundleTest, JobsQueuedTogetherStartOneThreadAndTheFirstToRunStartsTheRest
     EXPECT_EQ(builder.threads_started(), cache::BundleBuilder::kThreads);
 }
 
+// A thread started idle beforehand (by a warm-up's planner) takes the jobs added after it: the
+// adding thread starts none.
+TEST_F(BundleTest, JobsAddedAfterAnIdleStartStartNoThread) {
+    auto tiers = disk_tiers();
+    ASSERT_NE(tiers, nullptr);
+    const compile::Target target{90, false};
+    cache::BundleBuilder builder(tiers, {}, std::chrono::milliseconds(60000));
+    builder.start_idle();
+    builder.start_idle();  // one is enough
+    EXPECT_EQ(builder.threads_started(), 1u);
+    const std::vector<std::string> ptx = {named_softmax(1), named_softmax(2)};
+    builder.add(link_job(build::plan_bundle({{8, 1}, {8, 2}}, target, "a toolchain"), target, ptx));
+    EXPECT_EQ(builder.threads_started(), 1u);  // the idle one took it
+    builder.drain();
+    EXPECT_EQ(builder.built(), 1u);
+}
+
 // A cache's end makes the members' entries still queued on every core, but only those the disk
 // tier lacks: after a warm start (every entry there) it starts no thread and makes nothing.
 TEST_F(BundleTest, AnEndWithEveryQueuedEntryOnDiskStartsNoThread) {
