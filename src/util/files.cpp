@@ -374,11 +374,13 @@ private:
             }
         };
         if (map_from > 0 && size >= map_from && may_map(fd.get(), info)) {
+            // A mapping refused (no address space or mapping left, say) is read instead.
             auto mapped =
                 FileBytes::map(fd.get(), static_cast<std::size_t>(size), base.path_of(relative));
-            if (!mapped) return mapped.error();
-            stamp();
-            return std::optional<FileBytes>(std::move(*mapped));
+            if (mapped) {
+                stamp();
+                return std::optional<FileBytes>(std::move(*mapped));
+            }
         }
         // One read of the size fstat gave, into a string allocated once: files here are
         // replaced by rename, never grown in place. A short read (a file cut meanwhile) loops

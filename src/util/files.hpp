@@ -78,8 +78,8 @@ public:
     // system. A mapped file cut short under the mapping would kill the process (SIGBUS) when the
     // bytes past its new end were read; kcache replaces its files, never cuts them, and only
     // their owner or root could, while a network file system may drop the pages of a file
-    // another machine removed. The checks and errors are read()'s. This default reads: a Files
-    // that only overrides read() never maps.
+    // another machine removed. The checks and errors are read()'s; a mapping refused is read.
+    // This default reads: a Files that only overrides read() never maps.
     virtual Result<std::optional<FileBytes>> read_bytes(
         const OpenDirectory& base, std::string_view relative, std::uint64_t max_bytes,
         std::chrono::seconds stamp_after, const Writers* writers, std::uint64_t map_from);
