@@ -49,6 +49,15 @@ std::unique_ptr<DiskStore> open_store(const std::string& dir, util::Files* files
     return store.ok() ? std::move(*store) : nullptr;
 }
 
+// Damages a stored entry in its middle (replaced as a writer would); false if it cannot.
+bool flip_a_middle_bit(const std::string& path) {
+    auto bytes = util::read_named_file(path, std::uint64_t{1} << 30);
+    if (!bytes.ok() || !bytes->has_value()) return false;
+    std::string damaged = **bytes;
+    damaged[damaged.size() / 2] ^= 0x20;
+    return test::replace_file(path, damaged);
+}
+
 TEST(DiskStore, PutThenGetReturnsTheEntry) {
     TempDir dir;
     auto store = open_store(dir.path() + "/cache");
@@ -181,13 +190,7 @@ TEST(DiskStore, CorruptEntryIsAMissAndIsRemoved) {
     auto store = open_store(dir.path());
     ASSERT_TRUE(store->put(kPrint, sample()).ok());
     const std::string path = store->path_of(kPrint);
-    {
-        auto bytes = util::read_named_file(path, std::uint64_t{1} << 30);
-        ASSERT_TRUE(bytes.ok() && bytes->has_value());
-        std::string damaged = **bytes;
-        damaged[damaged.size() / 2] ^= 0x20;
-        ASSERT_TRUE(test::replace_file(path, damaged));
-    }
+    ASSERT_TRUE(flip_a_middle_bit(path));
     EXPECT_EQ(store->get(kPrint), nullptr);
     EXPECT_EQ(store->stats().corrupt, 1u);
     EXPECT_FALSE(fs::exists(path));
@@ -249,11 +252,7 @@ TEST(DiskStore, ALargeCorruptOrCutEntryIsAMissAndIsRemoved) {
     const Artifact large = sample(std::string(kMapEntryFrom * 2, 'e'));
     ASSERT_TRUE(store->put(kPrint, large).ok());
     const std::string path = store->path_of(kPrint);
-    auto bytes = util::read_named_file(path, std::uint64_t{1} << 30);
-    ASSERT_TRUE(bytes.ok() && bytes->has_value());
-    std::string damaged = **bytes;
-    damaged[damaged.size() / 2] ^= 0x20;
-    ASSERT_TRUE(test::replace_file(path, damaged));
+    ASSERT_TRUE(flip_a_middle_bit(path));
     EXPECT_EQ(store->get(kPrint), nullptr);
     EXPECT_EQ(store->stats().corrupt, 1u);
     EXPECT_FALSE(fs::exists(path));
